@@ -1,0 +1,252 @@
+"""`dralab run`: the scenario live, its reactors as Ray actors, its events on Redis (or the embedded bus).
+
+The driver plays the world: it appends the scenario's external inputs when their cluster time comes,
+follows the log with a fold of its own to show progress and decide when the run is over, and at the
+end reads the whole log back (for the summary and `--log`). It never talks to a reactor except to
+start it, ask its status and stop it: everything else goes through the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+import structlog
+
+from dralab.core.config import build_reactors, run_config
+from dralab.core.events import Record, decode_record, encode_record
+from dralab.core.inputs import scenario_inputs
+from dralab.core.invariants import InvariantMonitor, Violation
+from dralab.core.scenario import Scenario
+from dralab.core.state import ClusterState
+
+from .bus import Bus, BusUnavailable, Entry
+from .bus_factory import BusSpec, open_bus
+from .reactor_actor import Clock, ReactorActor
+from .redis_bus import redact_url
+from .redis_server import private_redis_server, redis_server_available
+
+log = structlog.get_logger("dralab.run")
+RAY_NAMESPACE = "dralab"
+
+
+class ServiceUnavailable(Exception):
+    """Redis or Ray could not be reached or started; the message says which and where."""
+
+
+@dataclass
+class LiveOptions:
+    seed: int = 0
+    ray_address: str | None = None
+    redis_url: str | None = None
+    stream: str | None = None
+    speed: float = 20.0
+    timeout_s: float = 600.0
+    embedded: bool = False
+    log_file: str | None = None
+    log_format: str = "console"
+    progress_every_s: float = 2.0
+
+
+@dataclass
+class LiveResult:
+    state: ClusterState
+    violations: list[Violation]
+    entries: list[tuple[int, bytes]]
+    completed: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Hook = Callable[["LiveRun"], Awaitable[None]]
+
+
+@contextlib.contextmanager
+def ray_runtime(address: str | None) -> Iterator[None]:
+    """Start Ray locally (or join `address`), and shut it down only if this call started it."""
+    if ray.is_initialized():
+        yield
+        return
+    try:
+        if address:
+            ray.init(address=address, namespace=RAY_NAMESPACE, log_to_driver=True, logging_level="warning")
+        else:
+            ray.init(address="local", namespace=RAY_NAMESPACE, include_dashboard=False, log_to_driver=True,
+                     logging_level="warning")
+    except Exception as exc:  # ConnectionError and friends: say where
+        raise ServiceUnavailable(f"cannot start or join Ray ({address or 'local'}): {exc}") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@contextlib.asynccontextmanager
+async def live_bus(options: LiveOptions, scenario: Scenario) -> AsyncIterator[tuple[Bus, BusSpec]]:
+    """The log for this run: the given Redis, a private redis-server, or the embedded bus."""
+    stream = options.stream or f"dralab:{scenario.name}:{uuid.uuid4().hex[:8]}"
+    with contextlib.ExitStack() as stack:
+        if options.redis_url:
+            spec = BusSpec("redis", url=options.redis_url, stream=stream)
+        elif not options.embedded and redis_server_available():
+            spec = BusSpec("redis", url=stack.enter_context(private_redis_server()), stream=stream)
+        else:
+            from .embedded_bus import start_log_actor
+
+            name = f"dralab-log-{uuid.uuid4().hex[:8]}"
+            start_log_actor(name)
+            spec = BusSpec("ray", actor=name, stream=stream, namespace=RAY_NAMESPACE)
+        try:
+            bus = await open_bus(spec)
+        except BusUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from None
+        try:
+            yield bus, spec
+        finally:
+            await bus.close()
+
+
+class LiveRun:
+    """One live run: inputs fed on the wall clock, reactors as actors, the driver's own fold."""
+
+    def __init__(self, scenario: Scenario, options: LiveOptions, bus: Bus, spec: BusSpec) -> None:
+        self.scenario, self.options, self.bus, self.spec = scenario, options, bus, spec
+        self.inputs: list[Record] = scenario_inputs(scenario, options.seed, mode="local", speed=options.speed)
+        self.reactor_names = [r.name for r in build_reactors(run_config(scenario))]
+        self.state = ClusterState()
+        self.monitor = InvariantMonitor()
+        self.entries: list[tuple[int, bytes]] = []
+        self.actors: dict[str, Any] = {}
+        self.clock = Clock(time.time(), options.speed)
+        self._fed = 0
+
+    async def _feed(self) -> None:
+        now = self.clock.now_ms()
+        due = []
+        while self._fed < len(self.inputs) and self.inputs[self._fed].t <= now:
+            due.append(self.inputs[self._fed])
+            self._fed += 1
+        if due:
+            # External inputs expect nothing; their ids make a retried append harmless.
+            await self.bus.append_many([(encode_record(r), r.id, {}, r.writes()) for r in due])
+
+    def _fold(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            self.state.apply(entry.offset, decode_record(entry.payload, entry.offset))
+            self.entries.append((entry.offset, entry.payload))
+            self.monitor.observe(self.state)
+
+    def settled(self) -> bool:
+        """Nothing left that could change the outcome: inputs all in, no pod pending, no node coming."""
+        s = self.state
+        if self._fed < len(self.inputs) or s.pending_pods():
+            return False
+        if any(not n.ready for n in s.nodes.values()) or any(g.outstanding for g in s.node_groups.values()):
+            return False
+        return not any(s.pods[k].run_for_ms >= 0 for k in s.pods_by_phase["Running"])
+
+    def start_actors(self) -> None:
+        for name in self.reactor_names:
+            self.actors[name] = ReactorActor.options(  # type: ignore[attr-defined]
+                name=f"dralab-{name}-{uuid.uuid4().hex[:6]}", namespace=RAY_NAMESPACE
+            ).remote(name, self.spec, self.clock.epoch, self.options.speed, self.options.log_format)
+
+    async def actor_status(self) -> dict[str, Any]:
+        refs = {name: a.status.remote() for name, a in self.actors.items()}
+        out = {}
+        for name, ref in refs.items():
+            try:
+                out[name] = await asyncio.wait_for(ref, timeout=10)
+            except Exception as exc:  # a restarting actor may not answer yet
+                out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        return out
+
+    async def stop_actors(self) -> None:
+        for actor in self.actors.values():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(actor.stop.remote(), timeout=5)
+            ray.kill(actor, no_restart=True)
+
+    async def run(self, hook: Hook | None = None) -> LiveResult:
+        opts = self.options
+        self.clock = Clock(time.time(), opts.speed)
+        await self._feed()  # setup record first, so actors find RunStarted at offset 1
+        self.start_actors()
+        deadline = time.monotonic() + opts.timeout_s
+        next_progress = time.monotonic()
+        quiet_since = time.monotonic()
+        completed = False
+        while time.monotonic() < deadline:
+            await self._feed()
+            new = await self.bus.read(self.state.offset, 1000, block_ms=100)
+            if new:
+                self._fold(new)
+                quiet_since = time.monotonic()
+            if hook is not None:
+                await hook(self)
+            if time.monotonic() >= next_progress:
+                next_progress = time.monotonic() + opts.progress_every_s
+                self._progress()
+            if self.clock.now_ms() > self.scenario.duration_ms:
+                completed = True
+                break
+            if self.settled() and time.monotonic() - quiet_since > 0.5:
+                completed = True
+                break
+        status = await self.actor_status()
+        await self.stop_actors()
+        self._fold(await self._read_rest())
+        if not completed:
+            log.error("run.timeout", timeout_s=opts.timeout_s, cluster_time_s=self.clock.now_ms() / 1000)
+        extra = {"mode": "local", "bus": self.spec.describe(), "wall_s": round(time.time() - self.clock.epoch, 2),
+                 "actors": {n: {k: s.get(k) for k in ("decisions", "conflicts", "error")} for n, s in status.items()}}
+        return LiveResult(self.state, self.monitor.violations, self.entries, completed, extra)
+
+    async def _read_rest(self) -> list[Entry]:
+        out: list[Entry] = []
+        after = self.state.offset
+        while chunk := await self.bus.read(after, 1000):
+            out.extend(chunk)
+            after = chunk[-1].offset
+        return out
+
+    def _progress(self) -> None:
+        s = self.state
+        log.info("run.progress", cluster_time_s=round(self.clock.now_ms() / 1000, 1), offset=s.offset,
+                 pods_scheduled=len(s.pods_by_phase["Running"]) + len(s.pods_by_phase["Succeeded"]),
+                 pods_pending=len(s.pods_by_phase["Pending"]), nodes=len(s.nodes),
+                 nodes_ready=sum(n.ready for n in s.nodes.values()))
+
+
+async def run_live_async(scenario: Scenario, options: LiveOptions, hook: Hook | None = None) -> LiveResult:
+    """Needs Ray initialised (see ray_runtime)."""
+    async with live_bus(options, scenario) as (bus, spec):
+        log.info("run.start", scenario=scenario.name, seed=options.seed, bus=spec.describe(), speed=options.speed)
+        live = LiveRun(scenario, options, bus, spec)
+        result = await live.run(hook)
+    return result
+
+
+async def probe_redis(url: str) -> None:
+    """Fail within seconds, before Ray starts, when the given Redis does not answer."""
+    from .redis_bus import RedisBus
+
+    try:
+        bus = await RedisBus.connect(url, "dralab:probe")
+    except BusUnavailable as exc:
+        raise ServiceUnavailable(str(exc)) from None
+    except ValueError as exc:
+        raise ServiceUnavailable(f"bad Redis URL {redact_url(url)}: {exc}") from None
+    await bus.close()
+
+
+def run_live(scenario: Scenario, options: LiveOptions) -> LiveResult:
+    if options.redis_url:
+        asyncio.run(probe_redis(options.redis_url))
+    with ray_runtime(options.ray_address):
+        return asyncio.run(run_live_async(scenario, options))

@@ -1,0 +1,187 @@
+"""A Ray actor that hosts one reactor: consume the log, fold it into a view, decide, append.
+
+Why the shape:
+- The loop runs in its own thread with its own asyncio loop, started by the constructor, so that
+  when Ray restarts a crashed actor (which re-runs `__init__` and loses all memory) the loop comes
+  back by itself, with nobody having to call a start method.
+- On start the view is rebuilt from the log up to what the consumer group had been given, then
+  the entries delivered but not acknowledged are processed again, then new ones. Entries are
+  acknowledged only after the decision made on them is appended, so a crash in between makes the
+  actor decide again on the same view; the decision's idempotency id makes that append a no-op.
+- The fold skips offsets it has already applied, so a redelivered entry is never applied twice.
+- A decision that lost an optimistic-concurrency race is dropped; the actor reads on and decides
+  again on the fresher view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+import structlog
+
+from dralab.core.config import build_reactors
+from dralab.core.events import RunStarted, decode_record, encode_record
+from dralab.core.reactor import Reactor, decide, expectations
+from dralab.core.state import ClusterState
+
+from .bus import Bus, Conflict, Entry
+from .bus_factory import BusSpec, open_bus
+
+log = structlog.get_logger("dralab.actor")
+READ_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Cluster time of a live run: wall time since the run's epoch, times the speed-up."""
+
+    epoch: float
+    speed: float
+
+    def now_ms(self) -> int:
+        return int((time.time() - self.epoch) * self.speed * 1000)
+
+    def wall_s(self, cluster_ms: float) -> float:
+        return cluster_ms / 1000 / self.speed
+
+
+class ReactorLoop:
+    """The consume-decide-append loop (separate from Ray so it is testable on its own)."""
+
+    def __init__(self, name: str, bus: Bus, clock: Clock, group: str, consumer: str) -> None:
+        self.name = name
+        self.bus = bus
+        self.clock = clock
+        self.group = group
+        self.consumer = consumer
+        self.state = ClusterState()
+        self.reactor: Reactor | None = None
+        self.seed = 0
+        self.stats: dict[str, Any] = {
+            "pid": os.getpid(), "rebuilt": 0, "redelivered": 0, "applied": 0, "duplicates_skipped": 0,
+            "decisions": 0, "duplicate_appends": 0, "conflicts": 0, "acked": 0, "resumed_from": 0,
+        }
+        self._wake: int | None = 0
+        self._seen = -1
+        self.stopping = False
+
+    def _apply(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if entry.offset <= self.state.offset:
+                self.stats["duplicates_skipped"] += 1
+                continue
+            record = decode_record(entry.payload, entry.offset)
+            self.state.apply(entry.offset, record)
+            self.stats["applied"] += 1
+            if self.reactor is None and record.events and isinstance(record.events[0], RunStarted):
+                run = record.events[0]
+                self.seed = run.seed
+                self.reactor = {r.name: r for r in build_reactors(run.config)}[self.name]
+
+    async def rebuild(self) -> list[Entry]:
+        """The view as of what the group was given; returns the entries to process again."""
+        await self.bus.create_group(self.group)
+        info = await self.bus.group_info(self.group)
+        self.stats["resumed_from"] = info.last_delivered
+        while self.state.offset < info.last_delivered:
+            chunk = await self.bus.read(self.state.offset, min(READ_CHUNK, info.last_delivered - self.state.offset))
+            if not chunk:
+                break
+            self._apply(chunk)
+            self.stats["rebuilt"] += len(chunk)
+        pending = await self.bus.pending(self.group, self.consumer)
+        self.stats["redelivered"] = len(pending)
+        return pending
+
+    def _due(self, now: int) -> bool:
+        if self.reactor is None:
+            return False
+        changed = self.reactor.trigger == "events" and self.state.offset > self._seen
+        return changed or (self._wake is not None and self._wake <= now)
+
+    async def _decide(self) -> None:
+        """Decide on the current view until a decision lands or there is nothing to do."""
+        assert self.reactor is not None
+        now = self.clock.now_ms()
+        record, wake = decide(self.reactor, self.state, now, self.seed)
+        self._seen, self._wake = self.state.offset, wake
+        if record is None:
+            return
+        try:
+            appended = await self.bus.append(
+                encode_record(record), id=record.id, expect=expectations(record, self.state), writes=record.writes()
+            )
+        except Conflict as exc:
+            self.stats["conflicts"] += 1
+            log.info("decision.conflict", reactor=self.name, view=record.view, key=exc.key)
+            self._wake = now  # decide again once the fresher entries are folded in
+            return
+        self.stats["decisions"] += 1
+        self.stats["duplicate_appends"] += appended.duplicate
+
+    async def run(self) -> None:
+        todo = await self.rebuild()
+        while not self.stopping:
+            self._apply(todo)
+            now = self.clock.now_ms()
+            if self._due(now):
+                await self._decide()
+            if todo:
+                await self.bus.ack(self.group, [e.offset for e in todo])
+                self.stats["acked"] += len(todo)
+            now = self.clock.now_ms()
+            block = 1000
+            if self._wake is not None:
+                block = max(1, min(block, int(self.clock.wall_s(self._wake - now) * 1000) + 1))
+            todo = await self.bus.read_group(self.group, self.consumer, READ_CHUNK, block)
+
+
+@ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)
+class ReactorActor:
+    """Hosts one reactor by name. Plain (threaded) actor: its methods only read counters."""
+
+    def __init__(self, name: str, bus_spec: BusSpec, epoch: float, speed: float, log_format: str = "console") -> None:
+        from .logs import configure
+
+        configure(log_format)
+        self.name = name
+        self._loop: ReactorLoop | None = None
+        self._error: str | None = None
+        self._thread = threading.Thread(target=self._main, args=(bus_spec, Clock(epoch, speed)), daemon=True)
+        self._thread.start()
+
+    def _main(self, bus_spec: BusSpec, clock: Clock) -> None:
+        async def go() -> None:
+            bus = await open_bus(bus_spec)
+            self._loop = ReactorLoop(self.name, bus, clock, group=self.name, consumer=f"{self.name}-0")
+            log.info("actor.started", reactor=self.name, pid=os.getpid())
+            try:
+                await self._loop.run()
+            finally:
+                await bus.close()
+
+        try:
+            asyncio.run(go())
+        except Exception as exc:  # surfaced through status(); the driver reports it
+            self._error = f"{type(exc).__name__}: {exc}"
+            log.error("actor.failed", reactor=self.name, error=self._error)
+
+    def status(self) -> dict[str, Any]:
+        loop = self._loop
+        out: dict[str, Any] = {"name": self.name, "pid": os.getpid(), "error": self._error, "alive": self._thread.is_alive()}
+        if loop is not None:
+            out.update(loop.stats)
+            out["view_offset"] = loop.state.offset
+            out["anomalies"] = list(loop.state.anomalies)
+        return out
+
+    def stop(self) -> bool:
+        if self._loop is not None:
+            self._loop.stopping = True
+        return True

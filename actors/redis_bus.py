@@ -1,0 +1,329 @@
+"""The bus on Redis Streams (Redis >= 7.0; no ``XADD ... IDMP`` needed).
+
+Layout, for a stream named ``s`` (the hash tag keeps every key in one cluster slot, so the append
+script may touch them all):
+
+* ``{s}:log``  the stream; entry ID ``f"{offset}-0"`` so the ID *is* the offset; fields ``p``
+  (payload) and ``i`` (idempotency id)
+* ``{s}:seq``  last offset (INCR)
+* ``{s}:ver``  hash key -> version (offset of its last writer)
+* ``{s}:ids``  hash idempotency id -> offset (grows with the log; an emulator run is bounded)
+
+An append is one Lua script, so the version checks, the idempotency check, the XADD and the version
+bumps are atomic. redis-py 8 retries timed-out commands by default; the append client has retries
+off so we never silently resend, and the idempotency id makes an explicit resend safe anyway.
+Blocking reads use their own connection pool whose socket timeout outlives the block time, and
+block in chunks of at most ``MAX_BLOCK_MS`` so that timeout stays bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .bus import AppendItem, Appended, BusUnavailable, Conflict, Entry, GroupInfo, UnknownGroup
+
+__all__ = ["MAX_BLOCK_MS", "RedisBus", "redact_url"]
+
+MAX_BLOCK_MS = 30_000  # longest single XREAD/XREADGROUP BLOCK; longer waits loop
+_BATCH_ITEMS = 256  # append_many: items per script call (bounds the time Redis is busy)
+_PAGE = 1000
+
+# KEYS: log, seq, ver, ids.  ARGV, repeated per item:
+#   payload, id, n_expect, (key, version) * n_expect, n_writes, key * n_writes
+# Returns one reply per item: {1, orig} duplicate, {0, offset} appended; on a conflict the last
+# reply is {2, key, expected, actual} and the remaining items are not looked at.
+_APPEND_LUA = """
+local log, seq, ver, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local out = {}
+local i = 1
+while i <= #ARGV do
+  local payload, id = ARGV[i], ARGV[i + 1]
+  local ne = tonumber(ARGV[i + 2])
+  local w = i + 3 + 2 * ne
+  local nw = tonumber(ARGV[w])
+  local orig = redis.call('HGET', ids, id)
+  if orig then
+    out[#out + 1] = {1, tonumber(orig)}
+  else
+    for e = 0, ne - 1 do
+      local key, want = ARGV[i + 3 + 2 * e], ARGV[i + 4 + 2 * e]
+      local have = redis.call('HGET', ver, key) or '0'
+      if have ~= want then
+        out[#out + 1] = {2, key, want, have}
+        return out
+      end
+    end
+    local off = string.format('%d', redis.call('INCR', seq))
+    redis.call('XADD', log, off .. '-0', 'p', payload, 'i', id)
+    for k = w + 1, w + nw do
+      redis.call('HSET', ver, ARGV[k], off)
+    end
+    redis.call('HSET', ids, id, off)
+    out[#out + 1] = {0, tonumber(off)}
+  end
+  i = w + 1 + nw
+end
+return out
+"""
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (userinfo or ``?password=``) replaced by ``***``, for messages."""
+    try:
+        parts = urlsplit(url)
+        out = url
+        if "@" in parts.netloc:
+            userinfo, host = parts.netloc.rsplit("@", 1)
+            user, sep, _pw = userinfo.partition(":")
+            # "redis://secret@host" is ambiguous (user or password?): hide it too.
+            netloc = f"{user}:***@{host}" if sep and user else f"***@{host}"
+            out = out.replace(f"//{parts.netloc}", f"//{netloc}", 1)
+        if parts.query:
+            query = "&".join(
+                f"{k}=***" if k.lower() in ("password", "pass", "pwd") else (f"{k}={v}" if eq else k)
+                for k, eq, v in (p.partition("=") for p in parts.query.split("&"))
+            )
+            out = out.replace(f"?{parts.query}", f"?{query}", 1)
+        return out
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//***@", re.sub(r"(?i)(password=)[^&]*", r"\1***", url))
+
+
+def _where(url: str) -> str:
+    """``host:port`` (or the socket path) of a Redis URL: what a user needs to see, no secrets."""
+    try:
+        parts = urlsplit(url)
+        if parts.scheme == "unix":
+            return parts.path
+        return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
+    except ValueError:
+        return redact_url(url)
+
+
+def _secrets(url: str) -> list[str]:
+    """Strings of ``url`` that must never appear in a message (passwords, lone userinfo)."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""] if parts.password else []
+        if parts.username and parts.password is None:
+            found.append(parts.username)
+        found += [v for k, _, v in (p.partition("=") for p in parts.query.split("&"))
+                  if k.lower() in ("password", "pass", "pwd") and v]
+        return [s for raw in found for s in {raw, unquote(raw)} if s]
+    except ValueError:
+        return []
+
+
+def _offset(stream_id: bytes | str) -> int:
+    s = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
+    return int(s.split("-", 1)[0])
+
+
+def _entries(resp: Any) -> list[Entry]:
+    """Entries of an XREAD/XREADGROUP reply (RESP2 list or RESP3 dict, one stream)."""
+    if not resp:
+        return []
+    streams = resp.values() if isinstance(resp, dict) else (s[1] for s in resp)
+    out: list[Entry] = []
+    for items in streams:
+        for sid, fields in items:
+            if fields:  # None for a pending entry that was trimmed away (we never trim)
+                out.append(Entry(_offset(sid), fields[b"p"]))
+    return out
+
+
+class RedisBus:
+    """A ``Bus`` on one Redis stream. Create with ``await RedisBus.connect(url, stream)``."""
+
+    def __init__(self, url: str, stream: str, *, connect_timeout_s: float = 3.0,
+                 command_timeout_s: float = 5.0) -> None:
+        if "{" in stream or "}" in stream:
+            raise ValueError(f"stream name must not contain braces: {stream!r}")
+        self.url, self.stream = url, stream
+        self.where = _where(url)
+        self._secrets = _secrets(url)
+        self.log_key, self.seq_key = f"{{{stream}}}:log", f"{{{stream}}}:seq"
+        self.ver_key, self.ids_key = f"{{{stream}}}:ver", f"{{{stream}}}:ids"
+        common: dict[str, Any] = {"socket_connect_timeout": connect_timeout_s}
+        no_retry = Retry(NoBackoff(), 0)
+        # Reads, groups, acks: harmless to retry, so keep redis-py's default retries.
+        self._cmd = aioredis.Redis.from_url(url, socket_timeout=command_timeout_s, **common)
+        # Appends: never resent behind our back.
+        self._write = aioredis.Redis.from_url(
+            url, socket_timeout=command_timeout_s, retry=no_retry, **common)
+        # Blocking reads: their own connections, socket timeout longer than any single BLOCK.
+        self._block = aioredis.Redis.from_url(
+            url, socket_timeout=MAX_BLOCK_MS / 1000 + command_timeout_s, retry=no_retry, **common)
+        self._append_script = self._write.register_script(_APPEND_LUA)
+
+    @classmethod
+    async def connect(cls, url: str, stream: str, *, connect_timeout_s: float = 3.0) -> RedisBus:
+        """Connect and PING; raise ``BusUnavailable`` within about ``connect_timeout_s``."""
+        bus = cls(url, stream, connect_timeout_s=connect_timeout_s)
+        try:
+            with bus._unavailable("connect"):
+                await bus._write.ping()
+        except BaseException:
+            await bus.close()
+            raise
+        return bus
+
+    # -- appends -------------------------------------------------------------------------------
+
+    async def append(
+        self, payload: bytes, *, id: str, expect: Mapping[str, int], writes: Sequence[str]
+    ) -> Appended:
+        return (await self.append_many([(payload, id, expect, writes)]))[0]
+
+    async def append_many(self, items: Sequence[AppendItem]) -> list[Appended]:
+        """Batches of items per script call (one round trip each), in order; the first conflict
+        stops the batch inside Redis, so later items are never appended."""
+        done: list[Appended] = []
+        for start in range(0, len(items), _BATCH_ITEMS):
+            args: list[bytes | str | int] = []
+            for payload, id_, expect, writes in items[start:start + _BATCH_ITEMS]:
+                args += [payload, id_, len(expect)]
+                for key, version in expect.items():
+                    args += [key, str(int(version))]
+                args.append(len(writes))
+                args += list(writes)
+            with self._unavailable("append", unknown_outcome=True):
+                replies = await self._append_script(
+                    keys=[self.log_key, self.seq_key, self.ver_key, self.ids_key], args=args)
+            for reply in replies:
+                if int(reply[0]) == 2:
+                    key = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+                    raise Conflict(key, int(reply[2]), int(reply[3]), done)
+                done.append(Appended(int(reply[1]), int(reply[0]) == 1))
+        return done
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def read(self, after: int = 0, count: int | None = None, block_ms: int = 0) -> list[Entry]:
+        if count is not None and count <= 0:
+            return []
+        streams = {self.log_key: f"{max(after, 0)}-0"}
+        with self._unavailable("read"):
+            if block_ms <= 0:
+                return _entries(await self._cmd.xread(streams, count=count))
+            deadline = time.monotonic() + block_ms / 1000
+            while (chunk := self._chunk_ms(deadline)) > 0:
+                entries = _entries(await self._block.xread(streams, count=count, block=chunk))
+                if entries:
+                    return entries
+        return []
+
+    async def last_offset(self) -> int:
+        with self._unavailable("last_offset"):
+            value = await self._cmd.get(self.seq_key)
+        return int(value or 0)
+
+    async def version(self, key: str) -> int:
+        with self._unavailable("version"):
+            value = await self._cmd.hget(self.ver_key, key)
+        return int(value or 0)
+
+    # -- consumer groups -----------------------------------------------------------------------
+
+    async def create_group(self, group: str) -> None:
+        with self._unavailable("create_group"):
+            try:
+                await self._cmd.xgroup_create(self.log_key, group, id="0", mkstream=True)
+            except ResponseError as e:
+                if "BUSYGROUP" not in str(e):
+                    raise
+
+    async def read_group(
+        self, group: str, consumer: str, count: int = 100, block_ms: int = 0
+    ) -> list[Entry]:
+        if count <= 0:
+            return []
+        streams = {self.log_key: ">"}
+        with self._unavailable("read_group"), self._group_errors(group):
+            if block_ms <= 0:
+                return _entries(await self._cmd.xreadgroup(group, consumer, streams, count=count))
+            deadline = time.monotonic() + block_ms / 1000
+            while (chunk := self._chunk_ms(deadline)) > 0:
+                resp = await self._block.xreadgroup(group, consumer, streams, count=count, block=chunk)
+                if entries := _entries(resp):
+                    return entries
+        return []
+
+    async def pending(self, group: str, consumer: str) -> list[Entry]:
+        out: list[Entry] = []
+        last = "0"
+        with self._unavailable("pending"), self._group_errors(group):
+            while True:
+                resp = await self._cmd.xreadgroup(group, consumer, {self.log_key: last}, count=_PAGE)
+                page = _entries(resp)
+                out += page
+                if len(page) < _PAGE:
+                    return out
+                last = f"{page[-1].offset}-0"
+
+    async def ack(self, group: str, offsets: Sequence[int]) -> None:
+        ids = [f"{o}-0" for o in offsets]
+        with self._unavailable("ack"):
+            for start in range(0, len(ids), _PAGE):
+                await self._cmd.xack(self.log_key, group, *ids[start:start + _PAGE])
+
+    async def group_info(self, group: str) -> GroupInfo:
+        with self._unavailable("group_info"):
+            try:
+                groups = await self._cmd.xinfo_groups(self.log_key)
+            except ResponseError as e:
+                if "no such key" in str(e).lower():
+                    raise UnknownGroup(group) from None
+                raise
+        for g in groups:
+            name = g["name"].decode() if isinstance(g["name"], bytes) else g["name"]
+            if name == group:
+                return GroupInfo(_offset(g["last-delivered-id"]), int(g["pending"]))
+        raise UnknownGroup(group)
+
+    async def close(self) -> None:
+        for client in (self._cmd, self._write, self._block):
+            with contextlib.suppress(RedisError, OSError):
+                await client.aclose()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _chunk_ms(deadline: float) -> int:
+        """Next BLOCK time in ms (0: deadline passed); never 0 while time is left (0 = forever)."""
+        left = deadline - time.monotonic()
+        return 0 if left <= 0 else max(1, min(MAX_BLOCK_MS, int(left * 1000)))
+
+    @contextlib.contextmanager
+    def _unavailable(self, op: str, *, unknown_outcome: bool = False) -> Iterator[None]:
+        """Turn connection errors and timeouts into ``BusUnavailable`` naming host:port only."""
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError, OSError, TimeoutError) as e:
+            text = str(e) or type(e).__name__
+            for secret in self._secrets:
+                text = text.replace(secret, "***")
+            hint = " (outcome unknown: retry with the same id)" if unknown_outcome else ""
+            raise BusUnavailable(f"cannot reach Redis at {self.where}: {op}: {text}{hint}") from None
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _group_errors(group: str) -> Iterator[None]:
+        try:
+            yield
+        except ResponseError as e:
+            if "NOGROUP" in str(e):
+                raise UnknownGroup(group) from None
+            raise

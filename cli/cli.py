@@ -1,0 +1,196 @@
+"""The `dralab` command: a thin front end over dralab.replay (sim, verify) and dralab.actors (run).
+
+Exit status: 0 success; 1 the run or check found a problem (a divergence, a violated invariant with
+--strict); 2 invalid input (scenario, log file, options), said with the file and the field; 3 a
+service could not be reached (Redis, Ray).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from . import __version__
+from dralab.actors.logs import configure
+
+EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
+log = structlog.get_logger("dralab")
+
+
+class InputError(Exception):
+    """Bad input from the user; the message names what and where."""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text",
+                   help="summary format on stdout (json: one object; logs stay on stderr)")
+    p.add_argument("--log-format", choices=["console", "json"], default="console",
+                   help="stderr log lines: readable (default) or one JSON object per line")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dralab", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"dralab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sim = sub.add_parser("sim", help="run a scenario in one process on virtual time (deterministic)")
+    sim.add_argument("scenario", help="scenario YAML file")
+    sim.add_argument("--seed", type=int, help="random seed (default: the scenario's, else 0)")
+    sim.add_argument("--log", dest="log_file", metavar="FILE", help="write the run's log to FILE (.dralog)")
+    _common(sim)
+
+    run = sub.add_parser("run", help="run a scenario live: reactors as Ray actors, events on Redis")
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--seed", type=int, help="random seed (default: the scenario's, else 0)")
+    run.add_argument("--log", dest="log_file", metavar="FILE", help="write the run's log to FILE (.dralog)")
+    run.add_argument("--ray", metavar="ADDRESS", help="join this Ray cluster (default: start Ray locally)")
+    run.add_argument("--redis", metavar="URL",
+                     help="Redis URL (default: a private redis-server if on PATH, else the embedded bus)")
+    run.add_argument("--stream", metavar="NAME", help="Redis stream name (default: dralab:<scenario>:<run id>)")
+    run.add_argument("--speed", type=float, default=20.0,
+                     help="cluster seconds per wall second (default 20: 10 min of cluster time in 30 s)")
+    run.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                     help="give up after this much wall time (default 600)")
+    run.add_argument("--embedded", action="store_true", help="use the embedded bus even if redis-server exists")
+    _common(run)
+
+    rep = sub.add_parser("replay", help="inspect or check a recorded log")
+    rep.add_argument("file", help="a .dralog file")
+    rep.add_argument("--verify", action="store_true",
+                     help="recompute every decision from its view; exit 1 at the first divergence")
+    _common(rep)
+    return parser
+
+
+def _emit(args: argparse.Namespace, summary: dict[str, Any], text: str) -> None:
+    if args.output == "json":
+        sys.stdout.write(json.dumps(summary, sort_keys=False) + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _load(path: str) -> Any:
+    from dralab.core.scenario import ScenarioError, load_scenario
+
+    try:
+        return load_scenario(path)
+    except ScenarioError as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read scenario: {exc.strerror or exc}") from None
+
+
+def _seed(args: argparse.Namespace, scenario: Any) -> int:
+    if args.seed is not None:
+        return int(args.seed)
+    return int(scenario.seed) if scenario.seed is not None else 0
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from dralab.core.config import policies, run_config
+    from dralab.core.summary import render_text, summarize
+    from dralab.replay.logfile import make_header, write_log
+    from dralab.replay.sim import Simulator
+
+    scenario = _load(args.scenario)
+    seed = _seed(args, scenario)
+    log.info("sim.start", scenario=scenario.name, seed=seed, duration_s=scenario.duration_ms / 1000)
+    result = Simulator(scenario, seed).run()
+    if args.log_file:
+        header = make_header(scenario=scenario.name, seed=seed, policy=policies(run_config(scenario)), mode="sim")
+        write_log(args.log_file, header, result.entries)
+        log.info("log.written", file=args.log_file, records=len(result.entries))
+    summary = summarize(result.state, result.violations, seed=seed)
+    summary["mode"] = "sim"
+    _emit(args, summary, render_text(summary))
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dralab.actors.live import LiveOptions, ServiceUnavailable, run_live
+    from dralab.core.config import policies, run_config
+    from dralab.core.summary import render_text, summarize
+    from dralab.replay.logfile import make_header, write_log
+
+    scenario = _load(args.scenario)
+    if args.speed <= 0:
+        raise InputError(f"--speed: must be > 0, got {args.speed}")
+    options = LiveOptions(
+        seed=_seed(args, scenario), ray_address=args.ray, redis_url=args.redis, stream=args.stream,
+        speed=args.speed, timeout_s=args.timeout, embedded=args.embedded, log_file=args.log_file,
+        log_format=args.log_format,
+    )
+    try:
+        result = run_live(scenario, options)
+    except ServiceUnavailable as exc:
+        sys.stderr.write(f"dralab: error: {exc}\n")
+        return EXIT_UNAVAILABLE
+    if args.log_file:
+        header = make_header(scenario=scenario.name, seed=options.seed, policy=policies(run_config(scenario)),
+                             mode="local")
+        write_log(args.log_file, header, result.entries)
+        log.info("log.written", file=args.log_file, records=len(result.entries))
+    summary = summarize(result.state, result.violations, seed=options.seed)
+    summary.update(result.extra)
+    _emit(args, summary, render_text(summary))
+    return EXIT_OK if result.completed else EXIT_FOUND
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from dralab.core.events import LogDecodeError
+    from dralab.core.invariants import check
+    from dralab.replay.logfile import LogFileError, read_log
+    from dralab.replay.verify import verify
+
+    try:
+        logf = read_log(args.file)
+    except (LogFileError, OSError) as exc:
+        raise InputError(str(exc)) from None
+    if logf.damage:
+        log.warning("log.damaged", file=args.file, damage=logf.damage, intact_entries=len(logf.entries))
+    if not args.verify:
+        raise InputError("replay: nothing to do; say --verify (time travel and what-if come later)")
+    try:
+        result = verify(logf)
+    except LogDecodeError as exc:
+        raise InputError(f"{args.file}: {exc}") from None
+    out: dict[str, Any] = {
+        "file": args.file, "header": logf.header, "ok": result.ok, "decisions_checked": result.checked,
+        "by_source": result.sources, "records": len(logf.entries), "damage": logf.damage,
+        "invariant_violations": [v.to_json() for v in check(result.state)],
+        "divergence": result.divergence.to_json() if result.divergence else None,
+    }
+    if result.divergence:
+        text = result.divergence.render()
+    else:
+        text = (f"verified {result.checked} decisions in {len(logf.entries)} records "
+                f"({', '.join(f'{k}: {v}' for k, v in sorted(result.sources.items()))}): no divergence")
+    _emit(args, out, text)
+    return EXIT_OK if result.ok else EXIT_FOUND
+
+
+COMMANDS = {"sim": cmd_sim, "run": cmd_run, "replay": cmd_replay}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure(args.log_format, args.log_level)
+    try:
+        return COMMANDS[args.command](args)
+    except InputError as exc:
+        sys.stderr.write(f"dralab: error: {exc}\n")
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        sys.stderr.write("dralab: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

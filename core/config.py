@@ -1,0 +1,42 @@
+"""Run configuration: what the reactors of a run are, as plain data recorded in `RunStarted`.
+
+Verify and what-if replays rebuild the reactors from this record alone, so every setting that can
+change a decision must live here (and nowhere else: no environment variables, no globals).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .reactor import Reactor
+from .reactors.autoscaler import Autoscaler
+from .reactors.lifecycle import Lifecycle
+from .reactors.scheduler import Scheduler
+from .scenario import Scenario
+
+
+def run_config(scenario: Scenario) -> dict[str, Any]:
+    return {
+        "duration_ms": scenario.duration_ms,
+        "scheduler": {"score": scenario.scheduler.score},
+        "autoscaler": {
+            "policy": scenario.policy.autoscaler,
+            "scan_interval_ms": scenario.autoscaler.scan_interval_ms,
+            "max_node_provision_time_ms": scenario.autoscaler.max_node_provision_time_ms,
+            "expander": scenario.autoscaler.expander,
+        },
+    }
+
+
+def build_reactors(config: dict[str, Any]) -> list[Reactor]:
+    """The reactors of a run, in a fixed order (the simulator shuffles it with its own seed)."""
+    return [
+        Scheduler(**config.get("scheduler", {})),
+        Autoscaler(**config.get("autoscaler", {})),
+        Lifecycle(),
+    ]
+
+
+def policies(config: dict[str, Any]) -> dict[str, str]:
+    """The `policy` object of the summary."""
+    return {"autoscaler": str(config.get("autoscaler", {}).get("policy", "count"))}

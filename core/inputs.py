@@ -1,0 +1,70 @@
+"""A scenario as the external inputs of a run: the records the world appends, with their times.
+
+Everything a reactor did not decide enters the log through here: the run's configuration, node
+groups, the starting nodes, pod arrivals. Their ids are stable (`scenario/...`) so that a retried
+append after a crash is recognised as a duplicate.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .config import run_config
+from .events import AnyEvent, NodeCreated, NodeGroupDefined, NodeReady, PodCreated, Record, RunStarted
+from .reactors.lifecycle import node_from_template, node_name
+from .scenario import Scenario
+from .state import NodeGroupState
+from .manifests import node_allocatable
+
+SOURCE = "scenario"
+
+
+def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0) -> Record:
+    events: list[AnyEvent] = [
+        RunStarted(scenario=scenario.name, seed=seed, config=run_config(scenario), mode=mode, speed=speed)
+    ]
+    groups: dict[str, NodeGroupState] = {}
+    for g in scenario.node_groups:
+        events.append(
+            NodeGroupDefined(
+                name=g.name,
+                min=g.min,
+                max=g.max,
+                provision_delay_ms=(g.provision_delay_ms[0], g.provision_delay_ms[1]),
+                template=g.template,
+                cost_per_hour=g.cost_per_hour,
+            )
+        )
+        groups[g.name] = NodeGroupState(
+            g.name, g.min, g.max, g.provision_delay_ms, g.template, g.cost_per_hour, node_allocatable(g.template)
+        )
+    index: dict[str, int] = {}
+    for initial in scenario.nodes:
+        for _ in range(initial.count):
+            i = index.get(initial.group, 0)
+            index[initial.group] = i + 1
+            name = node_name(initial.group, i)
+            node = node_from_template(groups[initial.group], name)
+            events.append(NodeCreated(name=name, group=initial.group, node=node, ready_at=0, initial=True))
+            events.append(NodeReady(name=name))
+    return Record(id=f"{SOURCE}/setup", source=SOURCE, view=-1, t=0, events=tuple(events))
+
+
+def arrival_records(scenario: Scenario) -> list[Record]:
+    records = []
+    for n, arrival in enumerate(scenario.workload):
+        pods: list[AnyEvent] = []
+        for i in range(arrival.count):
+            pod: dict[str, Any] = copy.deepcopy(arrival.pod)
+            meta = pod["metadata"]
+            if arrival.count > 1:
+                meta["name"] = f"{meta['name']}-{i}"
+            pods.append(PodCreated(pod=pod, run_for_ms=-1 if arrival.run_for_ms is None else arrival.run_for_ms))
+        records.append(Record(id=f"{SOURCE}/arrival/{n}", source=SOURCE, view=-1, t=arrival.at_ms, events=tuple(pods)))
+    return records
+
+
+def scenario_inputs(scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0) -> list[Record]:
+    """All external inputs, in time order (setup first, at t=0)."""
+    return [setup_record(scenario, seed, mode, speed), *sorted(arrival_records(scenario), key=lambda r: r.t)]

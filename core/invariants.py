@@ -1,0 +1,86 @@
+"""Invariants: what must hold in every state of every run, whatever the faults.
+
+Checked by the simulator after every record and by every run at its end; a violation is reported
+with the offset where it was first seen, so the log can be replayed and shrunk to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .state import ClusterState
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    offset: int
+    message: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"invariant": self.invariant, "offset": self.offset, "message": self.message}
+
+
+def no_overcommit(state: ClusterState) -> list[str]:
+    """No node holds pods whose requests exceed its allocatable (the scheduler's core promise)."""
+    out = []
+    for node in state.nodes.values():
+        for resource, used in sorted(node.used.items()):
+            limit = node.allocatable.get(resource, 110 if resource == "pods" else 0)
+            if used > limit:
+                out.append(f"node {node.name}: {resource} {used} in use > {limit} allocatable")
+    return out
+
+
+def bound_to_ready_nodes(state: ClusterState) -> list[str]:
+    """Every running pod sits on an existing node that was Ready when the pod was bound."""
+    out = []
+    for key in state.pods_by_phase["Running"]:
+        pod = state.pods[key]
+        node = state.nodes.get(pod.node or "")
+        if node is None:
+            out.append(f"pod {key} runs on missing node {pod.node}")
+        elif not node.ready or node.ready_t > pod.bound_t:
+            out.append(f"pod {key} bound to {node.name} before it was Ready")
+    return out
+
+
+def group_within_max(state: ClusterState) -> list[str]:
+    """The autoscaler never asks a group for more nodes than its max."""
+    return [
+        f"node group {g.name}: target size {g.target_size} > max {g.max}"
+        for g in state.node_groups.values()
+        if g.target_size > g.max
+    ]
+
+
+def log_is_consistent(state: ClusterState) -> list[str]:
+    """Every event made sense when applied (no double binding, no unknown objects, no gaps)."""
+    return list(state.anomalies)
+
+
+INVARIANTS = {
+    "no-overcommit": no_overcommit,
+    "bound-to-ready-nodes": bound_to_ready_nodes,
+    "group-within-max": group_within_max,
+    "log-consistent": log_is_consistent,
+}
+
+
+def check(state: ClusterState) -> list[Violation]:
+    return [Violation(name, state.offset, msg) for name, fn in INVARIANTS.items() for msg in fn(state)]
+
+
+class InvariantMonitor:
+    """Checks after each record and keeps the first sighting of each distinct violation."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], Violation] = {}
+
+    def observe(self, state: ClusterState) -> None:
+        for violation in check(state):
+            self._seen.setdefault((violation.invariant, violation.message), violation)
+
+    @property
+    def violations(self) -> list[Violation]:
+        return list(self._seen.values())

@@ -1,0 +1,1 @@
+"""The reactors: scheduler, autoscaler, cloud and node lifecycle (pure)."""

@@ -1,0 +1,280 @@
+"""ClusterState: the cluster as a pure fold over the log.
+
+Nothing else holds authoritative state: every reactor's view, the simulator, verify and the summary
+are all this fold applied to a prefix of the log. The fold is total: an event that makes no sense
+(binding an unknown pod, say) is applied as far as it can be and noted in `anomalies`, which the
+invariants report, because the log is the truth and refusing to read it would hide the bug.
+
+Applying the same offset twice changes nothing (`apply` skips offsets it has seen), which is what
+at-least-once delivery needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import (
+    NodeCreated,
+    NodeGroupDefined,
+    NodeReady,
+    PodBound,
+    PodCreated,
+    PodFinished,
+    PodUnschedulable,
+    Record,
+    RunStarted,
+    ScaleUpRequested,
+)
+from .manifests import node_allocatable, pod_requests
+
+PENDING, RUNNING, SUCCEEDED = "Pending", "Running", "Succeeded"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """PodScheduled condition as the scheduler last wrote it."""
+
+    status: str
+    reason: str
+    message: str
+    cause: str
+    t: int
+
+
+@dataclass
+class NodeGroupState:
+    name: str
+    min: int
+    max: int
+    provision_delay_ms: tuple[int, int]
+    template: dict[str, Any]
+    cost_per_hour: float
+    allocatable: dict[str, int]
+    requested: int = 0  # total nodes ever asked for by scale-ups
+    created: int = 0  # nodes of this group ever created (initial ones included)
+    initial: int = 0  # nodes of the starting cluster
+
+    @property
+    def outstanding(self) -> int:
+        """Nodes asked for by scale-ups that the cloud has not created yet."""
+        return self.requested - (self.created - self.initial)
+
+    @property
+    def target_size(self) -> int:
+        return self.initial + self.requested
+
+
+@dataclass
+class NodeState:
+    name: str
+    group: str
+    manifest: dict[str, Any]
+    allocatable: dict[str, int]
+    created_t: int
+    ready_at: int
+    ready: bool = False
+    ready_t: int = -1
+    used: dict[str, int] = field(default_factory=dict)
+    pods: dict[str, None] = field(default_factory=dict)  # ordered set of pod keys bound here
+
+    @property
+    def labels(self) -> dict[str, str]:
+        labels: dict[str, str] = self.manifest.get("metadata", {}).get("labels") or {}
+        return labels
+
+    @property
+    def taints(self) -> list[dict[str, Any]]:
+        taints: list[dict[str, Any]] = self.manifest.get("spec", {}).get("taints") or []
+        return taints
+
+    def free(self, resource: str) -> int:
+        return self.allocatable.get(resource, 0) - self.used.get(resource, 0)
+
+
+@dataclass
+class PodState:
+    key: str
+    manifest: dict[str, Any]
+    requests: dict[str, int]
+    priority: int
+    created_t: int
+    created_offset: int
+    run_for_ms: int
+    phase: str = PENDING
+    node: str | None = None
+    bound_t: int = -1
+    finished_t: int = -1
+    condition: Condition | None = None
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        selector: dict[str, str] = self.manifest.get("spec", {}).get("nodeSelector") or {}
+        return selector
+
+    @property
+    def tolerations(self) -> list[dict[str, Any]]:
+        tolerations: list[dict[str, Any]] = self.manifest.get("spec", {}).get("tolerations") or []
+        return tolerations
+
+
+@dataclass
+class ClusterState:
+    offset: int = 0  # last applied offset
+    t: int = 0  # time of the last applied record
+    run: RunStarted | None = None
+    versions: dict[str, int] = field(default_factory=dict)
+    node_groups: dict[str, NodeGroupState] = field(default_factory=dict)
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+    pods: dict[str, PodState] = field(default_factory=dict)
+    # Indexes (ordered sets as dicts, so iteration order is deterministic).
+    pods_by_phase: dict[str, dict[str, None]] = field(
+        default_factory=lambda: {PENDING: {}, RUNNING: {}, SUCCEEDED: {}}
+    )
+    nodes_by_group: dict[str, dict[str, None]] = field(default_factory=dict)
+    scale_ups: list[tuple[int, str, int]] = field(default_factory=list)  # (t, group, delta)
+    events_applied: int = 0
+    anomalies: list[str] = field(default_factory=list)
+
+    def version(self, key: str) -> int:
+        return self.versions.get(key, 0)
+
+    def free_by_node(self, resource: str) -> dict[str, int]:
+        """Free amount of one resource (e.g. nvidia.com/gpu) on every Ready node."""
+        return {name: n.free(resource) for name, n in self.nodes.items() if n.ready}
+
+    def pending_pods(self) -> list[PodState]:
+        return [self.pods[k] for k in self.pods_by_phase[PENDING]]
+
+    # ------------------------------------------------------------------ fold
+
+    def apply(self, offset: int, record: Record) -> bool:
+        """Apply one record at `offset`; False (and no change) if it was already applied."""
+        if offset <= self.offset:
+            return False
+        if offset != self.offset + 1:
+            self.anomalies.append(f"offset {offset}: gap after {self.offset}")
+        self.offset = offset
+        self.t = record.t
+        for event in record.events:
+            self._apply_event(offset, record.t, event)
+            self.events_applied += 1
+        for key in record.writes():
+            self.versions[key] = offset
+        return True
+
+    def _apply_event(self, offset: int, t: int, event: object) -> None:
+        match event:
+            case PodCreated():
+                self._pod_created(offset, t, event)
+            case PodBound():
+                self._pod_bound(offset, t, event)
+            case PodUnschedulable():
+                pod = self.pods.get(event.pod)
+                if pod is None:
+                    self.anomalies.append(f"offset {offset}: PodUnschedulable for unknown pod {event.pod}")
+                    return
+                pod.condition = Condition("False", event.reason, event.message, event.cause, t)
+            case PodFinished():
+                self._pod_finished(offset, t, event)
+            case NodeCreated():
+                self._node_created(offset, t, event)
+            case NodeReady():
+                node = self.nodes.get(event.name)
+                if node is None:
+                    self.anomalies.append(f"offset {offset}: NodeReady for unknown node {event.name}")
+                    return
+                node.ready, node.ready_t = True, t
+            case ScaleUpRequested():
+                group = self.node_groups.get(event.group)
+                if group is None:
+                    self.anomalies.append(f"offset {offset}: scale-up of unknown group {event.group}")
+                    return
+                group.requested += event.delta
+                self.scale_ups.append((t, event.group, event.delta))
+            case NodeGroupDefined():
+                self.node_groups[event.name] = NodeGroupState(
+                    name=event.name,
+                    min=event.min,
+                    max=event.max,
+                    provision_delay_ms=event.provision_delay_ms,
+                    template=event.template,
+                    cost_per_hour=event.cost_per_hour,
+                    allocatable=node_allocatable(event.template),
+                )
+                self.nodes_by_group.setdefault(event.name, {})
+            case RunStarted():
+                self.run = event
+            case _:
+                self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
+
+    def _pod_created(self, offset: int, t: int, event: PodCreated) -> None:
+        key = event.key
+        if key in self.pods:
+            self.anomalies.append(f"offset {offset}: pod {key} created twice")
+            return
+        spec = event.pod.get("spec", {})
+        self.pods[key] = PodState(
+            key=key,
+            manifest=event.pod,
+            requests=pod_requests(event.pod),
+            priority=int(spec.get("priority") or 0),
+            created_t=t,
+            created_offset=offset,
+            run_for_ms=event.run_for_ms,
+        )
+        self.pods_by_phase[PENDING][key] = None
+
+    def _pod_bound(self, offset: int, t: int, event: PodBound) -> None:
+        pod = self.pods.get(event.pod)
+        node = self.nodes.get(event.node)
+        if pod is None or node is None:
+            self.anomalies.append(f"offset {offset}: binding {event.pod} -> {event.node}: unknown pod or node")
+            return
+        if pod.node is not None:
+            self.anomalies.append(f"offset {offset}: pod {pod.key} bound twice ({pod.node}, {event.node})")
+            return
+        pod.node, pod.bound_t, pod.phase = event.node, t, RUNNING
+        pod.condition = Condition("True", "", "", "", t)
+        del self.pods_by_phase[PENDING][pod.key]
+        self.pods_by_phase[RUNNING][pod.key] = None
+        node.pods[pod.key] = None
+        for resource, amount in pod.requests.items():
+            node.used[resource] = node.used.get(resource, 0) + amount
+        node.used["pods"] = node.used.get("pods", 0) + 1
+
+    def _pod_finished(self, offset: int, t: int, event: PodFinished) -> None:
+        pod = self.pods.get(event.pod)
+        if pod is None or pod.phase != RUNNING or pod.node is None:
+            self.anomalies.append(f"offset {offset}: {event.pod} finished but was not running")
+            return
+        node = self.nodes.get(pod.node)
+        if node is not None:
+            node.pods.pop(pod.key, None)
+            for resource, amount in pod.requests.items():
+                node.used[resource] = node.used.get(resource, 0) - amount
+            node.used["pods"] = node.used.get("pods", 0) - 1
+        del self.pods_by_phase[RUNNING][pod.key]
+        self.pods_by_phase[SUCCEEDED][pod.key] = None
+        pod.phase, pod.finished_t = event.phase, t
+
+    def _node_created(self, offset: int, t: int, event: NodeCreated) -> None:
+        if event.name in self.nodes:
+            self.anomalies.append(f"offset {offset}: node {event.name} created twice")
+            return
+        self.nodes[event.name] = NodeState(
+            name=event.name,
+            group=event.group,
+            manifest=event.node,
+            allocatable=node_allocatable(event.node),
+            created_t=t,
+            ready_at=event.ready_at,
+        )
+        if event.group:
+            group = self.node_groups.get(event.group)
+            if group is None:
+                self.anomalies.append(f"offset {offset}: node {event.name} of unknown group {event.group}")
+            else:
+                group.created += 1
+                group.initial += event.initial
+            self.nodes_by_group.setdefault(event.group, {})[event.name] = None

@@ -1,0 +1,71 @@
+"""The end-of-run summary: a pure function of the final state (and the violations seen).
+
+The JSON shape is a contract that scripts rely on: later work adds keys, never renames them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from .config import policies
+from .invariants import Violation
+from .state import ClusterState
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (no interpolation: the value a pod really saw)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summarize(state: ClusterState, violations: list[Violation], *, seed: int | None = None) -> dict[str, Any]:
+    run = state.run
+    config = run.config if run else {}
+    pending = state.pending_pods()
+    by_reason = Counter(p.condition.cause if p.condition and p.condition.cause else "not-yet-tried" for p in pending)
+    waits = [(p.bound_t - p.created_t) / 1000 for p in state.pods.values() if p.bound_t >= 0]
+    added: dict[str, int] = {name: g.created - g.initial for name, g in sorted(state.node_groups.items())}
+    p50, p99 = percentile(waits, 50), percentile(waits, 99)
+    return {
+        "scenario": run.scenario if run else None,
+        "seed": run.seed if run else seed,
+        "policy": policies(config),
+        "pods": {
+            "total": len(state.pods),
+            "scheduled": sum(1 for p in state.pods.values() if p.bound_t >= 0),
+            "pending": len(pending),
+            "pending_by_reason": dict(sorted(by_reason.items())),
+        },
+        "nodes_added": added,
+        "time_to_schedule_s": {"p50": p50, "p99": p99},
+        "events": state.events_applied,
+        "invariant_violations": [v.to_json() for v in violations],
+        "records": state.offset,
+        "sim_time_s": state.t / 1000,
+    }
+
+
+def render_text(summary: dict[str, Any]) -> str:
+    """The summary a person reads at a glance."""
+    pods, tts = summary["pods"], summary["time_to_schedule_s"]
+    fmt = lambda v: "-" if v is None else f"{v:.1f}s"  # noqa: E731
+    lines = [
+        f"scenario {summary['scenario']}  seed {summary['seed']}  autoscaler policy {summary['policy']['autoscaler']}",
+        f"pods       {pods['scheduled']}/{pods['total']} scheduled, {pods['pending']} pending"
+        + (f" ({', '.join(f'{k}: {v}' for k, v in pods['pending_by_reason'].items())})" if pods["pending"] else ""),
+        "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
+        f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
+        f"log        {summary['events']} events in {summary['records']} records, {summary['sim_time_s']:.0f}s of cluster time",
+    ]
+    violations = summary["invariant_violations"]
+    lines.append(
+        "invariants all held"
+        if not violations
+        else "invariants VIOLATED:\n" + "\n".join(f"  - {v['invariant']} @ {v['offset']}: {v['message']}" for v in violations)
+    )
+    return "\n".join(lines)
