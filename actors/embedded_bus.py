@@ -22,7 +22,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 
-from .bus import AppendItem, Appended, BusUnavailable, Conflict, Entry, GroupInfo, UnknownGroup
+from .bus import Appended, AppendItem, BusUnavailable, Conflict, Entry, GroupInfo, UnknownGroup
 from .memory_bus import MemoryBus
 
 __all__ = ["LogActor", "RayBus", "start_log_actor"]
@@ -89,7 +89,7 @@ class LogActor:
         return True
 
 
-def start_log_actor(name: str) -> ActorHandle:
+def start_log_actor(name: str) -> ActorHandle[Any]:
     """Start (or get, if it already runs) the named log actor; not detached, no CPU reserved."""
     return LogActor.options(  # type: ignore[attr-defined,no-any-return]
         name=name, get_if_exists=True, lifetime=None, num_cpus=0,
@@ -100,7 +100,7 @@ def start_log_actor(name: str) -> ActorHandle:
 class RayBus:
     """A ``Bus`` backed by a ``LogActor`` handle. Many ``RayBus`` objects may share one actor."""
 
-    def __init__(self, handle: ActorHandle) -> None:
+    def __init__(self, handle: ActorHandle[Any]) -> None:
         self.handle = handle
 
     async def _call(self, method: str, *args: Any) -> Any:

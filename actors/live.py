@@ -116,7 +116,7 @@ class LiveRun:
 
     def __init__(self, scenario: Scenario, options: LiveOptions, bus: Bus, spec: BusSpec) -> None:
         self.scenario, self.options, self.bus, self.spec = scenario, options, bus, spec
-        self.inputs: list[Record] = scenario_inputs(scenario, options.seed, mode="local", speed=options.speed)
+        self.inputs: list[Record] = []  # made at start, when the clock's epoch is known
         self.reactor_names = [r.name for r in build_reactors(run_config(scenario))]
         self.state = ClusterState()
         self.monitor = InvariantMonitor()
@@ -150,11 +150,22 @@ class LiveRun:
             return False
         return not any(s.pods[k].run_for_ms >= 0 for k in s.pods_by_phase["Running"])
 
-    def start_actors(self) -> None:
+    async def start_actors(self, timeout_s: float = 120.0) -> None:
+        """Start one actor per reactor and wait until each is consuming the log."""
         for name in self.reactor_names:
             self.actors[name] = ReactorActor.options(  # type: ignore[attr-defined]
                 name=f"dralab-{name}-{uuid.uuid4().hex[:6]}", namespace=RAY_NAMESPACE
-            ).remote(name, self.spec, self.clock.epoch, self.options.speed, self.options.log_format)
+            ).remote(name, self.spec, self.options.log_format)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status = await self.actor_status()
+            errors = {n: s["error"] for n, s in status.items() if s.get("error") and s.get("alive") is False}
+            if errors:
+                raise ServiceUnavailable(f"reactor actors failed to start: {errors}")
+            if all(s.get("ready") for s in status.values()):
+                return
+            await asyncio.sleep(0.1)
+        raise ServiceUnavailable(f"reactor actors not ready after {timeout_s:.0f}s")
 
     async def actor_status(self) -> dict[str, Any]:
         refs = {name: a.status.remote() for name, a in self.actors.items()}
@@ -174,9 +185,11 @@ class LiveRun:
 
     async def run(self, hook: Hook | None = None) -> LiveResult:
         opts = self.options
+        await self.start_actors()
+        # The clock starts once every reactor listens; its epoch is recorded in RunStarted (offset 1).
         self.clock = Clock(time.time(), opts.speed)
-        await self._feed()  # setup record first, so actors find RunStarted at offset 1
-        self.start_actors()
+        self.inputs = scenario_inputs(self.scenario, opts.seed, mode="local", speed=opts.speed, epoch=self.clock.epoch)
+        await self._feed()
         deadline = time.monotonic() + opts.timeout_s
         next_progress = time.monotonic()
         quiet_since = time.monotonic()

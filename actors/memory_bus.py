@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .bus import AppendItem, Appended, Conflict, Entry, GroupInfo, UnknownGroup
+from .bus import Appended, AppendItem, Conflict, Entry, GroupInfo, UnknownGroup
 
 __all__ = ["MemoryBus"]
 

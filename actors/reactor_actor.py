@@ -54,10 +54,10 @@ class Clock:
 class ReactorLoop:
     """The consume-decide-append loop (separate from Ray so it is testable on its own)."""
 
-    def __init__(self, name: str, bus: Bus, clock: Clock, group: str, consumer: str) -> None:
+    def __init__(self, name: str, bus: Bus, group: str, consumer: str) -> None:
         self.name = name
         self.bus = bus
-        self.clock = clock
+        self.clock: Clock | None = None  # from the run's RunStarted record, so a restart finds it again
         self.group = group
         self.consumer = consumer
         self.state = ClusterState()
@@ -82,6 +82,7 @@ class ReactorLoop:
             if self.reactor is None and record.events and isinstance(record.events[0], RunStarted):
                 run = record.events[0]
                 self.seed = run.seed
+                self.clock = Clock(run.epoch, run.speed)
                 self.reactor = {r.name: r for r in build_reactors(run.config)}[self.name]
 
     async def rebuild(self) -> list[Entry]:
@@ -99,6 +100,9 @@ class ReactorLoop:
         self.stats["redelivered"] = len(pending)
         return pending
 
+    def now_ms(self) -> int:
+        return self.clock.now_ms() if self.clock is not None else 0
+
     def _due(self, now: int) -> bool:
         if self.reactor is None:
             return False
@@ -108,7 +112,7 @@ class ReactorLoop:
     async def _decide(self) -> None:
         """Decide on the current view until a decision lands or there is nothing to do."""
         assert self.reactor is not None
-        now = self.clock.now_ms()
+        now = self.now_ms()
         record, wake = decide(self.reactor, self.state, now, self.seed)
         self._seen, self._wake = self.state.offset, wake
         if record is None:
@@ -127,17 +131,20 @@ class ReactorLoop:
 
     async def run(self) -> None:
         todo = await self.rebuild()
-        while not self.stopping:
+        self.stats["ready"] = True
+        while True:
             self._apply(todo)
-            now = self.clock.now_ms()
+            now = self.now_ms()
             if self._due(now):
                 await self._decide()
             if todo:
                 await self.bus.ack(self.group, [e.offset for e in todo])
                 self.stats["acked"] += len(todo)
-            now = self.clock.now_ms()
+            if self.stopping:
+                return
+            now = self.now_ms()
             block = 1000
-            if self._wake is not None:
+            if self._wake is not None and self.clock is not None:
                 block = max(1, min(block, int(self.clock.wall_s(self._wake - now) * 1000) + 1))
             todo = await self.bus.read_group(self.group, self.consumer, READ_CHUNK, block)
 
@@ -146,20 +153,20 @@ class ReactorLoop:
 class ReactorActor:
     """Hosts one reactor by name. Plain (threaded) actor: its methods only read counters."""
 
-    def __init__(self, name: str, bus_spec: BusSpec, epoch: float, speed: float, log_format: str = "console") -> None:
+    def __init__(self, name: str, bus_spec: BusSpec, log_format: str = "console") -> None:
         from .logs import configure
 
         configure(log_format)
         self.name = name
         self._loop: ReactorLoop | None = None
         self._error: str | None = None
-        self._thread = threading.Thread(target=self._main, args=(bus_spec, Clock(epoch, speed)), daemon=True)
+        self._thread = threading.Thread(target=self._main, args=(bus_spec,), daemon=True)
         self._thread.start()
 
-    def _main(self, bus_spec: BusSpec, clock: Clock) -> None:
+    def _main(self, bus_spec: BusSpec) -> None:
         async def go() -> None:
             bus = await open_bus(bus_spec)
-            self._loop = ReactorLoop(self.name, bus, clock, group=self.name, consumer=f"{self.name}-0")
+            self._loop = ReactorLoop(self.name, bus, group=self.name, consumer=f"{self.name}-0")
             log.info("actor.started", reactor=self.name, pid=os.getpid())
             try:
                 await self._loop.run()
@@ -174,14 +181,18 @@ class ReactorActor:
 
     def status(self) -> dict[str, Any]:
         loop = self._loop
-        out: dict[str, Any] = {"name": self.name, "pid": os.getpid(), "error": self._error, "alive": self._thread.is_alive()}
+        out: dict[str, Any] = {
+            "name": self.name, "pid": os.getpid(), "error": self._error, "alive": self._thread.is_alive()
+        }
         if loop is not None:
             out.update(loop.stats)
             out["view_offset"] = loop.state.offset
             out["anomalies"] = list(loop.state.anomalies)
         return out
 
-    def stop(self) -> bool:
+    def stop(self, timeout_s: float = 5.0) -> bool:
+        """Finish the current step (acknowledging what it read) and end the loop."""
         if self._loop is not None:
             self._loop.stopping = True
-        return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()

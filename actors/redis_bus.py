@@ -18,6 +18,7 @@ block in chunks of at most ``MAX_BLOCK_MS`` so that timeout stays bounded.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import time
@@ -31,8 +32,9 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.typing import KeyT, StreamIdT
 
-from .bus import AppendItem, Appended, BusUnavailable, Conflict, Entry, GroupInfo, UnknownGroup
+from .bus import Appended, AppendItem, BusUnavailable, Conflict, Entry, GroupInfo, UnknownGroup
 
 __all__ = ["MAX_BLOCK_MS", "RedisBus", "redact_url"]
 
@@ -160,13 +162,14 @@ class RedisBus:
         no_retry = Retry(NoBackoff(), 0)
         # Reads, groups, acks: harmless to retry, so keep redis-py's default retries.
         self._cmd = aioredis.Redis.from_url(url, socket_timeout=command_timeout_s, **common)
-        # Appends: never resent behind our back.
-        self._write = aioredis.Redis.from_url(
+        # Appends and XREADGROUP '>': never resent behind our back (a resent append could land
+        # twice without its id; a resent '>' read would leave the first reply's entries pending).
+        self._once = aioredis.Redis.from_url(
             url, socket_timeout=command_timeout_s, retry=no_retry, **common)
         # Blocking reads: their own connections, socket timeout longer than any single BLOCK.
         self._block = aioredis.Redis.from_url(
             url, socket_timeout=MAX_BLOCK_MS / 1000 + command_timeout_s, retry=no_retry, **common)
-        self._append_script = self._write.register_script(_APPEND_LUA)
+        self._append_script = self._once.register_script(_APPEND_LUA)
 
     @classmethod
     async def connect(cls, url: str, stream: str, *, connect_timeout_s: float = 3.0) -> RedisBus:
@@ -174,7 +177,15 @@ class RedisBus:
         bus = cls(url, stream, connect_timeout_s=connect_timeout_s)
         try:
             with bus._unavailable("connect"):
-                await bus._write.ping()
+                try:
+                    async with asyncio.timeout(connect_timeout_s):  # also when TCP connects, no reply
+                        await bus._once.ping()
+                except TimeoutError:
+                    raise TimeoutError(f"no reply within {connect_timeout_s:g}s") from None
+                except RedisError as e:  # e.g. something that is not Redis answers (a proxy)
+                    if isinstance(e, RedisConnectionError | RedisTimeoutError):
+                        raise
+                    raise RedisConnectionError(f"{type(e).__name__}: {e} (is it a Redis server?)") from None
         except BaseException:
             await bus.close()
             raise
@@ -214,7 +225,7 @@ class RedisBus:
     async def read(self, after: int = 0, count: int | None = None, block_ms: int = 0) -> list[Entry]:
         if count is not None and count <= 0:
             return []
-        streams = {self.log_key: f"{max(after, 0)}-0"}
+        streams: dict[KeyT, StreamIdT] = {self.log_key: f"{max(after, 0)}-0"}
         with self._unavailable("read"):
             if block_ms <= 0:
                 return _entries(await self._cmd.xread(streams, count=count))
@@ -250,10 +261,10 @@ class RedisBus:
     ) -> list[Entry]:
         if count <= 0:
             return []
-        streams = {self.log_key: ">"}
+        streams: dict[KeyT, StreamIdT] = {self.log_key: ">"}
         with self._unavailable("read_group"), self._group_errors(group):
             if block_ms <= 0:
-                return _entries(await self._cmd.xreadgroup(group, consumer, streams, count=count))
+                return _entries(await self._once.xreadgroup(group, consumer, streams, count=count))
             deadline = time.monotonic() + block_ms / 1000
             while (chunk := self._chunk_ms(deadline)) > 0:
                 resp = await self._block.xreadgroup(group, consumer, streams, count=count, block=chunk)
@@ -294,7 +305,7 @@ class RedisBus:
         raise UnknownGroup(group)
 
     async def close(self) -> None:
-        for client in (self._cmd, self._write, self._block):
+        for client in (self._cmd, self._once, self._block):
             with contextlib.suppress(RedisError, OSError):
                 await client.aclose()
 

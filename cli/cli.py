@@ -15,8 +15,9 @@ from typing import Any
 
 import structlog
 
-from . import __version__
 from dralab.actors.logs import configure
+
+from . import __version__
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 log = structlog.get_logger("dralab")

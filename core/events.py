@@ -30,9 +30,9 @@ class LogDecodeError(Exception):
 
 
 class Event(msgspec.Struct, tag_field="type", frozen=True, array_like=False, omit_defaults=True):
-    """Base of all events. `keys()` lists the objects the event writes (for versions and conflicts)."""
+    """Base of all events. `touched()` lists the objects the event writes (for versions and conflicts)."""
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return ()
 
 
@@ -59,8 +59,9 @@ class RunStarted(Event, tag="RunStarted"):
     config: dict[str, Any]  # reactor settings, see core.config.RunConfig
     mode: str = "sim"  # sim | local | cluster
     speed: float = 1.0  # live runs: cluster ms per wall ms
+    epoch: float = 0.0  # live runs: the wall-clock time (Unix s) of cluster time 0; an input like any other
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return ("run",)
 
 
@@ -72,7 +73,7 @@ class NodeGroupDefined(Event, tag="NodeGroupDefined"):
     template: dict[str, Any]  # v1 Node manifest
     cost_per_hour: float = 0.0
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return (group_key(self.name),)
 
 
@@ -88,14 +89,14 @@ class NodeCreated(Event, tag="NodeCreated"):
     ready_at: int = -1  # cluster ms when the node will turn Ready (-1: unknown)
     initial: bool = False  # part of the scenario's starting cluster, not of a scale-up
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return (node_key(self.name),) + ((group_key(self.group),) if self.group else ())
 
 
 class NodeReady(Event, tag="NodeReady"):
     name: str
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return (node_key(self.name),)
 
 
@@ -111,7 +112,7 @@ class PodCreated(Event, tag="PodCreated"):
         meta = self.pod["metadata"]
         return pod_key(meta.get("namespace", "default"), meta["name"])
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return (self.key,)
 
 
@@ -121,7 +122,7 @@ class PodBound(Event, tag="PodBound"):
     pod: str  # pod key
     node: str
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return (self.pod, node_key(self.node))
 
 
@@ -134,7 +135,7 @@ class PodUnschedulable(Event, tag="PodUnschedulable"):
     message: str
     cause: str
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return (self.pod,)
 
 
@@ -142,7 +143,7 @@ class PodFinished(Event, tag="PodFinished"):
     pod: str
     phase: str = "Succeeded"
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return (self.pod,)
 
 
@@ -154,7 +155,7 @@ class ScaleUpRequested(Event, tag="ScaleUpRequested"):
     delta: int
     pods: tuple[str, ...] = ()  # pods this scale-up is meant to help
 
-    def keys(self) -> tuple[str, ...]:
+    def touched(self) -> tuple[str, ...]:
         return (group_key(self.group),)
 
 
@@ -185,7 +186,7 @@ class Record(msgspec.Struct, frozen=True, omit_defaults=True):
         """Keys written by this record, deduplicated, in first-seen order."""
         seen: dict[str, None] = {}
         for event in self.events:
-            for key in event.keys():
+            for key in event.touched():
                 seen.setdefault(key, None)
         return tuple(seen)
 

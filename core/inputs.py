@@ -12,17 +12,17 @@ from typing import Any
 
 from .config import run_config
 from .events import AnyEvent, NodeCreated, NodeGroupDefined, NodeReady, PodCreated, Record, RunStarted
-from .reactors.lifecycle import node_from_template, node_name
-from .scenario import Scenario
-from .state import NodeGroupState
 from .manifests import node_allocatable
+from .reactors.lifecycle import node_from_template, node_name
+from .scenario import Scenario, replica_name
+from .state import NodeGroupState
 
 SOURCE = "scenario"
 
 
-def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0) -> Record:
+def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0, epoch: float = 0.0) -> Record:
     events: list[AnyEvent] = [
-        RunStarted(scenario=scenario.name, seed=seed, config=run_config(scenario), mode=mode, speed=speed)
+        RunStarted(scenario=scenario.name, seed=seed, config=run_config(scenario), mode=mode, speed=speed, epoch=epoch)
     ]
     groups: dict[str, NodeGroupState] = {}
     for g in scenario.node_groups:
@@ -58,13 +58,14 @@ def arrival_records(scenario: Scenario) -> list[Record]:
         for i in range(arrival.count):
             pod: dict[str, Any] = copy.deepcopy(arrival.pod)
             meta = pod["metadata"]
-            if arrival.count > 1:
-                meta["name"] = f"{meta['name']}-{i}"
+            meta["name"] = replica_name(meta["name"], arrival.count, i)
             pods.append(PodCreated(pod=pod, run_for_ms=-1 if arrival.run_for_ms is None else arrival.run_for_ms))
         records.append(Record(id=f"{SOURCE}/arrival/{n}", source=SOURCE, view=-1, t=arrival.at_ms, events=tuple(pods)))
     return records
 
 
-def scenario_inputs(scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0) -> list[Record]:
+def scenario_inputs(
+    scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0, epoch: float = 0.0
+) -> list[Record]:
     """All external inputs, in time order (setup first, at t=0)."""
-    return [setup_record(scenario, seed, mode, speed), *sorted(arrival_records(scenario), key=lambda r: r.t)]
+    return [setup_record(scenario, seed, mode, speed, epoch), *sorted(arrival_records(scenario), key=lambda r: r.t)]

@@ -60,12 +60,14 @@ def render_text(summary: dict[str, Any]) -> str:
         + (f" ({', '.join(f'{k}: {v}' for k, v in pods['pending_by_reason'].items())})" if pods["pending"] else ""),
         "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
-        f"log        {summary['events']} events in {summary['records']} records, {summary['sim_time_s']:.0f}s of cluster time",
+        f"log        {summary['events']} events in {summary['records']} records, "
+        f"{summary['sim_time_s']:.0f}s of cluster time",
     ]
     violations = summary["invariant_violations"]
     lines.append(
         "invariants all held"
         if not violations
-        else "invariants VIOLATED:\n" + "\n".join(f"  - {v['invariant']} @ {v['offset']}: {v['message']}" for v in violations)
+        else "invariants VIOLATED:\n"
+        + "\n".join(f"  - {v['invariant']} @ {v['offset']}: {v['message']}" for v in violations)
     )
     return "\n".join(lines)

@@ -129,5 +129,6 @@ def read_log(path: str | os.PathLike[str]) -> LogFile:
     except msgspec.DecodeError as exc:
         raise LogFileError(f"{path}: unreadable header: {exc}") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT_VERSION:
-        raise LogFileError(f"{path}: unsupported log format {header.get('format') if isinstance(header, dict) else '?'}")
+        found = header.get("format") if isinstance(header, dict) else "?"
+        raise LogFileError(f"{path}: unsupported log format {found} (this dralab reads {FORMAT_VERSION})")
     return LogFile(str(path), header, frames[1:], damage)

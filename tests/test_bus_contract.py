@@ -292,8 +292,9 @@ async def test_redis_layout_script_reload_and_no_append_retries(redis_url: str) 
         await bus._cmd.script_flush()  # EVALSHA now fails with NOSCRIPT: must fall back to load
         await bus.append(b"two", id="two", expect={}, writes=[])
         raw = await bus._cmd.xrange(bus.log_key)
-        assert [(sid, f[b"p"], f[b"i"]) for sid, f in raw] == [(b"1-0", b"one", b"one"), (b"2-0", b"two", b"two")]
-        retry = bus._write.connection_pool.connection_kwargs["retry"]
+        assert [(sid, f[b"p"], f[b"i"]) for sid, f in raw] == [
+            (b"1-0", b"one", b"one"), (b"2-0", b"two", b"two")]
+        retry = bus._once.connection_pool.connection_kwargs["retry"]
         assert retry.get_retries() == 0
     finally:
         await bus.close()
