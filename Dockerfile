@@ -13,9 +13,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 
 # Dependencies first (pinned, the large Ray wheel included) so that editing the code does not
-# re-download them.
+# re-download them. RAY_EXTRAS=default adds Ray's dashboard and job server (for KubeRay probes and
+# RayJob, see docs/deploy.md); docker compose does not need them.
+ARG RAY_EXTRAS=""
 COPY docker/constraints.txt docker/constraints.txt
-RUN pip install -r docker/constraints.txt
+RUN pip install -r docker/constraints.txt \
+    && if [ -n "$RAY_EXTRAS" ]; then pip install -c docker/constraints.txt "ray[$RAY_EXTRAS]"; fi
 
 # The project itself, a regular (non-editable) install.
 COPY pyproject.toml README.md ./

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -74,10 +75,10 @@ def ray_runtime(address: str | None) -> Iterator[None]:
         return
     try:
         if address:
-            ray.init(address=address, namespace=RAY_NAMESPACE, log_to_driver=True, logging_level="warning")
+            ray.init(address=address, namespace=RAY_NAMESPACE, log_to_driver=True, logging_level=logging.WARNING)
         else:
             ray.init(address="local", namespace=RAY_NAMESPACE, include_dashboard=False, log_to_driver=True,
-                     logging_level="warning")
+                     logging_level=logging.WARNING)
     except Exception as exc:  # ConnectionError and friends: say where
         raise ServiceUnavailable(f"cannot start or join Ray ({address or 'local'}): {exc}") from None
     try:

@@ -51,7 +51,7 @@ def group_key(name: str) -> str:
 # ---------------------------------------------------------------- run and configuration
 
 
-class RunStarted(Event, tag="RunStarted"):
+class RunStarted(Event, tag="RunStarted", frozen=True):
     """First record of every run: what is needed to rebuild the reactors exactly (for verify)."""
 
     scenario: str
@@ -65,7 +65,7 @@ class RunStarted(Event, tag="RunStarted"):
         return ("run",)
 
 
-class NodeGroupDefined(Event, tag="NodeGroupDefined"):
+class NodeGroupDefined(Event, tag="NodeGroupDefined", frozen=True):
     name: str
     min: int
     max: int
@@ -80,7 +80,7 @@ class NodeGroupDefined(Event, tag="NodeGroupDefined"):
 # ---------------------------------------------------------------- nodes
 
 
-class NodeCreated(Event, tag="NodeCreated"):
+class NodeCreated(Event, tag="NodeCreated", frozen=True):
     """A node object exists (registered, not yet Ready). `group` is "" for nodes outside any group."""
 
     name: str
@@ -93,7 +93,7 @@ class NodeCreated(Event, tag="NodeCreated"):
         return (node_key(self.name),) + ((group_key(self.group),) if self.group else ())
 
 
-class NodeReady(Event, tag="NodeReady"):
+class NodeReady(Event, tag="NodeReady", frozen=True):
     name: str
 
     def touched(self) -> tuple[str, ...]:
@@ -103,7 +103,7 @@ class NodeReady(Event, tag="NodeReady"):
 # ---------------------------------------------------------------- pods
 
 
-class PodCreated(Event, tag="PodCreated"):
+class PodCreated(Event, tag="PodCreated", frozen=True):
     pod: dict[str, Any]  # v1 Pod manifest, namespace filled in
     run_for_ms: int = -1  # how long it runs once bound (-1: until the end)
 
@@ -116,7 +116,7 @@ class PodCreated(Event, tag="PodCreated"):
         return (self.key,)
 
 
-class PodBound(Event, tag="PodBound"):
+class PodBound(Event, tag="PodBound", frozen=True):
     """The scheduler's binding. Writes the node too, so two bindings from stale views conflict."""
 
     pod: str  # pod key
@@ -126,7 +126,7 @@ class PodBound(Event, tag="PodBound"):
         return (self.pod, node_key(self.node))
 
 
-class PodUnschedulable(Event, tag="PodUnschedulable"):
+class PodUnschedulable(Event, tag="PodUnschedulable", frozen=True):
     """PodScheduled=False. `reason` is the condition reason as upstream writes it (`Unschedulable`);
     `cause` is dralab's structured pending reason (capacity, topology, fragmentation, ...)."""
 
@@ -139,7 +139,7 @@ class PodUnschedulable(Event, tag="PodUnschedulable"):
         return (self.pod,)
 
 
-class PodFinished(Event, tag="PodFinished"):
+class PodFinished(Event, tag="PodFinished", frozen=True):
     pod: str
     phase: str = "Succeeded"
 
@@ -150,7 +150,7 @@ class PodFinished(Event, tag="PodFinished"):
 # ---------------------------------------------------------------- autoscaling
 
 
-class ScaleUpRequested(Event, tag="ScaleUpRequested"):
+class ScaleUpRequested(Event, tag="ScaleUpRequested", frozen=True):
     group: str
     delta: int
     pods: tuple[str, ...] = ()  # pods this scale-up is meant to help

@@ -53,7 +53,10 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
 def render_text(summary: dict[str, Any]) -> str:
     """The summary a person reads at a glance."""
     pods, tts = summary["pods"], summary["time_to_schedule_s"]
-    fmt = lambda v: "-" if v is None else f"{v:.1f}s"  # noqa: E731
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}s"
+
     lines = [
         f"scenario {summary['scenario']}  seed {summary['seed']}  autoscaler policy {summary['policy']['autoscaler']}",
         f"pods       {pods['scheduled']}/{pods['total']} scheduled, {pods['pending']} pending"

@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dralab.core.config import build_reactors
+from dralab.core.config import build_reactors, run_config
 from dralab.core.events import Record, encode_record
 from dralab.core.inputs import scenario_inputs
 from dralab.core.invariants import InvariantMonitor, Violation
@@ -43,7 +43,7 @@ class Simulator:
         self.scenario = scenario
         self.seed = seed
         self.inputs = scenario_inputs(scenario, seed)
-        self.reactors: list[Reactor] = build_reactors(self.inputs[0].events[0].config)  # type: ignore[union-attr]
+        self.reactors: list[Reactor] = build_reactors(run_config(scenario))
         self.state = ClusterState()
         self.entries: list[tuple[int, bytes]] = []
         self.monitor = InvariantMonitor() if check_invariants else None

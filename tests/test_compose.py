@@ -301,10 +301,18 @@ def _default(expr: str, var: str) -> str:
 
 
 def dralab_commands_in(path: Path) -> list[list[str]]:
-    text = path.read_text()
+    """`dralab sim|run|replay ...` commands: in shell scripts outside comments, in Markdown inside
+    fenced code blocks (prose may name a subcommand without its arguments)."""
     out = []
-    for line in text.splitlines():
-        if line.lstrip().startswith("#") and path.suffix != ".md":
+    in_fence = False
+    for line in path.read_text().splitlines():
+        if path.suffix == ".md":
+            if line.lstrip().startswith("```"):
+                in_fence = not in_fence
+                continue
+            if not in_fence:
+                continue
+        elif line.lstrip().startswith("#"):
             continue
         for m in _DRALAB_CMD.finditer(line.replace("\\", " ")):
             cmd = m.group(0).strip().rstrip("`")
