@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .bus import Bus
 
@@ -14,6 +15,7 @@ class BusSpec:
     stream: str = ""
     actor: str = ""  # name of the LogActor for kind "ray"
     namespace: str = "dralab"
+    handle: Any = None  # the LogActor's handle, when known (a handle passes to actors as an argument)
 
     def describe(self) -> str:
         from .redis_bus import redact_url
@@ -33,5 +35,5 @@ async def open_bus(spec: BusSpec) -> Bus:
 
         from .embedded_bus import RayBus
 
-        return RayBus(ray.get_actor(spec.actor, namespace=spec.namespace))
+        return RayBus(spec.handle if spec.handle is not None else ray.get_actor(spec.actor, namespace=spec.namespace))
     raise ValueError(f"unknown bus kind {spec.kind!r}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -100,8 +102,9 @@ async def live_bus(options: LiveOptions, scenario: Scenario) -> AsyncIterator[tu
             from .embedded_bus import start_log_actor
 
             name = f"dralab-log-{uuid.uuid4().hex[:8]}"
-            start_log_actor(name)
-            spec = BusSpec("ray", actor=name, stream=stream, namespace=RAY_NAMESPACE)
+            handle = start_log_actor(name)
+            spec = BusSpec("ray", actor=name, stream=stream, namespace=ray.get_runtime_context().namespace,
+                           handle=handle)
         try:
             bus = await open_bus(spec)
         except BusUnavailable as exc:
@@ -125,6 +128,7 @@ class LiveRun:
         self.actors: dict[str, Any] = {}
         self.clock = Clock(time.time(), options.speed)
         self._fed = 0
+        self.stop_requested = False  # SIGTERM / Ctrl-C: end the run cleanly, keep what was recorded
 
     async def _feed(self) -> None:
         now = self.clock.now_ms()
@@ -195,7 +199,7 @@ class LiveRun:
         next_progress = time.monotonic()
         quiet_since = time.monotonic()
         completed = False
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.stop_requested:
             await self._feed()
             new = await self.bus.read(self.state.offset, 1000, block_ms=100)
             if new:
@@ -215,10 +219,17 @@ class LiveRun:
         status = await self.actor_status()
         await self.stop_actors()
         self._fold(await self._read_rest())
-        if not completed:
+        if self.stop_requested:
+            log.warning("run.interrupted", cluster_time_s=self.clock.now_ms() / 1000, records=len(self.entries))
+        elif not completed:
             log.error("run.timeout", timeout_s=opts.timeout_s, cluster_time_s=self.clock.now_ms() / 1000)
-        extra = {"mode": "local", "bus": self.spec.describe(), "wall_s": round(time.time() - self.clock.epoch, 2),
-                 "actors": {n: {k: s.get(k) for k in ("decisions", "conflicts", "error")} for n, s in status.items()}}
+        extra = {
+            "mode": "cluster" if opts.ray_address else "local",
+            "interrupted": self.stop_requested,
+            "bus": self.spec.describe(),
+            "wall_s": round(time.time() - self.clock.epoch, 2),
+            "actors": {n: {k: s.get(k) for k in ("decisions", "conflicts", "error")} for n, s in status.items()},
+        }
         return LiveResult(self.state, self.monitor.violations, self.entries, completed, extra)
 
     async def _read_rest(self) -> list[Entry]:
@@ -242,7 +253,17 @@ async def run_live_async(scenario: Scenario, options: LiveOptions, hook: Hook | 
     async with live_bus(options, scenario) as (bus, spec):
         log.info("run.start", scenario=scenario.name, seed=options.seed, bus=spec.describe(), speed=options.speed)
         live = LiveRun(scenario, options, bus, spec)
-        result = await live.run(hook)
+        loop = asyncio.get_running_loop()
+        stoppable = threading.current_thread() is threading.main_thread()
+        if stoppable:  # docker compose stop / kubectl delete send SIGTERM: stop and keep the log
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, lambda: setattr(live, "stop_requested", True))
+        try:
+            result = await live.run(hook)
+        finally:
+            if stoppable:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
     return result
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -51,8 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="random seed (default: the scenario's, else 0)")
     run.add_argument("--log", dest="log_file", metavar="FILE", help="write the run's log to FILE (.dralog)")
     run.add_argument("--ray", metavar="ADDRESS", help="join this Ray cluster (default: start Ray locally)")
-    run.add_argument("--redis", metavar="URL",
-                     help="Redis URL (default: a private redis-server if on PATH, else the embedded bus)")
+    run.add_argument("--redis", metavar="URL", default=os.environ.get("DRALAB_REDIS_URL") or None,
+                     help="Redis URL (default: $DRALAB_REDIS_URL, else a private redis-server if on PATH, "
+                          "else the embedded bus); prefer the variable: a command line is visible to others")
     run.add_argument("--stream", metavar="NAME", help="Redis stream name (default: dralab:<scenario>:<run id>)")
     run.add_argument("--speed", type=float, default=20.0,
                      help="cluster seconds per wall second (default 20: 10 min of cluster time in 30 s)")
@@ -135,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_UNAVAILABLE
     if args.log_file:
         header = make_header(scenario=scenario.name, seed=options.seed, policy=policies(run_config(scenario)),
-                             mode="local")
+                             mode=result.extra["mode"])
         write_log(args.log_file, header, result.entries)
         log.info("log.written", file=args.log_file, records=len(result.entries))
     summary = summarize(result.state, result.violations, seed=options.seed)

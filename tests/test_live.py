@@ -90,3 +90,16 @@ async def test_killed_actor_restarts_and_resumes_from_its_group(redis_url: str, 
     assert len(bound) == len({e.pod for e in bound}) == len(live.state.pods)
     result = verify(LogFile("live", {}, live.entries))
     assert result.ok, result.divergence and result.divergence.render()
+
+
+async def test_embedded_bus_run_without_redis(ray_session: None) -> None:
+    """No Redis at all: the log lives in a Ray actor, and the run still verifies."""
+    scenario = load_scenario(QUICKSTART)
+    options = LiveOptions(seed=7, embedded=True, speed=SPEED, timeout_s=120)
+    live = await run_live_async(scenario, options)
+    assert live.completed
+    assert live.extra["bus"].startswith("embedded bus")
+    assert live.state.pods_by_phase["Pending"] == {}
+    assert _pods(live.state) == _pods(simulate(scenario, 7).state)
+    result = verify(LogFile("live", {}, live.entries))
+    assert result.ok, result.divergence and result.divergence.render()
