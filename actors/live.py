@@ -70,17 +70,22 @@ Hook = Callable[["LiveRun"], Awaitable[None]]
 
 
 @contextlib.contextmanager
-def ray_runtime(address: str | None) -> Iterator[None]:
-    """Start Ray locally (or join `address`), and shut it down only if this call started it."""
+def ray_runtime(address: str | None, log_format: str = "console") -> Iterator[None]:
+    """Start Ray locally (or join `address`), and shut it down only if this call started it.
+
+    Ray's own chatter is kept to errors. With JSON logs, actors' lines stay in Ray's session logs
+    (Ray would prefix them with `(ReactorActor pid=...)`, which breaks one-JSON-object-per-line)."""
     if ray.is_initialized():
         yield
         return
+    common: dict[str, Any] = {
+        "namespace": RAY_NAMESPACE, "log_to_driver": log_format != "json", "logging_level": logging.ERROR,
+    }
     try:
         if address:
-            ray.init(address=address, namespace=RAY_NAMESPACE, log_to_driver=True, logging_level=logging.WARNING)
+            ray.init(address=address, **common)
         else:
-            ray.init(address="local", namespace=RAY_NAMESPACE, include_dashboard=False, log_to_driver=True,
-                     logging_level=logging.WARNING)
+            ray.init(address="local", include_dashboard=False, **common)
     except Exception as exc:  # ConnectionError and friends: say where
         raise ServiceUnavailable(f"cannot start or join Ray ({address or 'local'}): {exc}") from None
     try:
@@ -283,5 +288,5 @@ async def probe_redis(url: str) -> None:
 def run_live(scenario: Scenario, options: LiveOptions) -> LiveResult:
     if options.redis_url:
         asyncio.run(probe_redis(options.redis_url))
-    with ray_runtime(options.ray_address):
+    with ray_runtime(options.ray_address, options.log_format):
         return asyncio.run(run_live_async(scenario, options))

@@ -42,3 +42,24 @@ def test_replay_without_action_says_what_to_do(tmp_path: Path) -> None:
     assert dralab("sim", QUICKSTART, "--log", str(log)).returncode == 0
     proc = dralab("replay", str(log))
     assert proc.returncode == 2 and "--verify" in proc.stderr
+
+
+def test_run_then_verify_as_a_user_would(redis_url: str, tmp_path: Path) -> None:
+    """`dralab run ... --log b.dralog` on real Ray and Redis, then `dralab replay b.dralog --verify`;
+    stdout holds exactly one JSON object and every stderr line is JSON with --log-format json."""
+    import json
+
+    log = tmp_path / "b.dralog"
+    proc = dralab("run", QUICKSTART, "--redis", redis_url, "--log", str(log), "--speed", "60",
+                  "-o", "json", "--log-format", "json", timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["pods"]["pending"] == 0 and summary["pods"]["scheduled"] == summary["pods"]["total"]
+    assert summary["invariant_violations"] == []
+    assert summary["mode"] == "local"
+    for line in proc.stderr.splitlines():
+        json.loads(line)
+    assert any(json.loads(line)["event"] == "run.progress" for line in proc.stderr.splitlines())
+    check = dralab("replay", str(log), "--verify", "-o", "json")
+    assert check.returncode == 0, check.stdout
+    assert json.loads(check.stdout)["header"]["mode"] == "local"
