@@ -511,6 +511,23 @@ def test_quickstart_loads() -> None:
     assert [a.at_ms for a in s.workload] == sorted(a.at_ms for a in s.workload)
 
 
+@pytest.mark.parametrize("path", sorted(ROOT.glob("scenarios/**/*.yaml")), ids=lambda p: p.name)
+def test_every_scenario_file_loads(path: Path) -> None:
+    s = load_scenario(path)
+    assert s.node_groups
+    assert all(pod_requests(a.pod) for a in s.workload)
+
+
+def test_every_field_example() -> None:
+    s = load_scenario(ROOT / "scenarios" / "examples" / "every-field.yaml")
+    assert [g.provision_delay_ms for g in s.node_groups] == [(20_000, 20_000), (120_000, 240_000)]
+    assert node_allocatable(s.node_groups[0].template) == {"cpu": 16_000, "memory": 64 * GI, "pods": 110}
+    train = next(a for a in s.workload if a.pod["metadata"]["name"] == "train")
+    # max(trainer 48 + sidecar 0.5, fetch-data 8) + overhead 0.25
+    assert pod_requests(train.pod)["cpu"] == 48_750
+    assert [a.pod["metadata"]["name"] for a in s.workload] == ["web", "train", "eval-smoke", "eval"]
+
+
 def test_defaults() -> None:
     data = scenario()
     del data["spec"]["nodes"]
