@@ -9,7 +9,7 @@ That makes a stale view a recordable conflict instead of a silent lost update, a
 of an append (after a timeout, a crash, a redelivery) safe.
 
 Three implementations share one contract test suite (tests/test_bus_contract.py):
-``MemoryBus`` (in-process, simulator and embedded use), ``RedisBus`` (Redis Streams) and ``RayBus``
+``MemoryBus`` (in-process; hosted by the embedded bus), ``RedisBus`` (Redis Streams) and ``RayBus``
 (a ``MemoryBus`` hosted by a Ray actor for ``dralab run`` without Redis).
 """
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
-from typing import Any
 
-from .bus import Bus
+from .bus import Bus, BusUnavailable
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,6 @@ class BusSpec:
     stream: str = ""
     actor: str = ""  # name of the LogActor for kind "ray"
     namespace: str = "dralab"
-    handle: Any = None  # the LogActor's handle, when known (a handle passes to actors as an argument)
 
     def describe(self) -> str:
         from .redis_bus import redact_url
@@ -35,5 +34,11 @@ async def open_bus(spec: BusSpec) -> Bus:
 
         from .embedded_bus import RayBus
 
-        return RayBus(spec.handle if spec.handle is not None else ray.get_actor(spec.actor, namespace=spec.namespace))
+        # A named actor becomes visible shortly after its creation: look it up for a few seconds.
+        for _ in range(100):
+            try:
+                return RayBus(ray.get_actor(spec.actor, namespace=spec.namespace))
+            except ValueError:
+                await asyncio.sleep(0.1)
+        raise BusUnavailable(f"embedded bus: no log actor named {spec.actor!r} in namespace {spec.namespace!r}")
     raise ValueError(f"unknown bus kind {spec.kind!r}")

@@ -43,6 +43,10 @@ class ServiceUnavailable(Exception):
     """Redis or Ray could not be reached or started; the message says which and where."""
 
 
+class StreamInUse(ValueError):
+    """The stream named for this run already holds a log: a run never writes into another's history."""
+
+
 @dataclass
 class LiveOptions:
     seed: int = 0
@@ -64,6 +68,7 @@ class LiveResult:
     entries: list[tuple[int, bytes]]
     completed: bool
     extra: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
 
 
 Hook = Callable[["LiveRun"], Awaitable[None]]
@@ -99,22 +104,26 @@ async def live_bus(options: LiveOptions, scenario: Scenario) -> AsyncIterator[tu
     """The log for this run: the given Redis, a private redis-server, or the embedded bus."""
     stream = options.stream or f"dralab:{scenario.name}:{uuid.uuid4().hex[:8]}"
     with contextlib.ExitStack() as stack:
-        if options.redis_url:
-            spec = BusSpec("redis", url=options.redis_url, stream=stream)
-        elif not options.embedded and redis_server_available():
-            spec = BusSpec("redis", url=stack.enter_context(private_redis_server()), stream=stream)
-        else:
-            from .embedded_bus import start_log_actor
+        if options.embedded:  # --embedded wins over --redis and DRALAB_REDIS_URL
+            from .embedded_bus import RayBus, start_log_actor
 
             name = f"dralab-log-{uuid.uuid4().hex[:8]}"
             handle = start_log_actor(name)
-            spec = BusSpec("ray", actor=name, stream=stream, namespace=ray.get_runtime_context().namespace,
-                           handle=handle)
+            spec = BusSpec("ray", actor=name, stream=stream, namespace=ray.get_runtime_context().namespace)
+            bus: Bus = RayBus(handle)
+        else:
+            if options.redis_url:
+                spec = BusSpec("redis", url=options.redis_url, stream=stream)
+            else:
+                spec = BusSpec("redis", url=stack.enter_context(private_redis_server()), stream=stream)
+            try:
+                bus = await open_bus(spec)
+            except BusUnavailable as exc:
+                raise ServiceUnavailable(str(exc)) from None
         try:
-            bus = await open_bus(spec)
-        except BusUnavailable as exc:
-            raise ServiceUnavailable(str(exc)) from None
-        try:
+            if (used := await bus.last_offset()) > 0:
+                raise StreamInUse(f"--stream: {stream} already holds {used} entries of another run; "
+                                  "name a new stream (or leave --stream out)")
             yield bus, spec
         finally:
             await bus.close()
@@ -134,6 +143,8 @@ class LiveRun:
         self.clock = Clock(time.time(), options.speed)
         self._fed = 0
         self.stop_requested = False  # SIGTERM / Ctrl-C: end the run cleanly, keep what was recorded
+        self.error: str | None = None  # the bus failed mid-run
+        self.mode = "cluster" if options.ray_address else "local"
 
     async def _feed(self) -> None:
         now = self.clock.now_ms()
@@ -198,15 +209,22 @@ class LiveRun:
         await self.start_actors()
         # The clock starts once every reactor listens; its epoch is recorded in RunStarted (offset 1).
         self.clock = Clock(time.time(), opts.speed)
-        self.inputs = scenario_inputs(self.scenario, opts.seed, mode="local", speed=opts.speed, epoch=self.clock.epoch)
+        self.inputs = scenario_inputs(
+            self.scenario, opts.seed, mode=self.mode, speed=opts.speed, epoch=self.clock.epoch
+        )
         await self._feed()
         deadline = time.monotonic() + opts.timeout_s
         next_progress = time.monotonic()
         quiet_since = time.monotonic()
         completed = False
         while time.monotonic() < deadline and not self.stop_requested:
-            await self._feed()
-            new = await self.bus.read(self.state.offset, 1000, block_ms=100)
+            try:
+                await self._feed()
+                new = await self.bus.read(self.state.offset, 1000, block_ms=100)
+            except BusUnavailable as exc:
+                self.error = f"the log became unreachable mid-run: {exc}"
+                log.error("run.bus_lost", error=str(exc), records_kept=len(self.entries))
+                break
             if new:
                 self._fold(new)
                 quiet_since = time.monotonic()
@@ -223,19 +241,23 @@ class LiveRun:
                 break
         status = await self.actor_status()
         await self.stop_actors()
-        self._fold(await self._read_rest())
+        if self.error is None:
+            try:
+                self._fold(await self._read_rest())
+            except BusUnavailable as exc:
+                self.error = f"the log became unreachable at the end of the run: {exc}"
         if self.stop_requested:
             log.warning("run.interrupted", cluster_time_s=self.clock.now_ms() / 1000, records=len(self.entries))
         elif not completed:
             log.error("run.timeout", timeout_s=opts.timeout_s, cluster_time_s=self.clock.now_ms() / 1000)
         extra = {
-            "mode": "cluster" if opts.ray_address else "local",
+            "mode": self.mode,
             "interrupted": self.stop_requested,
             "bus": self.spec.describe(),
             "wall_s": round(time.time() - self.clock.epoch, 2),
             "actors": {n: {k: s.get(k) for k in ("decisions", "conflicts", "error")} for n, s in status.items()},
         }
-        return LiveResult(self.state, self.monitor.violations, self.entries, completed, extra)
+        return LiveResult(self.state, self.monitor.violations, self.entries, completed, extra, self.error)
 
     async def _read_rest(self) -> list[Entry]:
         out: list[Entry] = []
@@ -286,7 +308,9 @@ async def probe_redis(url: str) -> None:
 
 
 def run_live(scenario: Scenario, options: LiveOptions) -> LiveResult:
-    if options.redis_url:
+    if options.redis_url and not options.embedded:
         asyncio.run(probe_redis(options.redis_url))
+    elif not options.embedded and not redis_server_available():
+        options.embedded = True  # no Redis given and none installed: the embedded bus
     with ray_runtime(options.ray_address, options.log_format):
         return asyncio.run(run_live_async(scenario, options))

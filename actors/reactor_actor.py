@@ -6,8 +6,9 @@ Why the shape:
   back by itself, with nobody having to call a start method.
 - On start the view is rebuilt from the log up to what the consumer group had been given, then
   the entries delivered but not acknowledged are processed again, then new ones. Entries are
-  acknowledged only after the decision made on them is appended, so a crash in between makes the
-  actor decide again on the same view; the decision's idempotency id makes that append a no-op.
+  acknowledged only after the decision made on them is appended. A crash in between makes the
+  restarted actor decide again, on a view rebuilt up to the end of the log, which includes what it
+  appended before dying; an append that was in flight then conflicts on the versions it expected.
 - The fold skips offsets it has already applied, so a redelivered entry is never applied twice.
 - A decision that lost an optimistic-concurrency race is dropped; the actor reads on and decides
   again on the fresher view.
@@ -86,12 +87,15 @@ class ReactorLoop:
                 self.reactor = {r.name: r for r in build_reactors(run.config)}[self.name]
 
     async def rebuild(self) -> list[Entry]:
-        """The view as of what the group was given; returns the entries to process again."""
+        """Rebuild the view from the log, up to its current end (not only up to what the group was
+        given: a decision this actor appended just before it died must be in the view it decides on
+        next, or it could decide the same thing twice); returns the entries to acknowledge again."""
         await self.bus.create_group(self.group)
         info = await self.bus.group_info(self.group)
         self.stats["resumed_from"] = info.last_delivered
-        while self.state.offset < info.last_delivered:
-            chunk = await self.bus.read(self.state.offset, min(READ_CHUNK, info.last_delivered - self.state.offset))
+        end = await self.bus.last_offset()
+        while self.state.offset < end:
+            chunk = await self.bus.read(self.state.offset, min(READ_CHUNK, end - self.state.offset))
             if not chunk:
                 break
             self._apply(chunk)
@@ -175,9 +179,12 @@ class ReactorActor:
 
         try:
             asyncio.run(go())
-        except Exception as exc:  # surfaced through status(); the driver reports it
+        except Exception as exc:
+            # Crash-only: a reactor that cannot go on (its bus went away, a bad entry) kills its
+            # process, so that Ray restarts it and it rebuilds its view from the log.
             self._error = f"{type(exc).__name__}: {exc}"
-            log.error("actor.failed", reactor=self.name, error=self._error)
+            log.error("actor.failed", reactor=self.name, error=self._error, action="exit for a restart")
+            os._exit(1)
 
     def status(self) -> dict[str, Any]:
         loop = self._loop

@@ -1,8 +1,8 @@
 """The `dralab` command: a thin front end over dralab.replay (sim, verify) and dralab.actors (run).
 
-Exit status: 0 success; 1 the run or check found a problem (a divergence, a violated invariant with
---strict); 2 invalid input (scenario, log file, options), said with the file and the field; 3 a
-service could not be reached (Redis, Ray).
+Exit status: 0 success; 1 the run or check found a problem (a divergence, a damaged log, a run
+that timed out or was interrupted, a livelocked simulation); 2 invalid input (scenario, log file,
+options), said with the file and the field; 3 a service could not be reached (Redis, Ray).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from dralab.actors.logs import configure
 from . import __version__
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
+STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
 log = structlog.get_logger("dralab")
 
 
@@ -105,7 +107,13 @@ def cmd_sim(args: argparse.Namespace) -> int:
     scenario = _load(args.scenario)
     seed = _seed(args, scenario)
     log.info("sim.start", scenario=scenario.name, seed=seed, duration_s=scenario.duration_ms / 1000)
-    result = Simulator(scenario, seed).run()
+    from dralab.replay.sim import SimulationStuck
+
+    try:
+        result = Simulator(scenario, seed).run()
+    except SimulationStuck as exc:
+        sys.stderr.write(f"dralab: error: {scenario.source}: {exc}\n")
+        return EXIT_FOUND
     if args.log_file:
         header = make_header(scenario=scenario.name, seed=seed, policy=policies(run_config(scenario)), mode="sim")
         write_log(args.log_file, header, result.entries)
@@ -117,7 +125,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dralab.actors.live import LiveOptions, ServiceUnavailable, run_live
+    from dralab.actors.live import LiveOptions, ServiceUnavailable, StreamInUse, run_live
     from dralab.core.config import policies, run_config
     from dralab.core.summary import render_text, summarize
     from dralab.replay.logfile import make_header, write_log
@@ -125,6 +133,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = _load(args.scenario)
     if args.speed <= 0:
         raise InputError(f"--speed: must be > 0, got {args.speed}")
+    if args.stream is not None and not STREAM_NAME.fullmatch(args.stream):
+        raise InputError(f"--stream: {args.stream!r} is not a valid stream name "
+                         "(letters, digits and . _ : - /, 1 to 200 characters)")
     options = LiveOptions(
         seed=_seed(args, scenario), ray_address=args.ray, redis_url=args.redis, stream=args.stream,
         speed=args.speed, timeout_s=args.timeout, embedded=args.embedded, log_file=args.log_file,
@@ -132,6 +143,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     try:
         result = run_live(scenario, options)
+    except StreamInUse as exc:
+        raise InputError(str(exc)) from None
     except ServiceUnavailable as exc:
         sys.stderr.write(f"dralab: error: {exc}\n")
         return EXIT_UNAVAILABLE
@@ -143,6 +156,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = summarize(result.state, result.violations, seed=options.seed)
     summary.update(result.extra)
     _emit(args, summary, render_text(summary))
+    if result.error:  # the bus went away mid-run: what was recorded is kept (--log), exit 3
+        sys.stderr.write(f"dralab: error: {result.error}\n")
+        return EXIT_UNAVAILABLE
     return EXIT_OK if result.completed else EXIT_FOUND
 
 
@@ -154,8 +170,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     try:
         logf = read_log(args.file)
-    except (LogFileError, OSError) as exc:
+    except LogFileError as exc:
         raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"{args.file}: cannot read: {exc.strerror or exc}") from None
     if logf.damage:
         log.warning("log.damaged", file=args.file, damage=logf.damage, intact_entries=len(logf.entries))
     if not args.verify:
@@ -164,19 +182,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
         result = verify(logf)
     except LogDecodeError as exc:
         raise InputError(f"{args.file}: {exc}") from None
+    ok = result.ok and not logf.damage
     out: dict[str, Any] = {
-        "file": args.file, "header": logf.header, "ok": result.ok, "decisions_checked": result.checked,
+        "file": args.file, "header": logf.header, "ok": ok, "decisions_checked": result.checked,
         "by_source": result.sources, "records": len(logf.entries), "damage": logf.damage,
         "invariant_violations": [v.to_json() for v in check(result.state)],
         "divergence": result.divergence.to_json() if result.divergence else None,
     }
     if result.divergence:
         text = result.divergence.render()
+    elif logf.damage:
+        text = (f"damaged log: {logf.damage}; the intact prefix ({len(logf.entries)} records, "
+                f"{result.checked} decisions) verifies")
     else:
         text = (f"verified {result.checked} decisions in {len(logf.entries)} records "
                 f"({', '.join(f'{k}: {v}' for k, v in sorted(result.sources.items()))}): no divergence")
     _emit(args, out, text)
-    return EXIT_OK if result.ok else EXIT_FOUND
+    return EXIT_OK if ok else EXIT_FOUND
 
 
 COMMANDS = {"sim": cmd_sim, "run": cmd_run, "replay": cmd_replay}

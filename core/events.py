@@ -6,8 +6,10 @@ the events it carries. A decision of a reactor is one record, appended atomicall
 recompute it from the same view and compare.
 
 Encoding is msgpack through msgspec Structs with a tagged union (about 5x faster to decode and
-validate than typed msgpack decoding, see DESIGN.md). Field order is the encoding order, so it is
-part of the format: add fields at the end with defaults, never reorder or rename; bump
+validate than typed msgpack decoding, see DESIGN.md). Every field is always encoded (no
+omit-defaults: the bytes must not depend on how an equal value was built, since verify compares
+bytes, and `v` must be on the wire for upcasters). Add fields at the end with defaults, never
+reorder or rename; bump
 `SCHEMA_VERSION` and add an upcaster when a change is not backwards compatible.
 """
 
@@ -29,7 +31,7 @@ class LogDecodeError(Exception):
         self.detail = detail
 
 
-class Event(msgspec.Struct, tag_field="type", frozen=True, array_like=False, omit_defaults=True):
+class Event(msgspec.Struct, tag_field="type", frozen=True, array_like=False):
     """Base of all events. `touched()` lists the objects the event writes (for versions and conflicts)."""
 
     def touched(self) -> tuple[str, ...]:
@@ -172,7 +174,7 @@ AnyEvent = (
 )
 
 
-class Record(msgspec.Struct, frozen=True, omit_defaults=True):
+class Record(msgspec.Struct, frozen=True):
     """One log entry. The offset is assigned by the log and is not part of the payload."""
 
     id: str  # idempotency id: a retried append of the same decision is recognised

@@ -99,11 +99,12 @@ def node_template(
 
 def checked_pod(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest as the loader keeps it (namespace, apiVersion, kind filled in)."""
-    return check_pod(manifest)
+    checked: dict[str, Any] = check_pod(manifest)
+    return checked
 
 
 def checked_node(manifest: dict[str, Any], name: str) -> dict[str, Any]:
-    node = check_node(manifest)
+    node: dict[str, Any] = check_node(manifest)
     node.setdefault("metadata", {})["name"] = name
     return node
 
@@ -114,8 +115,8 @@ def checked_node(manifest: dict[str, Any], name: str) -> dict[str, Any]:
 def group(
     name: str,
     *,
-    max: int = 10,  # noqa: A002 - the scenario field's name
-    min: int = 0,  # noqa: A002
+    max: int = 10,
+    min: int = 0,
     delay: str | int | tuple[str | int, str | int] = "30s",
     cost: float | None = None,
     template: dict[str, Any] | None = None,
@@ -197,7 +198,7 @@ class Log:
 
     # conveniences for the usual events
 
-    def group(self, name: str, *, max: int = 10, template: dict[str, Any] | None = None,  # noqa: A002
+    def group(self, name: str, *, max: int = 10, template: dict[str, Any] | None = None,
               delay: tuple[int, int] = (0, 0), cost: float = 0.0, t: int | None = None) -> int:
         return self.append(NodeGroupDefined(name=name, min=0, max=max, provision_delay_ms=delay,
                                             template=check_node(template or node_template()), cost_per_hour=cost), t=t)
@@ -214,7 +215,8 @@ class Log:
     def pod(self, manifest: dict[str, Any], *, run_for_ms: int = -1, t: int | None = None) -> str:
         created = PodCreated(pod=checked_pod(manifest), run_for_ms=run_for_ms)
         self.append(created, t=t)
-        return created.key
+        k: str = created.key
+        return k
 
     def bind(self, pod: str, node: str, *, t: int | None = None) -> int:
         return self.append(PodBound(pod=pod, node=node), t=t)
@@ -246,7 +248,8 @@ def initial_state(sc: Scenario, seed: int = 1, *, until_ms: int = 0) -> ClusterS
 
 
 def key(name: str, namespace: str = "default") -> str:
-    return pod_key(namespace, name)
+    k: str = pod_key(namespace, name)
+    return k
 
 
 __all__ = ["GPU", "GPU_TAINT", "GPU_TOLERATION", "Log", "arrival", "checked_node", "checked_pod", "fold",

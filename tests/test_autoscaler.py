@@ -29,7 +29,7 @@ def scale_up(view: ClusterState, seed: int = 0, **settings: Any) -> ScaleUpReque
     return react(view, seed, **settings)[0]
 
 
-def g(*, max: int = 10, cost: float = 0.0, **template: Any) -> dict[str, Any]:  # noqa: A002
+def g(*, max: int = 10, cost: float = 0.0, **template: Any) -> dict[str, Any]:
     """A node group's settings: its max, its price and its template (`node_template` keywords)."""
     return {"max": max, "cost": cost, "template": node_template(**template)}
 

@@ -63,3 +63,26 @@ def test_run_then_verify_as_a_user_would(redis_url: str, tmp_path: Path) -> None
     check = dralab("replay", str(log), "--verify", "-o", "json")
     assert check.returncode == 0, check.stdout
     assert json.loads(check.stdout)["header"]["mode"] == "local"
+
+
+def test_reusing_a_stream_is_refused(redis_url: str, tmp_path: Path) -> None:
+    """A run never writes into another run's log: the second run on the same stream is exit 2."""
+    import asyncio
+
+    from dralab.actors.redis_bus import RedisBus
+
+    async def occupy() -> None:
+        bus = await RedisBus.connect(redis_url, "t-used-stream")
+        await bus.append(b"x", id="someone-else", expect={}, writes=[])
+        await bus.close()
+
+    asyncio.run(occupy())
+    proc = dralab("run", QUICKSTART, "--redis", redis_url, "--stream", "t-used-stream", timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "already holds 1 entries" in proc.stderr
+
+
+def test_bad_stream_name_is_refused_before_anything_starts() -> None:
+    proc = dralab("run", QUICKSTART, "--stream", "a{b}")
+    assert proc.returncode == 2
+    assert "--stream" in proc.stderr

@@ -151,7 +151,7 @@ def test_wake_is_the_earliest_pending_time() -> None:
     assert react(lg.state, now=27_000) == ((), 40_000)
     lg.scale_up("gpu", 1)  # a node created now at 30 s is Ready at 70 s, after pod a finishes at 51 s
     events, wake = react(lg.state, now=30_000)
-    assert [e.name for e in events if isinstance(e, NodeCreated)] == ["gpu-2"]  # type: ignore[attr-defined]
+    assert [e.name for e in events if isinstance(e, NodeCreated)] == ["gpu-2"]
     assert wake == 40_000
 
 

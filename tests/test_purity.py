@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import GPU_TAINT, GPU_TOLERATION, arrival, group, node_template, pod, scenario, scenario_doc
+from builders import GPU_TAINT, GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
 
 from dralab.core.config import build_reactors, run_config
 from dralab.core.events import decode_record
 from dralab.core.reactor import decide, decision_rng
-from dralab.core.scenario import Scenario, load_scenario
+from dralab.core.scenario import Scenario, load_scenario, parse_scenario
 from dralab.core.state import ClusterState
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import Simulator
@@ -55,23 +55,7 @@ def busy_doc() -> dict[str, Any]:
     )
 
 
-def scenarios() -> list[Scenario]:
-    return [load_scenario(QUICKSTART), scenario(**_kw(busy_doc()))]
-
-
-def _kw(doc: dict[str, Any]) -> dict[str, Any]:
-    from dralab.core.scenario import parse_scenario
-
-    return {"_parsed": parse_scenario(doc)}
-
-
-def _scenario_list() -> list[Scenario]:
-    from dralab.core.scenario import parse_scenario
-
-    return [load_scenario(QUICKSTART), parse_scenario(busy_doc())]
-
-
-SCENARIOS = _scenario_list()
+SCENARIOS = [load_scenario(QUICKSTART), parse_scenario(busy_doc())]
 
 
 class Forbidden(AssertionError):
@@ -89,7 +73,7 @@ class ForbiddenEnviron(dict[str, str]):
     def __getitem__(self, key: str) -> str:
         raise Forbidden(f"os.environ[{key!r}] read during a simulation")
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         raise Forbidden(f"os.environ.get({key!r}) during a simulation")
 
     def __contains__(self, key: object) -> bool:
@@ -98,15 +82,15 @@ class ForbiddenEnviron(dict[str, str]):
 
 class ForbiddenDatetime(datetime.datetime):
     @classmethod
-    def now(cls, tz: Any = None) -> Any:  # type: ignore[override]
+    def now(cls, tz: Any = None) -> Any:
         raise Forbidden("datetime.datetime.now called during a simulation")
 
     @classmethod
-    def utcnow(cls) -> Any:  # type: ignore[override]
+    def utcnow(cls) -> Any:
         raise Forbidden("datetime.datetime.utcnow called during a simulation")
 
     @classmethod
-    def today(cls) -> Any:  # type: ignore[override]
+    def today(cls) -> Any:
         raise Forbidden("datetime.datetime.today called during a simulation")
 
 
@@ -116,21 +100,25 @@ RANDOM_FUNCTIONS = ("random", "randint", "choice", "choices", "shuffle", "sample
                     "getrandbits", "randbytes", "seed", "gauss")
 
 
+def forbid_outside_world(m: pytest.MonkeyPatch) -> None:
+    for fn in TIME_FUNCTIONS:
+        m.setattr(time, fn, forbidden(f"time.{fn}"))
+    for fn in RANDOM_FUNCTIONS:
+        m.setattr(random, fn, forbidden(f"random.{fn}"))
+    m.setattr(datetime, "datetime", ForbiddenDatetime)
+    m.setattr(os, "urandom", forbidden("os.urandom"))
+    m.setattr(os, "getenv", forbidden("os.getenv"))
+    m.setattr(os, "environ", ForbiddenEnviron())
+    m.setattr(socket, "socket", forbidden("socket.socket"))
+    m.setattr(socket, "create_connection", forbidden("socket.create_connection"))
+    m.setattr(uuid, "uuid4", forbidden("uuid.uuid4"))
+    m.setattr(uuid, "uuid1", forbidden("uuid.uuid1"))
+
+
 @pytest.fixture
 def no_outside_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     with monkeypatch.context() as m:
-        for fn in TIME_FUNCTIONS:
-            m.setattr(time, fn, forbidden(f"time.{fn}"))
-        for fn in RANDOM_FUNCTIONS:
-            m.setattr(random, fn, forbidden(f"random.{fn}"))
-        m.setattr(datetime, "datetime", ForbiddenDatetime)
-        m.setattr(os, "urandom", forbidden("os.urandom"))
-        m.setattr(os, "getenv", forbidden("os.getenv"))
-        m.setattr(os, "environ", ForbiddenEnviron())
-        m.setattr(socket, "socket", forbidden("socket.socket"))
-        m.setattr(socket, "create_connection", forbidden("socket.create_connection"))
-        m.setattr(uuid, "uuid4", forbidden("uuid.uuid4"))
-        m.setattr(uuid, "uuid1", forbidden("uuid.uuid1"))
+        forbid_outside_world(m)
         yield
 
 
@@ -144,22 +132,15 @@ def test_the_patches_bite(no_outside_world: None) -> None:
 
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
-def test_simulation_needs_no_clock_socket_environment_or_global_random(sc: Scenario) -> None:
-    expected = Simulator(sc, 7).run()
+def test_simulation_needs_no_clock_socket_environment_or_global_random(
+    sc: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = Simulator(sc, 7).run()  # the reference run, in the ordinary world
     assert any(decode_record(p, o).source == "autoscaler" for o, p in expected.entries)
-
-    @pytest.fixture
-    def _unused() -> None:  # pragma: no cover - keeps the fixture machinery out of this test
-        pass
-
-    mp = pytest.MonkeyPatch()
-    try:
-        gen = no_outside_world.__wrapped__(mp)  # type: ignore[attr-defined]
-        next(gen)
+    with monkeypatch.context() as m:
+        forbid_outside_world(m)
         result = Simulator(sc, 7).run()
         report = verify(LogFile("x", {}, result.entries))
-    finally:
-        mp.undo()
     assert result.entries == expected.entries
     assert result.violations == []
     assert report.ok and report.checked > 0
@@ -263,14 +244,8 @@ def test_log_does_not_depend_on_the_process(source: str) -> None:
         assert proc.returncode == 0, proc.stderr
         digests.add(proc.stdout.strip())
     assert len(digests) == 1
-    sc = load_scenario(source) if source.endswith(".yaml") else scenario_from_json(source)
+    sc = load_scenario(source) if source.endswith(".yaml") else parse_scenario(json.loads(source))
     here = hashlib.sha256()
     for offset, payload in Simulator(sc, 11).run().entries:
         here.update(offset.to_bytes(8, "big") + payload)
     assert digests == {here.hexdigest()}
-
-
-def scenario_from_json(text: str) -> Scenario:
-    from dralab.core.scenario import parse_scenario
-
-    return parse_scenario(json.loads(text))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 
 import pytest
-from builders import GPU, Log, fold, key, node_template, pod, record
+from builders import GPU, Log, checked_pod, fold, node_template, pod, record
 
 from dralab.core.events import (
+    AnyEvent,
     NodeCreated,
     NodeReady,
     PodBound,
@@ -27,7 +28,8 @@ def assert_indexes_consistent(state: ClusterState) -> None:
         by_phase.setdefault(p.phase, set()).add(k)
     for phase, keys in state.pods_by_phase.items():
         assert set(keys) == by_phase.get(phase, set()), f"pods_by_phase[{phase}]"
-    assert set(by_phase) <= set(state.pods_by_phase), f"phases without an index: {set(by_phase) - set(state.pods_by_phase)}"
+    unindexed = set(by_phase) - set(state.pods_by_phase)
+    assert not unindexed, f"phases without an index: {unindexed}"
     for g, names in state.nodes_by_group.items():
         assert set(names) == {n for n, node in state.nodes.items() if node.group == g}
     for name, node in state.nodes.items():
@@ -178,7 +180,7 @@ def test_offsets_must_start_after_zero() -> None:
 def test_a_gap_is_applied_and_noted() -> None:
     state = ClusterState()
     state.apply(1, record(RunStarted(scenario="s", seed=1, config={})))
-    assert state.apply(5, record(PodCreated(pod=pod("a") | {"metadata": {"name": "a"}}))) is True
+    assert state.apply(5, record(PodCreated(pod=checked_pod(pod("a"))))) is True
     assert state.offset == 5 and "pod/default/a" in state.pods
     assert any("gap" in a for a in state.anomalies)
 
@@ -242,10 +244,10 @@ def test_double_bind_is_an_anomaly_and_changes_nothing(log: Log) -> None:
         (NodeCreated(name="x-0", group="ghost", node={"metadata": {"name": "x-0"}}), "unknown group"),
     ],
 )
-def test_senseless_events_are_anomalies(log: Log, event: object, words: str) -> None:
+def test_senseless_events_are_anomalies(log: Log, event: AnyEvent, words: str) -> None:
     log.pod(pod("real", gpu=1))
     before = copy.deepcopy(log.state.pods)
-    offset = log.append(event)  # type: ignore[arg-type]
+    offset = log.append(event)
     assert len(log.state.anomalies) == 1
     assert log.state.anomalies[0].startswith(f"offset {offset}:") and words in log.state.anomalies[0]
     assert log.state.pods == before
