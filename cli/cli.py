@@ -19,7 +19,7 @@ import structlog
 
 from dralab.actors.logs import configure
 
-from . import __version__
+from . import __version__, allocate_cmd
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--verify", action="store_true",
                      help="recompute every decision from its view; exit 1 at the first divergence")
     _common(rep)
+
+    allocate_cmd.add_parser(sub)
     return parser
 
 
@@ -201,7 +203,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FOUND
 
 
-COMMANDS = {"sim": cmd_sim, "run": cmd_run, "replay": cmd_replay}
+def cmd_allocate(args: argparse.Namespace) -> int:
+    return allocate_cmd.cmd_allocate(args, InputError)
+
+
+COMMANDS = {"sim": cmd_sim, "run": cmd_run, "replay": cmd_replay, "allocate": cmd_allocate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

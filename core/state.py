@@ -28,7 +28,7 @@ from .events import (
 )
 from .manifests import node_allocatable, pod_requests
 
-PENDING, RUNNING, SUCCEEDED = "Pending", "Running", "Succeeded"
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class ClusterState:
     pods: dict[str, PodState] = field(default_factory=dict)
     # Indexes (ordered sets as dicts, so iteration order is deterministic).
     pods_by_phase: dict[str, dict[str, None]] = field(
-        default_factory=lambda: {PENDING: {}, RUNNING: {}, SUCCEEDED: {}}
+        default_factory=lambda: {PENDING: {}, RUNNING: {}, SUCCEEDED: {}, FAILED: {}}
     )
     nodes_by_group: dict[str, dict[str, None]] = field(default_factory=dict)
     scale_ups: list[tuple[int, str, int]] = field(default_factory=list)  # (t, group, delta)
@@ -255,8 +255,9 @@ class ClusterState:
                 node.used[resource] = node.used.get(resource, 0) - amount
             node.used["pods"] = node.used.get("pods", 0) - 1
         del self.pods_by_phase[RUNNING][pod.key]
-        self.pods_by_phase[SUCCEEDED][pod.key] = None
-        pod.phase, pod.finished_t = event.phase, t
+        phase = event.phase if event.phase in (SUCCEEDED, FAILED) else SUCCEEDED
+        self.pods_by_phase[phase][pod.key] = None
+        pod.phase, pod.finished_t = phase, t
 
     def _node_created(self, offset: int, t: int, event: NodeCreated) -> None:
         if event.name in self.nodes:

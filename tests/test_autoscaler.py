@@ -133,12 +133,6 @@ def test_upcoming_node_of_another_shape_does_not_absorb() -> None:
     assert scale_up(lg.state) == ScaleUpRequested(group="big", delta=1, pods=(k,))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/reactors/autoscaler.py Autoscaler.react/_not_helped_by_upcoming only subtracts not-Ready "
-    "(upcoming) nodes; unlike cluster-autoscaler's FilterOutSchedulable it does not drop Unschedulable pods that "
-    "now fit a Ready node, so a node that turned Ready before the scheduler re-ran triggers a second scale-up",
-)
 def test_no_second_scale_up_once_the_new_node_is_ready() -> None:
     lg = groups(gpu=g(gpu=8))
     pending(lg, pod("p", gpu=2))

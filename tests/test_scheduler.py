@@ -175,12 +175,6 @@ def test_message_format() -> None:
                                                                                  "2 c reason"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/reactors/scheduler.py unschedulable_message (line 93) orders reasons by count descending; "
-    "upstream FitError.Error sorts the formatted '<count> <reason>' strings (sort.Strings), so kube-scheduler "
-    "writes '0/3 nodes are available: 1 node(s) had untolerated taint {...}, 2 Insufficient ...'",
-)
 def test_message_order_is_upstreams_string_sort() -> None:
     lg = cluster(node_template(gpu=1), node_template(gpu=1), node_template(gpu=8, taints=[GPU_TAINT]))
     event = only_pod_message(lg, pod("p", gpu=4))

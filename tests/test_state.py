@@ -290,12 +290,6 @@ def test_indexes_stay_consistent_through_a_busy_log(log: Log) -> None:
     assert sum(len(v) for v in log.state.pods_by_phase.values()) == len(log.state.pods) == 8
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/state.py ClusterState._pod_finished indexes every finished pod under pods_by_phase['Succeeded'] "
-    "while setting pod.phase = event.phase, so PodFinished(phase='Failed') leaves a 'Failed' pod in the "
-    "Succeeded index (and there is no 'Failed' index)",
-)
 def test_failed_pod_is_indexed_under_its_own_phase(log: Log) -> None:
     k = log.pod(pod("a", gpu=1))
     log.bind(k, "gpu-0")

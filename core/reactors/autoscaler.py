@@ -106,7 +106,7 @@ class Autoscaler:
             (p for p in view.pending_pods() if p.condition is not None and p.condition.reason == "Unschedulable"),
             key=lambda p: (-p.priority, p.created_offset),
         )
-        remaining = self._not_helped_by_upcoming(view, unschedulable)
+        remaining = self._not_helped_by_upcoming(view, self._filter_out_schedulable(view, unschedulable))
         if not remaining:
             return Decision((), wake)
         options = []
@@ -122,6 +122,19 @@ class Autoscaler:
             return Decision((), wake)
         best = self._expand(options, rng)
         return Decision((ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods),), wake)
+
+    def _filter_out_schedulable(self, view: ClusterState, pods: list[PodState]) -> list[PodState]:
+        """CA's FilterOutSchedulable: pods that fit a Ready node as it is now (the scheduler has not
+        caught up yet) need no new node; they are placed in a scratch copy of the nodes' usage."""
+        used = {name: dict(node.used) for name, node in view.nodes.items()}
+        remaining = []
+        for pod in pods:
+            fit = next((n for n in view.nodes.values() if all(f(pod, n, used[n.name]) is None for f in FILTERS)), None)
+            if fit is None:
+                remaining.append(pod)
+            else:
+                _place(pod, fit, used[fit.name])
+        return remaining
 
     def _not_helped_by_upcoming(self, view: ClusterState, pods: list[PodState]) -> list[PodState]:
         """Pods that upcoming nodes (not yet Ready, or not yet created) will not absorb."""

@@ -89,8 +89,10 @@ SCORERS: dict[str, Callable[[PodState, NodeState, dict[str, int]], float]] = {
 
 
 def unschedulable_message(total: int, reasons: Counter[str]) -> str:
-    """Upstream's FitError text: '0/3 nodes are available: 2 Insufficient cpu, 1 node(s) ...'."""
-    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    """Upstream's FitError text (pkg/scheduler/framework/types.go, FitError.Error): the
+    '<count> <reason>' strings sorted as strings (sort.Strings), e.g.
+    '0/3 nodes are available: 1 node(s) had untolerated taint {a: b}, 2 Insufficient cpu.'."""
+    parts = ", ".join(sorted(f"{n} {reason}" for reason, n in reasons.items()))
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
 
 
