@@ -115,6 +115,10 @@ class Device:
     binding_conditions: tuple[str, ...] = ()
     binding_failure_conditions: tuple[str, ...] = ()
     node_selection: NodeSelection | None = None  # only with the slice's perDeviceNodeSelection
+    # Capacity names as the slice published them, where that differs from the qualified key above (a bare
+    # id: `memory` for `gpu.example.com/memory`). Upstream matches a request's `capacity.requests` keys
+    # against the published names verbatim and writes `consumedCapacity` with them.
+    published_capacity_names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,9 @@ class SubRequest:
     count: int = 1
     admin_access: bool = False
     tolerations: tuple[Toleration, ...] = ()
-    capacity_requests: dict[str, Fraction] = field(default_factory=dict)  # fully qualified names
+    # `capacity.requests` with the keys as written (a claim does not know the driver, so a bare id stays
+    # bare); upstream matches them verbatim against the device's published capacity names.
+    capacity_requests: dict[str, Fraction] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

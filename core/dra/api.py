@@ -1,0 +1,259 @@
+"""Reading resource.k8s.io/v1 and v1 manifests into an :class:`~dralab.core.dra.model.Inventory`.
+
+Input is multi-document YAML (or JSON), and ``kind: List`` (what ``kubectl get ... -o yaml`` prints), in
+any mix of DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate (``resource.k8s.io/v1``),
+Node and Pod (``v1``). Objects of other kinds go to ``Inventory.other`` untouched. Every object is
+checked as the Kubernetes 1.35 API server would check it on create (limits, one-of rules, names), and a
+refusal is a :class:`ManifestError` naming the file, the path of the field and what was expected::
+
+    cluster.yaml: items[3].spec.devices[2].attributes.model: Too long: may not be more than 64 bytes
+
+In a file of several documents the path starts with ``documents[i]`` (0-based, empty documents counted);
+in a List, with ``items[i]``. Each object's manifest is kept as read, so fields dralab does not model
+round-trip: :func:`dump_objects` gives them back.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from .._fields import FieldError, expect_list, index, join, sanitize, type_name
+from .._yaml import YamlError, _Loader
+from ..scenario import ScenarioError
+from .claims import convert_claim, convert_pod, convert_template
+from .convert import convert_device_class, convert_node, convert_slice
+from .model import Claim, Inventory
+
+__all__ = [
+    "API_VERSION",
+    "DRA_KINDS",
+    "MAX_FILE_BYTES",
+    "InventoryBuilder",
+    "ManifestError",
+    "claim_from_template",
+    "dump_objects",
+    "load_objects",
+    "parse_documents",
+    "read_documents",
+]
+
+API_VERSION = "resource.k8s.io/v1"
+DRA_GROUP = "resource.k8s.io"
+DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+CORE_KINDS = ("Node", "Pod")
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a dump of a large cluster's slices, not a guard against any file
+
+
+class ManifestError(ScenarioError):
+    """A manifest refused on input. ``str()`` is ``file: path: message`` (``file: message`` when the whole
+    file is at fault, ``file:line:col: message`` for a YAML syntax error); the CLI exits 2 on it."""
+
+
+def load_objects(paths: Sequence[str | os.PathLike[str]]) -> Inventory:
+    """Read, check and convert every object in the files at ``paths``.
+
+    Names must be unique within a kind (and namespace) across all the files. Raises :class:`ManifestError`.
+    """
+    builder = InventoryBuilder()
+    for path in paths:
+        file = os.fspath(path)
+        docs = read_documents(file)
+        if all(doc is None for doc in docs):
+            raise ManifestError(file, "", "the file holds no Kubernetes object")
+        builder.add_documents(docs, file)
+    return builder.inventory
+
+
+def parse_documents(docs: list[object], file: str = "<input>") -> Inventory:
+    """Check and convert already loaded YAML documents (``docs`` is not modified); ``file`` names them
+    in errors."""
+    builder = InventoryBuilder()
+    builder.add_documents(docs, file)
+    return builder.inventory
+
+
+def dump_objects(inv: Inventory) -> list[dict[str, Any]]:
+    """The manifests of ``inv`` as they were read (copies), by kind: Nodes, DeviceClasses, ResourceSlices,
+    ResourceClaimTemplates, ResourceClaims, Pods, then every other object, each kind in input order."""
+    out: list[dict[str, Any]] = [n.manifest for n in inv.nodes.values()]
+    out += [c.manifest for c in inv.classes.values()]
+    out += [s.manifest for s in inv.slices.values()]
+    out += list(inv.templates.values())
+    out += [c.manifest for c in inv.claims.values()]
+    out += list(inv.pods.values())
+    out += inv.other
+    return copy.deepcopy(out)
+
+
+def claim_from_template(template: dict[str, Any], name: str, *, uid: str = "") -> Claim:
+    """The ResourceClaim the resourceclaim controller would create from ``template`` (a checked
+    ResourceClaimTemplate manifest) under the name ``name``: the template's labels and annotations, its
+    claim spec verbatim, in the template's namespace."""
+    meta = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    claim_meta: dict[str, Any] = {"name": name, "namespace": meta.get("namespace") or "default"}
+    if uid:
+        claim_meta["uid"] = uid
+    for field in ("labels", "annotations"):
+        if (spec.get("metadata") or {}).get(field):
+            claim_meta[field] = copy.deepcopy(spec["metadata"][field])
+    manifest = {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceClaim",
+        "metadata": claim_meta,
+        "spec": copy.deepcopy(spec.get("spec") or {}),
+    }
+    try:
+        return convert_claim(manifest, "")
+    except FieldError as e:
+        raise ManifestError(f"<claim from ResourceClaimTemplate {meta.get('name')}>", e.path, e.message) from None
+
+
+# --- reading --------------------------------------------------------------------------------------------
+
+
+def read_documents(file: str, *, max_bytes: int = MAX_FILE_BYTES) -> list[Any]:
+    """Every YAML document of the file at ``file`` (None for an empty one), read with dralab's safe loader
+    (duplicate keys refused, timestamps kept as strings). Raises :class:`ManifestError`."""
+    try:
+        with open(file, "rb") as f:
+            raw = f.read(max_bytes + 1)
+    except OSError as e:
+        raise ManifestError(file, "", f"cannot read the file: {e.strerror or e}") from None
+    if len(raw) > max_bytes:
+        size = f"{max_bytes >> 20} MiB" if max_bytes % (1 << 20) == 0 else f"{max_bytes} bytes"
+        raise ManifestError(file, "", f"the file is larger than {size}")
+    try:
+        return _load_all(raw)
+    except YamlError as e:
+        raise ManifestError(file, "", e.message, line=e.line, column=e.column) from None
+
+
+def _load_all(raw: bytes) -> list[Any]:
+    try:
+        return list(yaml.load_all(raw, Loader=_Loader))  # a SafeLoader subclass: safe
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        message = ": ".join(str(p) for p in (e.context, e.problem) if p) or "invalid YAML"
+        if mark is None:
+            raise YamlError(message) from None
+        raise YamlError(message, mark.line + 1, mark.column + 1) from None
+    except yaml.YAMLError as e:
+        raise YamlError(f"invalid YAML: {e}") from None
+    except RecursionError:
+        raise YamlError("invalid YAML: nested too deeply") from None
+
+
+# --- building the inventory -----------------------------------------------------------------------------
+
+_KIND_KEYS = {"Node": "nodes", "DeviceClass": "classes", "ResourceSlice": "slices"}
+
+
+def _within(prefix: str, path: str) -> str:
+    if not prefix:
+        return path
+    if not path:
+        return prefix
+    return prefix + path if path.startswith("[") else f"{prefix}.{path}"
+
+
+class InventoryBuilder:
+    """Adds the objects of one file after another to ``inventory``, refusing a name seen before."""
+
+    def __init__(self) -> None:
+        self.inventory = Inventory()
+        self._seen: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was first read
+
+    def add_documents(self, docs: Sequence[object], file: str) -> None:
+        several = len(docs) > 1
+        for i, doc in enumerate(docs):
+            if doc is None:
+                continue
+            prefix = index("documents", i) if several else ""
+            try:
+                try:
+                    data = sanitize(doc)
+                except FieldError as e:
+                    raise FieldError(_within(prefix, e.path), e.message) from None
+                self._add(data, prefix, file)
+            except FieldError as e:
+                raise ManifestError(file, e.path, e.message) from None
+
+    def _add(self, obj: object, path: str, file: str) -> None:
+        if not isinstance(obj, dict):
+            raise FieldError(path, f"expected a Kubernetes object (a map), got {type_name(obj)}")
+        for field in ("apiVersion", "kind"):
+            value = obj.get(field)
+            if not isinstance(value, str) or not value:
+                shown = "missing required field" if value in (None, "") else f"expected str, got {type_name(value)}"
+                raise FieldError(join(path, field), shown)
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        group = api_version.rpartition("/")[0]
+        if kind == "List" or (kind.endswith("List") and self._typed(kind[:-4], group, api_version)):
+            self._add_list(obj, path, file, api_version, kind)
+            return
+        if kind in DRA_KINDS and group == DRA_GROUP:
+            if api_version != API_VERSION:
+                raise FieldError(
+                    join(path, "apiVersion"), f"expected `{API_VERSION}` (Kubernetes 1.35), got `{api_version}`"
+                )
+            self._add_dra(obj, path, file, kind)
+        elif kind in CORE_KINDS and api_version == "v1":
+            self._add_core(obj, path, file, kind)
+        else:
+            self.inventory.other.append(obj)
+
+    @staticmethod
+    def _typed(kind: str, group: str, api_version: str) -> bool:
+        return (kind in DRA_KINDS and group == DRA_GROUP) or (kind in CORE_KINDS and api_version == "v1")
+
+    def _add_list(self, obj: dict[str, Any], path: str, file: str, api_version: str, kind: str) -> None:
+        items = expect_list(obj.get("items") or [], join(path, "items"))
+        item_kind = None if kind == "List" else kind[:-4]
+        for i, item in enumerate(items):
+            if item_kind is not None and isinstance(item, dict):
+                # The items of a typed list (ResourceSliceList, as the API returns it) omit their type.
+                item = {"apiVersion": api_version, "kind": item_kind, **item}
+            self._add(item, index(join(path, "items"), i), file)
+
+    def _add_dra(self, obj: dict[str, Any], path: str, file: str, kind: str) -> None:
+        inv = self.inventory
+        if kind == "DeviceClass":
+            device_class = convert_device_class(obj, path)
+            self._claim_name(kind, device_class.name, path, file)
+            inv.classes[device_class.name] = device_class
+        elif kind == "ResourceSlice":
+            resource_slice = convert_slice(obj, path)
+            self._claim_name(kind, resource_slice.name, path, file)
+            inv.slices[resource_slice.name] = resource_slice
+        elif kind == "ResourceClaim":
+            claim = convert_claim(obj, path)
+            self._claim_name(kind, claim.key, path, file)
+            inv.claims[claim.key] = claim
+        else:
+            namespace, name = convert_template(obj, path)
+            key = f"{namespace}/{name}"
+            self._claim_name(kind, key, path, file)
+            inv.templates[key] = obj
+
+    def _add_core(self, obj: dict[str, Any], path: str, file: str, kind: str) -> None:
+        if kind == "Node":
+            node = convert_node(obj, path)
+            self._claim_name(kind, node.name, path, file)
+            self.inventory.nodes[node.name] = node
+        else:
+            namespace, name = convert_pod(obj, path)
+            key = f"{namespace}/{name}"
+            self._claim_name(kind, key, path, file)
+            self.inventory.pods[key] = obj
+
+    def _claim_name(self, kind: str, key: str, path: str, file: str) -> None:
+        first = self._seen.get((kind, key))
+        if first is not None:
+            raise FieldError(join(path, "metadata.name"), f"duplicate {kind} `{key}` (also in {first})")
+        self._seen[(kind, key)] = f"{file}: {path}" if path else file

@@ -1,0 +1,833 @@
+"""A CEL front end for DRA selectors: parse, check like Kubernetes' compiler does, and rewrite into what
+the Rust-backed ``common-expression-language`` runtime (cel-rust) evaluates with the same results.
+
+Why a front end of our own: cel-rust has no type checker and no custom types, and its parser lacks some
+syntax the Kubernetes environment has. So, before handing an expression to cel-rust, this module
+
+* refuses at compile time what Kubernetes' checker refuses: undeclared variables and functions
+  (``undeclared reference to 'x'``), unknown fields of ``device`` (``undefined field 'x'``), results
+  that are statically not bool (``must evaluate to bool or the unknown type, not int``), ordering or
+  arithmetic operators on Quantity/Semver values (``found no matching overload``), and the parts of
+  the Kubernetes library dralab does not implement (URL, IP, CIDR, format, two-variable
+  comprehensions, message construction);
+* rewrites what cel-rust cannot express directly:
+
+  - ``device.attributes[D]`` / ``device.capacity[D]`` (also ``.D`` and through a ``cel.bind``
+    alias) become ``(D in M ? M[D] : {})``: upstream returns an empty map for an unknown domain,
+    so ``has(device.attributes["d"].x)`` is false and ``device.attributes["d"].x`` is the runtime
+    error "no such key: x";
+  - ``cel.bind(v, init, body)`` becomes ``[init].map(v, body)[0]``;
+  - optional field/index selection ``a.?f`` / ``a[?k]`` becomes
+    ``(has(a.f) ? optional.of(a.f) : optional.none())`` (resp. a bounds/key test).
+
+The output is emitted fully parenthesised from the syntax tree (literals verbatim), so precedence is
+never re-interpreted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+__all__ = [
+    "CelSyntaxError",
+    "CheckedExpression",
+    "check",
+    "parse",
+    "emit",
+]
+
+
+class CelSyntaxError(ValueError):
+    """The expression does not parse or does not check. ``reason`` says why, ``position`` is a character
+    offset when known."""
+
+    def __init__(self, reason: str, position: int | None = None) -> None:
+        super().__init__(reason if position is None else f"{reason} (at character {position})")
+        self.reason = reason
+        self.position = position
+
+
+# --------------------------------------------------------------------------------------------------
+# Syntax tree
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lit:
+    kind: str  # int | uint | double | string | bytes | bool | null
+    text: str  # verbatim source text
+
+
+@dataclass(frozen=True)
+class Ident:
+    name: str
+    leading_dot: bool = False
+
+
+@dataclass(frozen=True)
+class Select:
+    operand: Node
+    field: str
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Index:
+    operand: Node
+    index: Node
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Call:
+    function: str
+    args: tuple[Node, ...]
+    target: Node | None = None
+
+
+@dataclass(frozen=True)
+class ListExpr:
+    elements: tuple[Node, ...] = ()
+    optional: tuple[bool, ...] = ()
+
+
+@dataclass(frozen=True)
+class MapExpr:
+    entries: tuple[tuple[Node, Node], ...] = ()
+    optional: tuple[bool, ...] = ()
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # ! or -
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Cond:
+    cond: Node
+    then: Node
+    otherwise: Node
+
+
+Node = Lit | Ident | Select | Index | Call | ListExpr | MapExpr | Unary | Binary | Cond
+
+
+# --------------------------------------------------------------------------------------------------
+# Lexer
+# --------------------------------------------------------------------------------------------------
+
+_RESERVED = frozenset(
+    [
+        "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package",
+        "namespace", "return", "var", "void", "while",
+    ]
+)
+_TOKEN_RE = re.compile(
+    r"(?P<space>(?:[ \t\n\r\f]+|//[^\n]*)+)"
+    r"|(?P<raw>(?:[rR][bB]?|[bB][rR])"
+    r"(?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|\"[^\"\r\n]*\"|'[^'\r\n]*'))"
+    r"|(?P<str>[bB]?(?:\"\"\"(?:\\[\s\S]|[^\\])*?\"\"\"|'''(?:\\[\s\S]|[^\\])*?'''"
+    r"|\"(?:\\.|[^\"\\\r\n])*\"|'(?:\\.|[^'\\\r\n])*'))"
+    r"|(?P<double>[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|\.[0-9]+(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<int>(?:0[xX][0-9a-fA-F]+|[0-9]+)[uU]?)"
+    r"|(?P<ident>[_a-zA-Z][_a-zA-Z0-9]*)"
+    r"|(?P<op>==|!=|<=|>=|&&|\|\||[<>!?:+\-*/%.,\[\](){}])"
+)
+_WORDS = {"true": "bool", "false": "bool", "null": "null", "in": "op"}
+_STRING_STARTS = ("'", '"', "r'", 'r"', "b'", 'b"', "rb'", 'rb"', "br'", 'br"')
+
+
+class _Token(NamedTuple):
+    kind: str  # ident | int | uint | double | string | bytes | bool | null | op | eof
+    text: str
+    pos: int
+
+
+def tokenize(src: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    i = 0
+    n = len(src)
+    match = _TOKEN_RE.match
+    while i < n:
+        m = match(src, i)
+        if m is None:
+            if src[i:i + 3].lower().startswith(_STRING_STARTS):
+                raise CelSyntaxError("unterminated string literal", i)
+            raise CelSyntaxError(f"unexpected character {src[i]!r}", i)
+        group = m.lastgroup or "op"
+        text = m.group(0)
+        end = m.end()
+        if group == "ident":
+            kind = _WORDS.get(text, "ident")
+            if text in _RESERVED:
+                raise CelSyntaxError(f"reserved identifier: {text}", i)
+        elif group in ("raw", "str"):
+            kind = "bytes" if "b" in text[:2].lower() else "string"
+        elif group in ("int", "double"):
+            if end < n and (src[end].isalnum() or src[end] == "_"):
+                raise CelSyntaxError(f"invalid number literal {src[i:end + 1]!r}", i)
+            kind = "uint" if group == "int" and text[-1] in "uU" else group
+        else:
+            kind = group
+        if kind != "space":
+            tokens.append(_Token(kind, text, i))
+        i = end
+    tokens.append(_Token("eof", "", n))
+    return tokens
+
+
+# --------------------------------------------------------------------------------------------------
+# Parser (the grammar of the CEL spec, cel-go's precedence)
+# --------------------------------------------------------------------------------------------------
+
+_RELATIONS = frozenset(("<", "<=", ">", ">=", "==", "!=", "in"))
+_LITERAL_KINDS = frozenset(("int", "uint", "double", "string", "bytes", "bool", "null"))
+MAX_NESTING = 250  # cel-go's default parser recursion limit
+
+
+class _Parser:
+    def __init__(self, src: str) -> None:
+        self.tokens = tokenize(src)
+        self.i = 0
+        self.depth = 0
+
+    def peek(self, offset: int = 0) -> _Token:
+        return self.tokens[min(self.i + offset, len(self.tokens) - 1)]
+
+    def at(self, text: str) -> bool:
+        tok = self.peek()
+        return tok.kind == "op" and tok.text == text
+
+    def take(self) -> _Token:
+        tok = self.peek()
+        self.i += 1
+        return tok
+
+    def expect(self, text: str) -> _Token:
+        if not self.at(text):
+            tok = self.peek()
+            found = "end of input" if tok.kind == "eof" else repr(tok.text)
+            raise CelSyntaxError(f"expected {text!r}, found {found}", tok.pos)
+        return self.take()
+
+    def ident(self) -> str:
+        tok = self.peek()
+        if tok.kind != "ident":
+            found = "end of input" if tok.kind == "eof" else repr(tok.text)
+            raise CelSyntaxError(f"expected an identifier, found {found}", tok.pos)
+        self.i += 1
+        return tok.text
+
+    def parse(self) -> Node:
+        node = self.expr()
+        tok = self.peek()
+        if tok.kind != "eof":
+            raise CelSyntaxError(f"unexpected {tok.text!r}", tok.pos)
+        return node
+
+    def expr(self) -> Node:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise CelSyntaxError("expression nested too deeply", self.peek().pos)
+        try:
+            cond = self.or_()
+            if not self.at("?"):
+                return cond
+            self.take()
+            then = self.or_()
+            self.expect(":")
+            return Cond(cond, then, self.expr())
+        finally:
+            self.depth -= 1
+
+    def or_(self) -> Node:
+        node = self.and_()
+        while self.at("||"):
+            self.take()
+            node = Binary("||", node, self.and_())
+        return node
+
+    def and_(self) -> Node:
+        node = self.relation()
+        while self.at("&&"):
+            self.take()
+            node = Binary("&&", node, self.relation())
+        return node
+
+    def relation(self) -> Node:
+        node = self.addition()
+        while self.peek().kind == "op" and self.peek().text in _RELATIONS:
+            op = self.take().text
+            node = Binary(op, node, self.addition())
+        return node
+
+    def addition(self) -> Node:
+        node = self.multiplication()
+        while self.at("+") or self.at("-"):
+            op = self.take().text
+            node = Binary(op, node, self.multiplication())
+        return node
+
+    def multiplication(self) -> Node:
+        node = self.unary()
+        while self.at("*") or self.at("/") or self.at("%"):
+            op = self.take().text
+            node = Binary(op, node, self.unary())
+        return node
+
+    def unary(self) -> Node:
+        if self.at("!") or self.at("-"):
+            op = self.peek().text
+            count = 0
+            while self.at(op):
+                self.take()
+                count += 1
+            node = self.member()
+            # As cel-go's parser: an even run cancels out ("!!x" is x), an odd run is one operator.
+            return Unary(op, node) if count % 2 else node
+        return self.member()
+
+    def member(self) -> Node:
+        node = self.primary()
+        while True:
+            if self.at("."):
+                self.take()
+                optional = False
+                if self.at("?"):
+                    self.take()
+                    optional = True
+                name = self.ident()
+                if self.at("(") and not optional:
+                    self.take()
+                    node = Call(name, self.expr_list(")"), node)
+                else:
+                    node = Select(node, name, optional)
+            elif self.at("["):
+                self.take()
+                optional = False
+                if self.at("?"):
+                    self.take()
+                    optional = True
+                index = self.expr()
+                self.expect("]")
+                node = Index(node, index, optional)
+            elif self.at("{") and _is_qualified_name(node):
+                raise CelSyntaxError("message construction is not supported (no message types in DRA)",
+                                     self.peek().pos)
+            else:
+                return node
+
+    def expr_list(self, closing: str) -> tuple[Node, ...]:
+        args: list[Node] = []
+        while not self.at(closing):
+            args.append(self.expr())
+            if not self.at(closing):
+                self.expect(",")
+        self.take()
+        return tuple(args)
+
+    def primary(self) -> Node:
+        tok = self.peek()
+        if tok.kind in _LITERAL_KINDS:
+            self.take()
+            return Lit(tok.kind, tok.text)
+        if tok.kind == "ident" or self.at("."):
+            leading_dot = False
+            if self.at("."):
+                self.take()
+                leading_dot = True
+            name = self.ident()
+            if self.at("("):
+                self.take()
+                return Call(("." if leading_dot else "") + name, self.expr_list(")"))
+            return Ident(name, leading_dot)
+        if self.at("("):
+            self.take()
+            node = self.expr()
+            self.expect(")")
+            return node
+        if self.at("["):
+            self.take()
+            elements: list[Node] = []
+            optional: list[bool] = []
+            while not self.at("]"):
+                opt = False
+                if self.at("?"):
+                    self.take()
+                    opt = True
+                elements.append(self.expr())
+                optional.append(opt)
+                if not self.at("]"):
+                    self.expect(",")
+            self.take()
+            return ListExpr(tuple(elements), tuple(optional))
+        if self.at("{"):
+            self.take()
+            entries: list[tuple[Node, Node]] = []
+            optional = []
+            while not self.at("}"):
+                opt = False
+                if self.at("?"):
+                    self.take()
+                    opt = True
+                key = self.expr()
+                self.expect(":")
+                entries.append((key, self.expr()))
+                optional.append(opt)
+                if not self.at("}"):
+                    self.expect(",")
+            self.take()
+            return MapExpr(tuple(entries), tuple(optional))
+        found = "end of input" if tok.kind == "eof" else repr(tok.text)
+        raise CelSyntaxError(f"unexpected {found}", tok.pos)
+
+
+def _is_qualified_name(node: Node) -> bool:
+    while isinstance(node, Select) and not node.optional:
+        node = node.operand
+    return isinstance(node, Ident)
+
+
+def parse(src: str) -> Node:
+    return _Parser(src).parse()
+
+
+# --------------------------------------------------------------------------------------------------
+# Emitter
+# --------------------------------------------------------------------------------------------------
+
+_POSTFIX_SAFE = (Ident, Select, Index, Call, ListExpr, MapExpr)
+
+
+def _operand(node: Node) -> str:
+    if isinstance(node, _POSTFIX_SAFE) or (isinstance(node, Lit) and node.kind not in ("int", "uint", "double")):
+        return emit(node)
+    return f"({emit(node)})"
+
+
+def emit(node: Node) -> str:
+    """CEL source for ``node`` that cel-rust parses back to the same tree."""
+    if isinstance(node, Lit):
+        return node.text
+    if isinstance(node, Ident):
+        return node.name
+    if isinstance(node, Select):
+        return f"{_operand(node.operand)}{'.?' if node.optional else '.'}{node.field}"
+    if isinstance(node, Index):
+        return f"{_operand(node.operand)}[{'?' if node.optional else ''}{emit(node.index)}]"
+    if isinstance(node, Call):
+        args = ", ".join(emit(a) for a in node.args)
+        if node.target is None:
+            return f"{node.function}({args})"
+        return f"{_operand(node.target)}.{node.function}({args})"
+    if isinstance(node, ListExpr):
+        return "[" + ", ".join(("?" if o else "") + emit(e) for e, o in zip(node.elements, node.optional,
+                                                                             strict=True)) + "]"
+    if isinstance(node, MapExpr):
+        return "{" + ", ".join(("?" if o else "") + f"{emit(k)}: {emit(v)}"
+                               for (k, v), o in zip(node.entries, node.optional, strict=True)) + "}"
+    if isinstance(node, Unary):
+        inner = node.operand
+        if isinstance(inner, Lit) and node.op == "-":
+            return node.op + emit(inner)  # keep "-9223372036854775808" a literal
+        return node.op + _operand(inner)
+    if isinstance(node, Binary):
+        return f"({emit(node.left)} {node.op} {emit(node.right)})"
+    return f"({emit(node.cond)} ? {emit(node.then)} : {emit(node.otherwise)})"
+
+
+# --------------------------------------------------------------------------------------------------
+# Checker and rewriter
+# --------------------------------------------------------------------------------------------------
+
+DEVICE_FIELDS: dict[str, str] = {
+    "driver": "string",
+    "attributes": "map(string, map(string, dyn))",
+    "capacity": "map(string, map(string, Quantity))",
+    "allowMultipleAllocations": "bool",
+}
+
+QUANTITY = "Quantity"
+SEMVER = "Semver"
+OPTIONAL = "optional_type(dyn)"
+_LIST = "list(dyn)"
+_MAP = "map(dyn, dyn)"
+_INT = "int"
+_BOOL = "bool"
+_STRING = "string"
+_DOUBLE = "double"
+
+# Functions cel-rust provides without registration (global call form / member call form).
+NATIVE_GLOBAL = frozenset(
+    [
+        "size", "int", "uint", "double", "string", "bytes", "type", "dyn", "duration", "timestamp", "optional.of",
+        "optional.none", "optional.ofNonZeroValue",
+    ]
+)
+NATIVE_MEMBER = frozenset(
+    [
+        "size", "contains", "startsWith", "endsWith", "matches", "getDate", "getDayOfMonth", "getDayOfWeek",
+        "getDayOfYear", "getFullYear", "getHours", "getMilliseconds", "getMinutes", "getMonth", "getSeconds",
+        "hasValue", "value", "or", "orValue",
+    ]
+)
+_MACROS = frozenset(("all", "exists", "exists_one", "existsOne", "map", "filter"))
+_TYPE_NAMES = frozenset(("int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"))
+_NAMESPACES = frozenset(("optional", "sets", "strings", "lists", "cel", "math", "base64"))
+
+# Kubernetes CEL library functions dralab does not implement (clear error instead of "undeclared").
+UNSUPPORTED = frozenset(
+    (
+        "url", "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery", "ip",
+        "isIP", "cidr", "isCIDR", "containsIP", "containsCIDR", "family", "isUnspecified", "isLoopback",
+        "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "prefixLength", "masked", "format",
+        "transformList", "transformMap", "transformMapEntry", "sortBy", "mul", "div", "divInt",
+    )
+)
+
+# Return types of the functions the checker knows, for the "must evaluate to bool" check.
+RETURN_TYPES: dict[str, str | None] = {
+    "quantity": QUANTITY, "isQuantity": _BOOL, "semver": SEMVER, "isSemver": _BOOL,
+    "compareTo": _INT, "isGreaterThan": _BOOL, "isLessThan": _BOOL, "add": QUANTITY, "sub": QUANTITY,
+    "sign": _INT, "isInteger": _BOOL, "asInteger": _INT, "asApproximateFloat": _DOUBLE,
+    "major": _INT, "minor": _INT, "patch": _INT,
+    "size": _INT, "int": _INT, "uint": "uint", "double": _DOUBLE, "string": _STRING, "bytes": "bytes",
+    "bool": _BOOL, "type": "type", "dyn": None, "duration": "google.protobuf.Duration",
+    "timestamp": "google.protobuf.Timestamp", "contains": _BOOL, "startsWith": _BOOL, "endsWith": _BOOL,
+    "matches": _BOOL, "hasValue": _BOOL, "value": None, "orValue": None, "or": OPTIONAL,
+    "optional.of": OPTIONAL, "optional.none": OPTIONAL, "optional.ofNonZeroValue": OPTIONAL,
+    "charAt": _STRING, "indexOf": _INT, "lastIndexOf": _INT, "lowerAscii": _STRING, "upperAscii": _STRING,
+    "replace": _STRING, "split": _LIST, "join": _STRING, "substring": _STRING, "trim": _STRING,
+    "strings.quote": _STRING, "reverse": None, "sets.contains": _BOOL, "sets.equivalent": _BOOL,
+    "sets.intersects": _BOOL, "distinct": _LIST, "flatten": _LIST, "slice": _LIST, "sort": _LIST,
+    "first": OPTIONAL, "last": OPTIONAL, "lists.range": _LIST, "min": None, "max": None, "sum": None,
+    "isSorted": _BOOL, "find": _STRING, "findAll": _LIST,
+    "getDate": _INT, "getDayOfMonth": _INT, "getDayOfWeek": _INT, "getDayOfYear": _INT, "getFullYear": _INT,
+    "getHours": _INT, "getMilliseconds": _INT, "getMinutes": _INT, "getMonth": _INT, "getSeconds": _INT,
+}
+
+_LIT_TYPES = {"int": _INT, "uint": "uint", "double": _DOUBLE, "string": _STRING, "bytes": "bytes",
+              "bool": _BOOL, "null": "null_type"}
+_OPAQUE = frozenset((QUANTITY, SEMVER))
+
+
+@dataclass(frozen=True)
+class CheckedExpression:
+    source: str  # what the user wrote
+    rewritten: str  # what cel-rust compiles
+    functions: frozenset[str]  # every function called (global names qualified, e.g. "sets.contains")
+
+
+@dataclass
+class _Scope:
+    """Variable name -> what it aliases: "device", "attributes", "capacity", "capacity-domain" or None."""
+
+    names: dict[str, str | None] = field(default_factory=lambda: {"device": "device"})
+
+    def bind(self, name: str, alias: str | None) -> _Scope:
+        return _Scope({**self.names, name: alias})
+
+
+def _string_value(node: Node) -> str | None:
+    """The value of a plain string literal without escapes, else None."""
+    if isinstance(node, Lit) and node.kind == "string" and "\\" not in node.text and node.text[0] in "'\"":
+        quote = node.text[:3] if node.text[:3] in ('"""', "'''") else node.text[0]
+        return node.text[len(quote):-len(quote)]
+    return None
+
+
+def _qualified_name(node: Node) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, Select) and not node.optional:
+        parts.append(node.field)
+        node = node.operand
+    if isinstance(node, Ident) and not node.leading_dot:
+        parts.append(node.name)
+        return ".".join(reversed(parts))
+    return None
+
+
+class _Checker:
+    def __init__(self, known: frozenset[str]) -> None:
+        self.known = known | NATIVE_GLOBAL | NATIVE_MEMBER
+        self.functions: set[str] = set()
+
+    # -- aliases -----------------------------------------------------------------------------------
+
+    def alias(self, node: Node, scope: _Scope) -> str | None:
+        if isinstance(node, Ident):
+            if node.leading_dot:
+                return "device" if node.name == "device" else None
+            return scope.names.get(node.name)
+        if isinstance(node, Select) and not node.optional:
+            base = self.alias(node.operand, scope)
+            if base == "device" and node.field in ("attributes", "capacity"):
+                return node.field
+            if base == "capacity":
+                return "capacity-domain"
+        if isinstance(node, Index) and not node.optional:
+            base = self.alias(node.operand, scope)
+            key = _string_value(node.index)
+            if base == "device" and key in ("attributes", "capacity"):
+                return key
+            if base == "capacity":
+                return "capacity-domain"
+        return None
+
+    # -- visiting ----------------------------------------------------------------------------------
+
+    def visit(self, node: Node, scope: _Scope) -> tuple[Node, str | None]:
+        if isinstance(node, Lit):
+            return node, _LIT_TYPES[node.kind]
+        if isinstance(node, Ident):
+            return self.visit_ident(node, scope)
+        if isinstance(node, Select):
+            return self.visit_select(node, scope, in_has=False)
+        if isinstance(node, Index):
+            return self.visit_index(node, scope)
+        if isinstance(node, Call):
+            return self.visit_call(node, scope)
+        if isinstance(node, ListExpr):
+            if any(node.optional):
+                raise CelSyntaxError("optional list elements ([?x]) are not supported")
+            return ListExpr(tuple(self.visit(e, scope)[0] for e in node.elements), node.optional), _LIST
+        if isinstance(node, MapExpr):
+            if any(node.optional):
+                raise CelSyntaxError("optional map entries ({?k: v}) are not supported")
+            entries = tuple((self.visit(k, scope)[0], self.visit(v, scope)[0]) for k, v in node.entries)
+            return MapExpr(entries, node.optional), _MAP
+        if isinstance(node, Unary):
+            inner, typ = self.visit(node.operand, scope)
+            if typ in _OPAQUE:
+                raise CelSyntaxError(f"found no matching overload for '{node.op}_' applied to '({typ})'")
+            return Unary(node.op, inner), (_BOOL if node.op == "!" else typ)
+        if isinstance(node, Binary):
+            return self.visit_binary(node, scope)
+        cond, _ = self.visit(node.cond, scope)
+        then, t1 = self.visit(node.then, scope)
+        other, t2 = self.visit(node.otherwise, scope)
+        return Cond(cond, then, other), (t1 if t1 == t2 else None)
+
+    def visit_ident(self, node: Ident, scope: _Scope) -> tuple[Node, str | None]:
+        if node.leading_dot:
+            if node.name != "device":
+                raise CelSyntaxError(f"undeclared reference to '{node.name}' (in container '')")
+            if scope.names.get("device") != "device":
+                raise CelSyntaxError("'.device' inside a scope that redefines 'device' is not supported")
+            return Ident("device"), "kubernetes.DRADevice"
+        if node.name in scope.names:
+            alias = scope.names[node.name]
+            typ = {"device": "kubernetes.DRADevice", "attributes": DEVICE_FIELDS["attributes"],
+                   "capacity": DEVICE_FIELDS["capacity"]}.get(alias or "")
+            return node, typ
+        if node.name in _TYPE_NAMES:
+            return node, "type"
+        raise CelSyntaxError(f"undeclared reference to '{node.name}' (in container '')")
+
+    def default_map(self, operand: Node, key: Node, access: Node) -> Node:
+        """``(key in operand ? access : {})``: an unknown domain reads as an empty map."""
+        return Cond(Binary("in", key, operand), access, MapExpr())
+
+    def visit_select(self, node: Select, scope: _Scope, in_has: bool) -> tuple[Node, str | None]:
+        base_alias = self.alias(node.operand, scope)
+        operand, _ = self.visit(node.operand, scope)
+        if node.optional:
+            plain = Select(operand, node.field)
+            self.functions.update(("optional.of", "optional.none"))
+            return Cond(Call("has", (plain,)), Call("optional.of", (plain,)), Call("optional.none", ())), OPTIONAL
+        if base_alias == "device":
+            if node.field not in DEVICE_FIELDS:
+                raise CelSyntaxError(f"undefined field '{node.field}'")
+            return Select(operand, node.field), DEVICE_FIELDS[node.field]
+        plain = Select(operand, node.field)
+        if base_alias in ("attributes", "capacity"):
+            if in_has:
+                return plain, _BOOL
+            return self.default_map(operand, Lit("string", f'"{node.field}"'), plain), _MAP
+        if base_alias == "capacity-domain":
+            return plain, QUANTITY
+        return plain, None
+
+    def visit_index(self, node: Index, scope: _Scope) -> tuple[Node, str | None]:
+        base_alias = self.alias(node.operand, scope)
+        operand, _ = self.visit(node.operand, scope)
+        index, _ = self.visit(node.index, scope)
+        if node.optional:
+            plain = Index(operand, index)
+            in_range = Binary("&&", Binary(">=", index, Lit("int", "0")),
+                              Binary("<", index, Call("size", (operand,))))
+            present = Cond(Binary("==", Call("type", (operand,)), Ident("list")), in_range,
+                           Binary("in", index, operand))
+            self.functions.update(("optional.of", "optional.none", "type", "size"))
+            return Cond(present, Call("optional.of", (plain,)), Call("optional.none", ())), OPTIONAL
+        plain = Index(operand, index)
+        if base_alias == "device":
+            key = _string_value(node.index)
+            if key is not None and key not in DEVICE_FIELDS:
+                raise CelSyntaxError(f"undefined field '{key}'")
+            return plain, DEVICE_FIELDS.get(key or "")
+        if base_alias in ("attributes", "capacity"):
+            return self.default_map(operand, index, plain), _MAP
+        if base_alias == "capacity-domain":
+            return plain, QUANTITY
+        return plain, None
+
+    def visit_binary(self, node: Binary, scope: _Scope) -> tuple[Node, str | None]:
+        left, lt = self.visit(node.left, scope)
+        right, rt = self.visit(node.right, scope)
+        if node.op in ("&&", "||"):
+            return Binary(node.op, left, right), _BOOL
+        if node.op not in ("==", "!=", "in") and (lt in _OPAQUE or rt in _OPAQUE):
+            raise CelSyntaxError(
+                f"found no matching overload for '_{node.op}_' applied to '({lt or 'dyn'}, {rt or 'dyn'})'"
+                + (" (use compareTo, isGreaterThan or isLessThan)" if node.op in ("<", "<=", ">", ">=") else "")
+            )
+        if node.op in _RELATIONS:
+            return Binary(node.op, left, right), _BOOL
+        return Binary(node.op, left, right), (lt if lt == rt else None)
+
+    def check_function(self, name: str) -> None:
+        if name in self.known:
+            self.functions.add(name)
+            return
+        if name in UNSUPPORTED:
+            raise CelSyntaxError(f"function '{name}' of the Kubernetes CEL library is not supported by dralab")
+        raise CelSyntaxError(f"undeclared reference to '{name}' (in container '')")
+
+    def visit_call(self, node: Call, scope: _Scope) -> tuple[Node, str | None]:
+        target = node.target
+        name = node.function
+        if target is not None:
+            qualified = _qualified_name(target)
+            root = qualified.split(".")[0] if qualified else None
+            if qualified and root not in scope.names and root in _NAMESPACES:
+                target = None
+                name = f"{qualified}.{name}"
+        if target is None:
+            if name.startswith("."):
+                name = name[1:]
+            if name == "has":
+                if len(node.args) != 1 or not isinstance(node.args[0], Select) or node.args[0].optional:
+                    raise CelSyntaxError("invalid argument to has() macro")
+                arg, _ = self.visit_select(node.args[0], scope, in_has=True)
+                return Call("has", (arg,)), _BOOL
+            if name == "cel.bind":
+                return self.visit_bind(node, scope)
+            self.check_function(name)
+            args = tuple(self.visit(a, scope)[0] for a in node.args)
+            return Call(name, args), RETURN_TYPES.get(name)
+        if name in _MACROS:
+            return self.visit_macro(node, target, scope)
+        self.check_function(name)
+        new_target, target_type = self.visit(target, scope)
+        args = tuple(self.visit(a, scope)[0] for a in node.args)
+        typ = RETURN_TYPES.get(name)
+        if name in ("add", "sub") and target_type not in (QUANTITY, None):
+            typ = None
+        return Call(name, args, new_target), typ
+
+    def visit_bind(self, node: Call, scope: _Scope) -> tuple[Node, str | None]:
+        if len(node.args) != 3 or not isinstance(node.args[0], Ident) or node.args[0].leading_dot:
+            raise CelSyntaxError("cel.bind() takes a variable name, an initializer and an expression")
+        var = node.args[0].name
+        init, _ = self.visit(node.args[1], scope)
+        body, typ = self.visit(node.args[2], scope.bind(var, self.alias(node.args[1], scope)))
+        return Index(Call("map", (Ident(var), body), ListExpr((init,), (False,))), Lit("int", "0")), typ
+
+    def visit_macro(self, node: Call, target: Node, scope: _Scope) -> tuple[Node, str | None]:
+        name = node.function
+        args = node.args
+        if name in ("all", "exists", "exists_one", "existsOne") and len(args) == 3:
+            raise CelSyntaxError(f"two-variable comprehensions ({name}(i, v, ...)) are not supported")
+        arity = (2, 3) if name == "map" else (2,)
+        if len(args) not in arity:
+            raise CelSyntaxError(f"{name}() takes {' or '.join(map(str, arity))} arguments, got {len(args)}")
+        if not isinstance(args[0], Ident) or args[0].leading_dot:
+            raise CelSyntaxError(f"argument 1 of {name}() must be a simple name")
+        new_target, _ = self.visit(target, scope)
+        inner = scope.bind(args[0].name, None)
+        rest = tuple(self.visit(a, inner)[0] for a in args[1:])
+        typ = _LIST if name in ("map", "filter") else _BOOL
+        return Call(name, (args[0], *rest), new_target), typ
+
+
+# --------------------------------------------------------------------------------------------------
+# Cost
+# --------------------------------------------------------------------------------------------------
+
+MAX_COST = 1_000_000  # resource.k8s.io CELSelectorExpressionMaxCost
+_DEVICE_MAP_SIZE = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice bounds every device map
+_UNKNOWN_SIZE = 64  # a list or map of unknown origin (a split string, a literal-free computation...)
+
+
+def _range_size(node: Node, aliases: _Checker, scope: _Scope) -> int:
+    if isinstance(node, ListExpr):
+        return len(node.elements)
+    if isinstance(node, MapExpr):
+        return len(node.entries)
+    if aliases.alias(node, scope) in ("attributes", "capacity", "capacity-domain"):
+        return _DEVICE_MAP_SIZE
+    if isinstance(node, (Index, Select)) and aliases.alias(node.operand, scope) in ("attributes", "capacity"):
+        return _DEVICE_MAP_SIZE
+    if (isinstance(node, Call) and node.function == "range" and _qualified_name(node.target or Lit("null", ""))
+            == "lists" and len(node.args) == 1 and isinstance(node.args[0], Lit) and node.args[0].kind == "int"):
+        return int(node.args[0].text, 0)
+    return _UNKNOWN_SIZE
+
+
+def estimate_cost(node: Node, aliases: _Checker, scope: _Scope) -> int:
+    """A rough worst-case cost in CEL's units (about one per operation; a comprehension costs its range
+    size times its body). Upstream estimates precisely and validation refuses selectors above
+    MAX_COST; this bound is only meant to refuse the same runaway expressions before running them."""
+    if isinstance(node, (Lit, Ident)):
+        return 1
+    if isinstance(node, Call) and node.target is not None and node.function in _MACROS and node.args:
+        inner = scope.bind(node.args[0].name, None) if isinstance(node.args[0], Ident) else scope
+        body = sum(estimate_cost(a, aliases, inner) for a in node.args[1:])
+        return estimate_cost(node.target, aliases, scope) + _range_size(node.target, aliases, scope) * (body + 3)
+    children: list[Node]
+    if isinstance(node, Select):
+        children = [node.operand]
+    elif isinstance(node, Index):
+        children = [node.operand, node.index]
+    elif isinstance(node, Call):
+        children = [*node.args] + ([node.target] if node.target is not None else [])
+    elif isinstance(node, ListExpr):
+        children = list(node.elements)
+    elif isinstance(node, MapExpr):
+        children = [x for entry in node.entries for x in entry]
+    elif isinstance(node, Unary):
+        children = [node.operand]
+    elif isinstance(node, Binary):
+        children = [node.left, node.right]
+    else:
+        children = [node.cond, node.then, node.otherwise]
+    return 1 + sum(estimate_cost(c, aliases, scope) for c in children)
+
+
+def check(source: str, known_functions: frozenset[str]) -> CheckedExpression:
+    """Parse, check and rewrite a DRA selector; raise :class:`CelSyntaxError` if Kubernetes would refuse
+    it at compile time (or if it uses what dralab does not support). ``known_functions`` are the
+    registered (non-native) functions."""
+    try:
+        tree = parse(source)
+    except CelSyntaxError as exc:
+        raise CelSyntaxError(f"Syntax error: {exc.reason}", exc.position) from None
+    checker = _Checker(known_functions)
+    rewritten, typ = checker.visit(tree, _Scope())
+    if typ is not None and typ != _BOOL:
+        raise CelSyntaxError(f"must evaluate to bool or the unknown type, not {typ}")
+    cost = estimate_cost(tree, checker, _Scope())
+    if cost > MAX_COST:
+        raise CelSyntaxError(f"estimated worst-case cost {cost} exceeds the limit of {MAX_COST}")
+    return CheckedExpression(source, emit(rewritten), frozenset(checker.functions))

@@ -1,0 +1,242 @@
+"""Why a claim cannot be allocated on a node, in terms a user can act on.
+
+Run only when the search found nothing. For each claim that cannot be allocated:
+
+1. if the claim fits on its own, it is the claims together that do not fit: `capacity` ("can be
+   allocated alone, not together with ...");
+2. else each request (each subrequest of a `firstAvailable` request) is tried alone, without
+   constraints; one that fails is explained by counting: devices that match its selectors
+   (`matching`), how many of them are free (`free`), whether taints are not tolerated (`taint`), whether
+   an incomplete pool holds matching devices (`incomplete-pool`), else which of shared counters
+   (`counters`) or consumable capacity (`consumable-capacity`) is exhausted (searches that ignore one or
+   the other tell which);
+3. if every request fits alone, the requests together without constraints may not fit (`capacity`);
+   otherwise the constraints are added back one by one and the first that makes the claim fail is the
+   answer: `topology`, with the constraint and the attribute, and the largest group of free devices
+   sharing one value (matchAttribute) or the number of distinct values (distinctAttribute).
+
+This is what tells "out of capacity" (more devices would help) from "topology mismatch" (enough devices,
+wrong shape).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .consumable import published_capacity
+from .model import Claim, Request
+from .pools import device_matches_node
+from .prepare import AllocationError, Cand, NodeContext, Preparer, ReqData, untolerated
+from .result import format_quantity
+
+
+@dataclass
+class Explanation:
+    claim: str
+    request: str | None
+    # capacity | topology | counters | consumable-capacity | taint | incomplete-pool | invalid-pool | no-class
+    kind: str
+    message: str
+    matching: int
+    free: int
+    constraint: str | None = None
+    attribute: str | None = None
+
+
+@dataclass(frozen=True)
+class Relax:
+    ignore_counters: bool = False
+    ignore_capacity: bool = False
+
+
+Feasible = Callable[[list[Claim], Relax], bool]
+
+
+def _alone(claim: Claim, request: Request, sub_index: int | None) -> Claim:
+    """The claim reduced to one request (one choice of it), without constraints or configs."""
+    req = request if sub_index is None else Request(request.name, exactly=request.first_available[sub_index])
+    return dataclasses.replace(claim, requests=(req,), constraints=(), config=())
+
+
+class Explainer:
+    def __init__(self, ctx: NodeContext, prep: Preparer, feasible: Feasible) -> None:
+        self.ctx = ctx
+        self.prep = prep
+        self.feasible = feasible
+        self._incomplete: list[Cand] = []
+        n = 0
+        for pool in ctx.pools:
+            if pool.incomplete:
+                for slc, device in pool.devices():
+                    n += 1
+                    self._incomplete.append(Cand(-n, device, slc, pool, device.allow_multiple_allocations,
+                                                 device_matches_node(slc, device, ctx.node), (), False, False, None,
+                                                 published_capacity(device)))
+
+    # ------------------------------------------------------------------ counting
+
+    def _matching(self, rd: ReqData, cands: Sequence[Cand]) -> list[Cand]:
+        out = []
+        for cand in cands:
+            try:
+                if self.prep.selectable(rd, cand):
+                    out.append(cand)
+            except AllocationError:
+                continue
+        return out
+
+    @staticmethod
+    def _free(rd: ReqData, cands: Sequence[Cand]) -> list[Cand]:
+        return [c for c in cands if rd.admin or not c.committed_in_use]
+
+    def _counts(self, rd: ReqData) -> tuple[list[Cand], list[Cand]]:
+        matching = self._matching(rd, self.ctx.cands)
+        return matching, self._free(rd, matching)
+
+    # ------------------------------------------------------------------ per claim
+
+    def explain(self, claims: Sequence[Claim]) -> list[Explanation]:
+        out: list[Explanation] = []
+        failing: list[Claim] = []
+        for claim in claims:
+            if not self.feasible([claim], Relax()):
+                failing.append(claim)
+                out.extend(self._claim(claim))
+        if failing:
+            return out
+        # Every claim fits alone: find the first that does not fit with the ones before it.
+        for i in range(1, len(claims)):
+            if not self.feasible(list(claims[: i + 1]), Relax()):
+                claim = claims[i]
+                m, f = self._claim_counts(claim)
+                others = ", ".join(c.key for c in claims[:i])
+                out.append(Explanation(
+                    claim.key, None, "capacity",
+                    f"claim {claim.key} can be allocated on node {self.ctx.node.name} on its own, but not together "
+                    f"with {others}: together they need more devices than are free ({f} free of {m} matching)",
+                    m, f))
+                return out
+        return out
+
+    def _claim_counts(self, claim: Claim) -> tuple[int, int]:
+        cd = self.prep.prepare([claim])[0]
+        matching: dict[int, None] = {}
+        free: dict[int, None] = {}
+        for choices in cd.choices:
+            for rd in choices:
+                m, f = self._counts(rd)
+                matching.update((c.index, None) for c in m)
+                free.update((c.index, None) for c in f)
+        return len(matching), len(free)
+
+    def _claim(self, claim: Claim) -> list[Explanation]:
+        out: list[Explanation] = []
+        cd = self.prep.prepare([claim])[0]
+        for ri, request in enumerate(claim.requests):
+            choices = cd.choices[ri]
+            failed = []
+            for rd in choices:
+                if self.feasible([_alone(claim, request, rd.sub_index)], Relax()):
+                    break
+                failed.append(rd)
+            else:
+                out.extend(self._request(claim, request, rd) for rd in failed)
+        if out:
+            return out
+        bare = dataclasses.replace(claim, constraints=())
+        if not self.feasible([bare], Relax()):
+            m, f = self._claim_counts(claim)
+            need = sum(min(rd.num for rd in ch) for ch in cd.choices)
+            return [Explanation(claim.key, None, "capacity",
+                                f"each request of claim {claim.key} fits on node {self.ctx.node.name} alone, but "
+                                f"together they need {need} devices and not enough are free "
+                                f"({f} free of {m} matching)", m, f)]
+        for k in range(len(claim.constraints)):
+            partial = dataclasses.replace(claim, constraints=claim.constraints[: k + 1])
+            if not self.feasible([partial], Relax()):
+                return [self._topology(claim, cd.choices, k)]
+        return [Explanation(claim.key, None, "capacity",
+                            f"claim {claim.key} cannot be allocated on node {self.ctx.node.name}", 0, 0)]
+
+    def _request(self, claim: Claim, request: Request, rd: ReqData) -> Explanation:
+        node = self.ctx.node.name
+        cls = rd.device_class.name
+        matching, free = self._counts(rd)
+        m, f = len(matching), len(free)
+        need = m if rd.all_mode else rd.num
+        what = "all devices" if rd.all_mode else f"{need} device{'s' if need != 1 else ''}"
+        head = f"request {rd.name} of claim {claim.key} needs {what} of class {cls}"
+
+        def make(kind: str, text: str) -> Explanation:
+            return Explanation(claim.key, rd.name, kind, f"{head}: {text}", m, f)
+
+        pending = self._matching(rd, self._incomplete)
+        pools = sorted({c.pool.id for c in pending})
+        if rd.all_mode and m == 0 or m < need:
+            if pending and (rd.all_mode or m + len(pending) >= need):
+                return make("incomplete-pool", f"{m} match on node {node}; {len(pending)} more are in resource "
+                            f"pool(s) {', '.join(pools)}, which are being updated (not all slices published)")
+            return make("capacity", f"only {m} device{'s' if m != 1 else ''} on node {node} match its selectors")
+        if f < need:
+            return make("capacity", f"{m} devices on node {node} match, but only {f} are free ({m - f} in use)")
+        tolerated = [c for c in free if not untolerated(c.device, rd.sub.tolerations)]
+        if len(tolerated) < need and self.prep.features.device_taints:
+            taints = sorted({f"{t.key}={t.value}:{t.effect}"
+                             for c in free for t in untolerated(c.device, rd.sub.tolerations)})
+            return make("taint", f"{f} matching devices are free, but {f - len(tolerated)} of them have taints "
+                        f"the request does not tolerate ({', '.join(taints)})")
+        alone = [_alone(claim, request, rd.sub_index)]
+        with_capacity = self.feasible(alone, Relax(ignore_counters=True))
+        with_counters = self.feasible(alone, Relax(ignore_capacity=True))
+        counters = any(c.counters for c in free)
+        if (with_capacity and not with_counters) or (not with_capacity and not with_counters and counters):
+            left = self._counters_left(free)
+            return Explanation(claim.key, rd.name, "counters",
+                               f"{head}: {f} matching devices are free, but the shared counters left in their "
+                               f"pool ({left}) cannot cover {what}", m, f)
+        return Explanation(claim.key, rd.name, "consumable-capacity",
+                           f"{head}: {f} matching devices are free, but their remaining consumable capacity "
+                           f"cannot cover the request", m, f)
+
+    def _counters_left(self, cands: Sequence[Cand]) -> str:
+        keys = sorted({k for c in cands for k, _ in c.counters})
+        avail = self.ctx.counter_available
+        return ", ".join(f"{self.ctx.counter_names[k]}={format_quantity(max(avail[k], Fraction(0)))}"
+                         for k in keys) or "none"
+
+    def _topology(self, claim: Claim, choices: list[list[ReqData]], k: int) -> Explanation:
+        constraint = claim.constraints[k]
+        match = bool(constraint.match_attribute)
+        attribute = (constraint.match_attribute if match else constraint.distinct_attribute) or ""
+        covered = [rds for rds in choices if any(
+            not constraint.requests or rd.base in constraint.requests or rd.name in constraint.requests for rd in rds)]
+        need = sum(min(rd.num for rd in rds) for rds in covered)
+        matching: dict[int, Cand] = {}
+        free: dict[int, Cand] = {}
+        for rds in covered:
+            for rd in rds:
+                mm, ff = self._counts(rd)
+                matching.update((c.index, c) for c in mm)
+                free.update((c.index, c) for c in ff)
+        m, f = len(matching), len(free)
+        groups: dict[str, int] = {}
+        for c in free.values():
+            attr = c.device.attributes.get(attribute)
+            if attr is not None:
+                label = str(attr.value).lower() if isinstance(attr.value, bool) else str(attr.value)
+                groups[label] = groups.get(label, 0) + 1
+        node = self.ctx.node.name
+        if match:
+            best = max(groups.values(), default=0)
+            spread = ", ".join(f"{v}: {n}" for v, n in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])))
+            text = (f"claim {claim.key} needs {need} devices with the same {attribute} (matchAttribute); "
+                    f"on node {node} {m} devices match and {f} are free, "
+                    f"but at most {best} free devices share one value"
+                    + (f" ({spread})" if spread else ""))
+            return Explanation(claim.key, None, "topology", text, m, f, "matchAttribute", attribute)
+        text = (f"claim {claim.key} needs {need} devices with pairwise different {attribute} (distinctAttribute); on "
+                f"node {node} {m} devices match and {f} are free, but they have only {len(groups)} distinct values")
+        return Explanation(claim.key, None, "topology", text, m, f, "distinctAttribute", attribute)
