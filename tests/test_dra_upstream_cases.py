@@ -8,7 +8,9 @@ Namespace) plus one `dralab.io/v1alpha1 AllocationTest` document with the expect
       upstream: <upstream case name>        # or origin: dralab for our own cases
       upstreamSource: v0.35.6 | 1.36 | master-2026
       group: <topic>
-      skip: <reason>                        # optional: the case needs a feature gate dralab keeps on/off
+      skip: <reason>                        # optional
+      featureGates: {DRADeviceTaints: false, ...}  # optional: the case needs gates off; run through the
+                                            # Python API (Allocator(features=...)), not the command
       node: node-1
       expect:
         outcome: allocated | unsatisfiable | error
@@ -25,6 +27,8 @@ Namespace) plus one `dralab.io/v1alpha1 AllocationTest` document with the expect
 
 The AllocationTest document is dralab's own kind: it is stripped before the manifests are handed to the
 command. The command is run in-process (`dralab.cli.main(argv)`) when importable, else as a subprocess.
+`dralab allocate` always runs with every allocator feature on; cases that upstream runs with a feature
+gate off (spec.featureGates) go through the same Python API the command uses, with those features off.
 
 Until `dralab allocate` and the allocator exist, these tests fail; `test_case_files_are_well_formed`
 checks the case files themselves and passes on its own.
@@ -82,6 +86,47 @@ def run_allocate(files: list[Path], node: str) -> tuple[int, str, str]:
         except SystemExit as exc:  # argparse refuses (e.g. no `allocate` command yet)
             rc = exc.code if isinstance(exc.code, int) else 2
     return int(rc or 0), out.getvalue(), err.getvalue()
+
+
+GATE_FEATURES = {  # Kubernetes feature gate -> field of dralab.core.dra.allocator.Features
+    "DRAAdminAccess": "admin_access",
+    "DRAPrioritizedList": "prioritized_list",
+    "DRAPartitionableDevices": "partitionable_devices",
+    "DRADeviceTaints": "device_taints",
+    "DRADeviceBindingConditions": "binding_conditions",
+    "DRAConsumableCapacity": "consumable_capacity",
+}
+
+
+def run_with_gates(manifests: list[dict[str, Any]], node: str, gates: dict[str, bool]) -> tuple[int, str, str]:
+    """What `dralab allocate` does, through the Python API, with some allocator features off (the command
+    has no feature-gate option: it always runs with every feature on)."""
+    try:
+        from dralab.core.dra.allocated import AllocatedState
+        from dralab.core.dra.allocator import Allocator, Features
+        from dralab.core.dra.api import ManifestError, parse_documents
+        from dralab.core.dra.cel import CelMatcher, SelectorError
+        from dralab.core.dra.prepare import AllocationError
+    except ImportError as exc:  # pragma: no cover
+        pytest.skip(f"allocator Python API not available: {exc}")
+    try:
+        inventory = parse_documents(manifests, "<case>")
+    except ManifestError as exc:
+        return 2, "", str(exc)
+    features = Features(**{field: gates.get(gate, True) for gate, field in GATE_FEATURES.items()})
+    claims = list(inventory.claims.values())
+    pending = [c for c in claims if c.allocation is None]
+    allocator = Allocator(list(inventory.slices.values()), inventory.classes,
+                          AllocatedState.from_claims([c for c in claims if c.allocation is not None]), CelMatcher(),
+                          features=features)
+    try:
+        out = allocator.allocate(inventory.nodes[node], pending)
+        report = {"node": node, "outcome": out.outcome, "message": out.message,
+                  "claims": [{"name": c.name, "namespace": c.namespace, "allocation": out.allocations[c.key]}
+                             for c in pending if c.key in out.allocations]}
+    except (AllocationError, SelectorError) as exc:
+        report = {"node": node, "outcome": "error", "message": str(exc), "claims": []}
+    return (0 if report["outcome"] == "allocated" else 1), json.dumps(report), ""
 
 
 def parse_report(stdout: str) -> dict[str, Any] | None:
@@ -184,6 +229,7 @@ def test_case_files_are_well_formed() -> None:
         assert ("upstream" in spec) != ("origin" in spec), f"{path.name}: say upstream or origin"
         if spec.get("upstreamSource") == "v0.35.6" and "/" not in spec["upstream"]:  # not interrupt/off
             upstream_v035.add(spec["upstream"])
+        assert set(spec.get("featureGates", {})) <= set(GATE_FEATURES) | {"DRAResourceClaimDeviceStatus"}, path.name
         exp = spec["expect"]
         assert exp["outcome"] in OUTCOMES, path.name
         assert set(exp.get("alsoAccept", [])) <= OUTCOMES | {"invalid"}, path.name
@@ -231,7 +277,10 @@ def test_upstream_case(path: Path, tmp_path: Path) -> None:
 
     input_file = tmp_path / "input.yaml"
     input_file.write_text(yaml.safe_dump_all(manifests, sort_keys=False))
-    rc, stdout, stderr = run_allocate([input_file], spec["node"])
+    if spec.get("featureGates"):
+        rc, stdout, stderr = run_with_gates(manifests, spec["node"], spec["featureGates"])
+    else:
+        rc, stdout, stderr = run_allocate([input_file], spec["node"])
     where = f"{path.name}\n--- stdout\n{stdout[-3000:]}\n--- stderr\n{stderr[-3000:]}"
 
     report = parse_report(stdout) if rc != 2 else None

@@ -52,6 +52,8 @@ _BINARY = ((60, "Ei"), (50, "Pi"), (40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki"
 
 
 def _decimal(value: Fraction) -> str:
+    if value == 0:
+        return "0"
     for exp, suffix in _DECIMAL:
         mantissa = value / Fraction(10) ** exp
         if mantissa.denominator == 1:
