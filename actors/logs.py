@@ -29,3 +29,6 @@ def configure(fmt: str = "console", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
+    # The CEL library logs a warning whenever a Python function it calls raises (a bad quantity()
+    # in a selector, say); dralab reports those itself, as SelectorErrors naming the selector.
+    logging.getLogger("cel").setLevel(logging.ERROR)

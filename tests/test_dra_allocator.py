@@ -80,30 +80,57 @@ def attrs(driver: str, **values: int | bool | str) -> dict[str, Attribute]:
     out = {}
     for k, v in values.items():
         kind = "version" if k == "driverVersion" else kinds[type(v)]
-        out[f"{driver}/{k}"] = Attribute(kind, v)  # type: ignore[arg-type]
+        out[f"{driver}/{k}"] = Attribute(kind, v)
     return out
 
 
-def dev(name: str, *, driver: str = A, memory: int | None = None, counters: dict[str, dict[str, int]] | None = None,
-        taints: Sequence[Taint] = (), multi: bool = False, caps: dict[str, Capacity] | None = None,
-        node: NodeSelection | None = None, binding: tuple[Sequence[str], Sequence[str]] | None = None,
-        binds_to_node: bool = False, **attributes: int | bool | str) -> Device:
+def dev(
+    name: str,
+    *,
+    driver: str = A,
+    memory: int | None = None,
+    counters: dict[str, dict[str, int]] | None = None,
+    taints: Sequence[Taint] = (),
+    multi: bool = False,
+    caps: dict[str, Capacity] | None = None,
+    node: NodeSelection | None = None,
+    binding: tuple[Sequence[str], Sequence[str]] | None = None,
+    binds_to_node: bool = False,
+    **attributes: int | bool | str,
+) -> Device:
     capacity = dict(caps or {})
     if memory is not None:
         capacity[f"{driver}/memory"] = Capacity(Fraction(memory))
     return Device(
-        id=DeviceID(driver, "?", name), slice_name="?", attributes=attrs(driver, **attributes), capacity=capacity,
-        consumes_counters=tuple(CounterConsumption(s, {c: Fraction(v) for c, v in cs.items()})
-                                for s, cs in (counters or {}).items()),
-        taints=tuple(taints), allow_multiple_allocations=multi, node_selection=node, binds_to_node=binds_to_node,
+        id=DeviceID(driver, "?", name),
+        slice_name="?",
+        attributes=attrs(driver, **attributes),
+        capacity=capacity,
+        consumes_counters=tuple(
+            CounterConsumption(s, {c: Fraction(v) for c, v in cs.items()}) for s, cs in (counters or {}).items()
+        ),
+        taints=tuple(taints),
+        allow_multiple_allocations=multi,
+        node_selection=node,
+        binds_to_node=binds_to_node,
         binding_conditions=tuple(binding[0]) if binding else (),
         binding_failure_conditions=tuple(binding[1]) if binding else (),
     )
 
 
-def sl(name: str, *devices: Device, node: str | None = "node-1", pool: str = "pool-1", driver: str = A,
-       count: int = 1, gen: int = 1, selector: dict[str, Any] | None = None, all_nodes: bool = False,
-       per_device: bool = False, counter_sets: dict[str, dict[str, int]] | None = None) -> Slice:
+def sl(
+    name: str,
+    *devices: Device,
+    node: str | None = "node-1",
+    pool: str = "pool-1",
+    driver: str = A,
+    count: int = 1,
+    gen: int = 1,
+    selector: dict[str, Any] | None = None,
+    all_nodes: bool = False,
+    per_device: bool = False,
+    counter_sets: dict[str, dict[str, int]] | None = None,
+) -> Slice:
     if per_device:
         selection = None
     elif selector is not None:
@@ -132,10 +159,26 @@ def cls(name: str, *selectors: str, config: Sequence[dict[str, Any]] = ()) -> De
 CLASSES = {"class-a": cls("class-a", A), "class-b": cls("class-b", B)}
 
 
-def sub(name: str, device_class: str = "class-a", count: int = 1, *selectors: str, mode: str = "ExactCount",
-        admin: bool = False, tolerations: Sequence[Toleration] = (), capacity: dict[str, int] | None = None) -> SubRequest:
-    return SubRequest(name, device_class, tuple(selectors), mode, count, admin, tuple(tolerations),  # type: ignore[arg-type]
-                      {k: Fraction(v) for k, v in (capacity or {}).items()})
+def sub(
+    name: str,
+    device_class: str = "class-a",
+    count: int = 1,
+    *selectors: str,
+    mode: str = "ExactCount",
+    admin: bool = False,
+    tolerations: Sequence[Toleration] = (),
+    capacity: dict[str, int] | None = None,
+) -> SubRequest:
+    return SubRequest(
+        name,
+        device_class,
+        tuple(selectors),
+        mode,
+        count,
+        admin,
+        tuple(tolerations),
+        {k: Fraction(v) for k, v in (capacity or {}).items()},
+    )
 
 
 def req(name: str, device_class: str = "class-a", count: int = 1, *selectors: str, **kw: Any) -> Request:
@@ -146,8 +189,14 @@ def first(name: str, *subs: SubRequest) -> Request:
     return Request(name, first_available=tuple(subs))
 
 
-def claim(name: str, *requests: Request, constraints: Sequence[Constraint] = (),
-          config: Sequence[dict[str, Any]] = (), namespace: str = "default", uid: str = "") -> Claim:
+def claim(
+    name: str,
+    *requests: Request,
+    constraints: Sequence[Constraint] = (),
+    config: Sequence[dict[str, Any]] = (),
+    namespace: str = "default",
+    uid: str = "",
+) -> Claim:
     return Claim(namespace, name, uid, tuple(requests), tuple(constraints), tuple(config))
 
 
@@ -159,15 +208,25 @@ def distinct(attribute: str, *requests: str) -> Constraint:
     return Constraint(tuple(requests), distinct_attribute=attribute)
 
 
-def run(slices: Sequence[Slice], claims: Sequence[Claim], *, classes: dict[str, DeviceClass] | None = None,
-        node: Node = NODE1, in_use: Iterable[tuple[str, str, str]] = (), shared: dict[tuple[str, str, str], dict[str, int]]
-        | None = None, features: Features | None = None, matcher: Table | None = None, **kw: Any) -> AllocationOutcome:
+def run(
+    slices: Sequence[Slice],
+    claims: Sequence[Claim],
+    *,
+    classes: dict[str, DeviceClass] | None = None,
+    node: Node = NODE1,
+    in_use: Iterable[tuple[str, str, str]] = (),
+    shared: dict[tuple[str, str, str], dict[str, int]] | None = None,
+    features: Features | None = None,
+    matcher: Table | None = None,
+    **kw: Any,
+) -> AllocationOutcome:
     state = AllocatedState(devices={DeviceID(*d) for d in in_use})
     for d, consumed in (shared or {}).items():
         state.shared.add((DeviceID(*d), "share-" + d[2]))
         state.capacity[DeviceID(*d)] = {k: Fraction(v) for k, v in consumed.items()}
-    allocator = Allocator(slices, CLASSES if classes is None else classes, state, matcher or Table(),
-                          features=features, **kw)
+    allocator = Allocator(
+        slices, CLASSES if classes is None else classes, state, matcher or Table(), features=features, **kw
+    )
     return allocator.allocate(node, claims)
 
 
@@ -231,8 +290,11 @@ def test_small_and_large_backtrack_requests_and_claims() -> None:
 
 def test_devices_split_across_slices_and_several_drivers() -> None:
     slices = [one_device_slice(), sl("slice-2", dev("device-1"), pool="pool-2")]
-    ok(run(slices, [claim("claim-0", req("req-0", count=2))]),
-       ("req-0", A, "pool-1", "device-1"), ("req-0", A, "pool-2", "device-1"))
+    ok(
+        run(slices, [claim("claim-0", req("req-0", count=2))]),
+        ("req-0", A, "pool-1", "device-1"),
+        ("req-0", A, "pool-2", "device-1"),
+    )
     slices = [sl("slice-1", dev("device-1"), dev("device-2")), sl("slice-1", dev("device-1"), driver=B)]
     out = run(slices, [claim("claim-0", req("req-0")), claim("claim-1", req("req-0", "class-b"))])
     ok(out, ("req-0", "device-1"))
@@ -241,8 +303,13 @@ def test_devices_split_across_slices_and_several_drivers() -> None:
 
 def test_not_enough_devices_and_already_allocated() -> None:
     unsat(run([one_device_slice()], [claim("claim-0", req("req-0")), claim("claim-1", req("req-1"))]))
-    unsat(run([one_device_slice()], [claim("claim-0", req("req-0"))],
-              in_use=[(A, "pool-1", "device-1"), (A, "pool-1", "device-2")]))
+    unsat(
+        run(
+            [one_device_slice()],
+            [claim("claim-0", req("req-0"))],
+            in_use=[(A, "pool-1", "device-1"), (A, "pool-1", "device-2")],
+        )
+    )
 
 
 def test_obsolete_incomplete_and_duplicate_slices() -> None:
@@ -257,29 +324,46 @@ def test_obsolete_incomplete_and_duplicate_slices() -> None:
 
 
 def test_invalid_pool_is_fine_when_another_pool_serves() -> None:
-    slices = [one_device_slice(count=2), one_device_slice("slice-2", count=2), sl("slice-3", dev("device-2"), pool="pool-2")]
+    slices = [
+        one_device_slice(count=2),
+        one_device_slice("slice-2", count=2),
+        sl("slice-3", dev("device-2"), pool="pool-2"),
+    ]
     ok(run(slices, [claim("claim-0", req("req-0"))]), ("req-0", A, "pool-2", "device-2"))
-    error(run(slices, [claim("claim-0", req("req-0"))], in_use=[(A, "pool-2", "device-2")]),
-          "invalid resource pools were encountered")
+    error(
+        run(slices, [claim("claim-0", req("req-0"))], in_use=[(A, "pool-2", "device-2")]),
+        "invalid resource pools were encountered",
+    )
 
 
 def test_classes_missing_empty_unknown() -> None:
     out = run([one_device_slice()], [claim("claim-0", req("req-0"))], classes={})
     unsat(out)
     assert [(e.kind, e.request) for e in out.explanations] == [("no-class", "req-0")]
-    error(run([one_device_slice()], [claim("claim-0", req("req-0", ""))]),
-          "claim default/claim-0, request req-0: missing device class name")
+    error(
+        run([one_device_slice()], [claim("claim-0", req("req-0", ""))]),
+        "claim default/claim-0, request req-0: missing device class name",
+    )
 
 
 def test_selector_errors_name_class_or_claim() -> None:
-    error(run([one_device_slice()], [claim("claim-0", req("req-0", "class-a", 1, "noSuchVar"))]),
-          "claim default/claim-0: selector #0", "undeclared reference")
-    error(run([one_device_slice()], [claim("claim-0", req("req-0"))], classes={"class-a": cls("class-a", "noSuchVar")}),
-          "class class-a: selector #0")
-    error(run([one_device_slice()], [claim("claim-0", req("req-0", "class-a", 1, "noSuchVar", mode="All"))]),
-          "undeclared reference")
-    error(run([one_device_slice()], [claim("claim-0", req("req-0", "class-a", 1, " "))]),
-          "CEL expression empty (unsupported selector type?)")
+    error(
+        run([one_device_slice()], [claim("claim-0", req("req-0", "class-a", 1, "noSuchVar"))]),
+        "claim default/claim-0: selector #0",
+        "undeclared reference",
+    )
+    error(
+        run([one_device_slice()], [claim("claim-0", req("req-0"))], classes={"class-a": cls("class-a", "noSuchVar")}),
+        "class class-a: selector #0",
+    )
+    error(
+        run([one_device_slice()], [claim("claim-0", req("req-0", "class-a", 1, "noSuchVar", mode="All"))]),
+        "undeclared reference",
+    )
+    error(
+        run([one_device_slice()], [claim("claim-0", req("req-0", "class-a", 1, " "))]),
+        "CEL expression empty (unsupported selector type?)",
+    )
 
 
 def test_selector_error_only_when_reached() -> None:
@@ -293,8 +377,10 @@ def test_selector_error_only_when_reached() -> None:
 def test_unknown_mode_and_empty_constraint() -> None:
     bad = claim("claim-0", req("req-0", mode="future-mode"))
     error(run([one_device_slice()], [bad]), "unsupported count mode future-mode")
-    error(run([one_device_slice()], [claim("claim-0", req("req-0"), constraints=[Constraint()])]),
-          "constraint #0: empty constraint (unsupported constraint type?)")
+    error(
+        run([one_device_slice()], [claim("claim-0", req("req-0"), constraints=[Constraint()])]),
+        "constraint #0: empty constraint (unsupported constraint type?)",
+    )
 
 
 def test_results_limit() -> None:
@@ -311,8 +397,11 @@ def test_results_limit() -> None:
 def test_all_devices() -> None:
     ok(run([one_device_slice()], [claim("claim-0", req("req-0", mode="All"))]), ("req-0", "device-1"))
     two_pools = [one_device_slice(), one_device_slice(pool="pool-2")]
-    ok(run(two_pools, [claim("claim-0", req("req-0", mode="All"))]),
-       ("req-0", A, "pool-1", "device-1"), ("req-0", A, "pool-2", "device-1"))
+    ok(
+        run(two_pools, [claim("claim-0", req("req-0", mode="All"))]),
+        ("req-0", A, "pool-1", "device-1"),
+        ("req-0", A, "pool-2", "device-1"),
+    )
     unsat(run([sl("slice-1")], [claim("claim-0", req("req-0", mode="All"))]))  # at least one
     unsat(run([], [claim("claim-0", req("req-0", mode="All"))]))
     two = sl("slice-1", dev("device-1"), dev("device-2"))
@@ -320,9 +409,11 @@ def test_all_devices() -> None:
 
 
 def test_all_devices_incomplete_pool_is_an_error() -> None:
-    error(run([one_device_slice(count=2)], [claim("claim-0", req("req-0", mode="All"))]),
-          "claim default/claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 "
-          "is currently being updated")
+    error(
+        run([one_device_slice(count=2)], [claim("claim-0", req("req-0", mode="All"))]),
+        "claim default/claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 "
+        "is currently being updated",
+    )
 
 
 def test_all_devices_plus_another_in_both_orders() -> None:
@@ -341,8 +432,11 @@ def test_all_devices_plus_another_in_both_orders() -> None:
 def test_all_devices_with_constraint_is_an_error() -> None:
     slices = [sl("slice-1", dev("device-1", numa=1), dev("device-2", numa=2))]
     c = claim("claim-0", req("req-0", mode="All"), constraints=[match(f"{A}/numa")])
-    error(run(slices, [c]), "claim default/claim-0, request req-0: cannot add device driver-a/pool-1/device-2 "
-          "because a claim constraint would not be satisfied")
+    error(
+        run(slices, [c]),
+        "claim default/claim-0, request req-0: cannot add device driver-a/pool-1/device-2 "
+        "because a claim constraint would not be satisfied",
+    )
 
 
 def test_multi_host_pool_all_devices_and_stale_slices() -> None:
@@ -350,11 +444,17 @@ def test_multi_host_pool_all_devices_and_stale_slices() -> None:
     ok(run(slices, [claim("claim-0", req("req-0", mode="All"))]), ("req-0", "device-1"))
     stale = [sl("slice-1", dev("device-1"), count=2), sl("slice-2", dev("device-2"), node="node-2", count=2, gen=2)]
     unsat(run(stale, [claim("claim-0", req("req-0"))]))  # obsolete: a newer generation exists elsewhere
-    moved = [sl("slice-1", dev("device-1"), count=2), sl("slice-1", dev("device-2"), count=2),
-             sl("slice-2", dev("device-1"), node="node-2", count=2, gen=2)]
+    moved = [
+        sl("slice-1", dev("device-1"), count=2),
+        sl("slice-1", dev("device-2"), count=2),
+        sl("slice-2", dev("device-1"), node="node-2", count=2, gen=2),
+    ]
     ok(run(moved, [claim("claim-0", req("req-0"))]), ("req-0", "device-1"))  # upstream keeps using gen 1 here
-    back = [sl("slice-1", dev("device-1"), node="node-2", count=2), sl("slice-1", dev("device-2"), node="node-2", count=2),
-            sl("slice-2", dev("device-1"), count=2, gen=2)]
+    back = [
+        sl("slice-1", dev("device-1"), node="node-2", count=2),
+        sl("slice-1", dev("device-2"), node="node-2", count=2),
+        sl("slice-2", dev("device-1"), count=2, gen=2),
+    ]
     unsat(run(back, [claim("claim-0", req("req-0"))]))  # generation 2 incomplete
     split = [sl("slice-1", dev("device-1"), node="node-2", count=2), sl("slice-2", dev("device-2"), count=2)]
     ok(run(split, [claim("claim-0", req("req-0"))]), ("req-0", "device-2"))
@@ -369,13 +469,21 @@ def test_admin_access() -> None:
     out = run(one, [admin], in_use=[(A, "pool-1", "device-1")])
     ok(out, ("req-0", "device-1"))
     assert out.allocations["default/claim-0"]["devices"]["results"][0]["adminAccess"] is True
-    error(run(one, [admin], features=Features(admin_access=False)),
-          "claim default/claim-0, request req-0: admin access is requested, but the feature is disabled")
+    error(
+        run(one, [admin], features=Features(admin_access=False)),
+        "claim default/claim-0, request req-0: admin access is requested, but the feature is disabled",
+    )
     two = [sl("slice-1", dev("device-1"), dev("device-2"))]
-    ok(run(two, [claim("claim-0", req("req-0", mode="All", admin=True))], in_use=[(A, "pool-1", "device-1")]),
-       ("req-0", "device-1"), ("req-0", "device-2"))
-    ok(run(two, [claim("claim-0", req("req-0", count=2, admin=True))], in_use=[(A, "pool-1", "device-1")]),
-       ("req-0", "device-1"), ("req-0", "device-2"))
+    ok(
+        run(two, [claim("claim-0", req("req-0", mode="All", admin=True))], in_use=[(A, "pool-1", "device-1")]),
+        ("req-0", "device-1"),
+        ("req-0", "device-2"),
+    )
+    ok(
+        run(two, [claim("claim-0", req("req-0", count=2, admin=True))], in_use=[(A, "pool-1", "device-1")]),
+        ("req-0", "device-1"),
+        ("req-0", "device-2"),
+    )
     same_claim = claim("claim-0", req("req-0", admin=True), req("req-1", mode="All", admin=True))
     unsat(run(two, [same_claim]))  # a device twice in one claim, even with admin access
     out = run(two, [claim("claim-0", req("req-0", admin=True)), claim("claim-1", req("req-0", admin=True))])
@@ -387,14 +495,34 @@ def test_admin_access() -> None:
 
 
 def test_admin_results_are_not_in_use() -> None:
-    c = Claim("default", "done", allocation={"devices": {"results": [
-        {"request": "r", "driver": A, "pool": "pool-1", "device": "device-1", "adminAccess": True},
-        {"request": "r", "driver": A, "pool": "pool-1", "device": "device-2"},
-        {"request": "r", "driver": A, "pool": "pool-1", "device": "device-3", "shareID": "x",
-         "consumedCapacity": {"memory": "2Gi"}},
-        {"request": "r", "driver": A, "pool": "pool-1", "device": "device-3", "shareID": "y",
-         "consumedCapacity": {"memory": "1Gi"}},
-    ]}})
+    c = Claim(
+        "default",
+        "done",
+        allocation={
+            "devices": {
+                "results": [
+                    {"request": "r", "driver": A, "pool": "pool-1", "device": "device-1", "adminAccess": True},
+                    {"request": "r", "driver": A, "pool": "pool-1", "device": "device-2"},
+                    {
+                        "request": "r",
+                        "driver": A,
+                        "pool": "pool-1",
+                        "device": "device-3",
+                        "shareID": "x",
+                        "consumedCapacity": {"memory": "2Gi"},
+                    },
+                    {
+                        "request": "r",
+                        "driver": A,
+                        "pool": "pool-1",
+                        "device": "device-3",
+                        "shareID": "y",
+                        "consumedCapacity": {"memory": "1Gi"},
+                    },
+                ]
+            }
+        },
+    )
     state = AllocatedState.from_claims([c, Claim("default", "pending")])
     assert state.devices == {DeviceID(A, "pool-1", "device-2")}
     assert state.shared == {(DeviceID(A, "pool-1", "device-3"), "x"), (DeviceID(A, "pool-1", "device-3"), "y")}
@@ -409,15 +537,25 @@ def test_network_attached_devices_and_node_selector_union() -> None:
     out = run([region], [claim("claim-0", req("req-0"))])
     assert out.allocations["default/claim-0"]["nodeSelector"] == labels("region", "region-1")
     unsat(run([region], [claim("claim-0", req("req-0"))], node=NODE2))
-    slices = [region, one_device_slice(pool="pool-2", all_nodes=True),
-              one_device_slice(pool="pool-3", selector=labels("planet", "earth")),
-              one_device_slice(pool="pool-4", selector=local("node-1"))]
+    slices = [
+        region,
+        one_device_slice(pool="pool-2", all_nodes=True),
+        one_device_slice(pool="pool-3", selector=labels("planet", "earth")),
+        one_device_slice(pool="pool-4", selector=local("node-1")),
+    ]
     out = run(slices, [claim("claim-0", req("req-0", count=4))])
     assert [r[2] for r in picked(out)] == ["pool-1", "pool-2", "pool-3", "pool-4"]
-    assert out.allocations["default/claim-0"]["nodeSelector"] == {"nodeSelectorTerms": [{
-        "matchExpressions": [{"key": "region", "operator": "In", "values": ["region-1"]},
-                             {"key": "planet", "operator": "In", "values": ["earth"]}],
-        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}
+    assert out.allocations["default/claim-0"]["nodeSelector"] == {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {"key": "region", "operator": "In", "values": ["region-1"]},
+                    {"key": "planet", "operator": "In", "values": ["earth"]},
+                ],
+                "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}],
+            }
+        ]
+    }
     out = run([one_device_slice(all_nodes=True)], [claim("claim-0", req("req-0"))])
     assert "nodeSelector" not in out.allocations["default/claim-0"]
 
@@ -427,34 +565,62 @@ def test_local_device_wins_and_binds_to_node() -> None:
     out = run(slices, [claim("claim-0", req("req-0", count=2))])
     assert out.allocations["default/claim-0"]["nodeSelector"] == local("node-1")
     binds = [sl("slice-1", dev("device-1", binds_to_node=True), selector=labels("planet", "earth"))]
-    assert run(binds, [claim("claim-0", req("req-0"))]).allocations["default/claim-0"]["nodeSelector"] == local("node-1")
+    assert run(binds, [claim("claim-0", req("req-0"))]).allocations["default/claim-0"]["nodeSelector"] == local(
+        "node-1"
+    )
 
 
 def test_per_device_node_selection() -> None:
     counters = sl("slice-2", per_device=True, count=2, counter_sets={"cs": {"memory": 18 * GI}})
-    devices = sl("slice-1", dev("device-1", memory=4 * GI, counters={"cs": {"memory": 4 * GI}}, node=NodeSelection("node-1")),
-                 dev("device-2", memory=6 * GI, counters={"cs": {"memory": 6 * GI}}, node=NodeSelection("node-2")),
-                 per_device=True, count=2)
-    c = claim("claim-0", first("req-0", sub("subReq-0", "class-a", 1, "mem>=6Gi"), sub("subReq-1", "class-a", 1, "mem>=4Gi")))
+    devices = sl(
+        "slice-1",
+        dev("device-1", memory=4 * GI, counters={"cs": {"memory": 4 * GI}}, node=NodeSelection("node-1")),
+        dev("device-2", memory=6 * GI, counters={"cs": {"memory": 6 * GI}}, node=NodeSelection("node-2")),
+        per_device=True,
+        count=2,
+    )
+    c = claim(
+        "claim-0", first("req-0", sub("subReq-0", "class-a", 1, "mem>=6Gi"), sub("subReq-1", "class-a", 1, "mem>=4Gi"))
+    )
     out = run([devices, counters], [c])
     ok(out, ("req-0/subReq-1", "device-1"))
     assert out.allocations["default/claim-0"]["nodeSelector"] == local("node-1")
-    by_label = sl("slice-1", dev("device-1", counters={"cs": {"memory": 4 * GI}},
-                                 node=NodeSelection(node_selector=labels("region", "region-1"))), per_device=True, count=2)
+    by_label = sl(
+        "slice-1",
+        dev(
+            "device-1",
+            counters={"cs": {"memory": 4 * GI}},
+            node=NodeSelection(node_selector=labels("region", "region-1")),
+        ),
+        per_device=True,
+        count=2,
+    )
     out = run([by_label, counters], [claim("claim-0", req("req-0"))])
     assert out.allocations["default/claim-0"]["nodeSelector"] == labels("region", "region-1")
     unsat(run([devices], [claim("claim-0", req("req-0"))], features=Features(partitionable_devices=False)))
 
 
 def test_per_device_selection_mixed_with_local_pool() -> None:
-    pool1 = sl("slice-1", dev("device-1", counters={"cs1": {"memory": 4 * GI}},
-                              node=NodeSelection(node_selector=labels("region", "region-1"))),
-               dev("device-2", counters={"cs1": {"memory": 4 * GI}}, node=NodeSelection("node-1")),
-               dev("device-3", counters={"cs1": {"memory": 4 * GI}}, node=NodeSelection(all_nodes=True)),
-               per_device=True, count=2)
+    pool1 = sl(
+        "slice-1",
+        dev(
+            "device-1",
+            counters={"cs1": {"memory": 4 * GI}},
+            node=NodeSelection(node_selector=labels("region", "region-1")),
+        ),
+        dev("device-2", counters={"cs1": {"memory": 4 * GI}}, node=NodeSelection("node-1")),
+        dev("device-3", counters={"cs1": {"memory": 4 * GI}}, node=NodeSelection(all_nodes=True)),
+        per_device=True,
+        count=2,
+    )
     pool1c = sl("slice-2", per_device=True, count=2, counter_sets={"cs1": {"memory": 18 * GI}})
-    pool2 = sl("slice-3", *[dev(f"device-{i}", counters={"cs2": {"memory": 4 * GI}}) for i in (1, 2, 3)],
-               pool="pool-2", driver=B, count=2)
+    pool2 = sl(
+        "slice-3",
+        *[dev(f"device-{i}", counters={"cs2": {"memory": 4 * GI}}) for i in (1, 2, 3)],
+        pool="pool-2",
+        driver=B,
+        count=2,
+    )
     pool2c = sl("slice-4", pool="pool-2", driver=B, count=2, counter_sets={"cs2": {"memory": 12 * GI}})
     out = run([pool1, pool1c, pool2, pool2c], [claim("claim-0", req("req-0", count=3), req("req-1", "class-b", 3))])
     assert [r[3] for r in picked(out)] == ["device-1", "device-2", "device-3"] * 2
@@ -465,13 +631,21 @@ def test_per_device_selection_mixed_with_local_pool() -> None:
 
 
 def test_match_attribute_all_kinds() -> None:
-    same = dict(driverVersion="1.0.0", numa=1, stringAttribute="v", boolAttribute=True)
+    same: dict[str, Any] = dict(driverVersion="1.0.0", numa=1, stringAttribute="v", boolAttribute=True)
     slices = [sl("slice-1", dev("device-1", **same), dev("device-2", **same))]
     cons = [match(f"{A}/{k}") for k in ("numa", "driverVersion", "stringAttribute", "boolAttribute")]
-    ok(run(slices, [claim("claim-0", req("req-0"), req("req-1"), constraints=cons)]),
-       ("req-0", "device-1"), ("req-1", "device-2"))
-    for key, v1, v2 in (("numa", 1, 2), ("stringAttribute", "a", "b"), ("boolAttribute", True, False),
-                        ("driverVersion", "1.0.0", "2.0.0")):
+    ok(
+        run(slices, [claim("claim-0", req("req-0"), req("req-1"), constraints=cons)]),
+        ("req-0", "device-1"),
+        ("req-1", "device-2"),
+    )
+    cases: list[tuple[str, Any, Any]] = [
+        ("numa", 1, 2),
+        ("stringAttribute", "a", "b"),
+        ("boolAttribute", True, False),
+        ("driverVersion", "1.0.0", "2.0.0"),
+    ]
+    for key, v1, v2 in cases:
         differ = [sl("slice-1", dev("device-1", **{key: v1}), dev("device-2", **{key: v2}))]
         unsat(run(differ, [claim("claim-0", req("req-0", count=2), constraints=[match(f"{A}/{key}")])]))
     unsat(run([one_device_slice()], [claim("claim-0", req("req-0"), constraints=[match(f"{A}/NonExistent")])]))
@@ -486,57 +660,107 @@ def test_constraint_for_some_requests_and_retry() -> None:
     slices = [sl("slice-1", dev("device-1", driverVersion="1.0.0"), dev("device-2", driverVersion="2.0.0"))]
     c = claim("claim-0", req("req-0"), req("req-1"), constraints=[match(f"{A}/driverVersion", "req-0")])
     ok(run(slices, [c]), ("req-0", "device-1"), ("req-1", "device-2"))
-    slices = [sl("slice-1", dev("device-1", driverVersion="1.0.0", stringAttribute="a"),
-                 dev("device-2", driverVersion="2.0.0", stringAttribute="b"),
-                 dev("device-3", driverVersion="3.0.0", stringAttribute="b"))]
-    c = claim("claim-0", req("req-0"), req("req-1"),
-              constraints=[match(f"{A}/driverVersion", "req-0"), match(f"{A}/stringAttribute")])
+    slices = [
+        sl(
+            "slice-1",
+            dev("device-1", driverVersion="1.0.0", stringAttribute="a"),
+            dev("device-2", driverVersion="2.0.0", stringAttribute="b"),
+            dev("device-3", driverVersion="3.0.0", stringAttribute="b"),
+        )
+    ]
+    c = claim(
+        "claim-0",
+        req("req-0"),
+        req("req-1"),
+        constraints=[match(f"{A}/driverVersion", "req-0"), match(f"{A}/stringAttribute")],
+    )
     ok(run(slices, [c]), ("req-0", "device-2"), ("req-1", "device-3"))
 
 
 def test_distinct_attribute() -> None:
-    devices = [dev("device-1", driverVersion="1.0.0", numa=0, boolAttribute=True, multi=True),
-               dev("device-2", driverVersion="1.0.1", numa=1, boolAttribute=False, multi=True),
-               dev("device-3", driverVersion="1.0.2", numa=2, boolAttribute=True, multi=True),
-               dev("device-4", driverVersion="1.0.0", numa=3, boolAttribute=True, multi=True)]
-    c = claim("claim-0", req("req-0"), req("req-1"), req("req-2"), req("req-3"),
-              constraints=[distinct(f"{A}/boolAttribute", "req-0", "req-1"),
-                           distinct(f"{A}/driverVersion", "req-0", "req-1", "req-2"),
-                           distinct(f"{A}/numa", "req-0", "req-1", "req-2", "req-3")])
+    devices = [
+        dev("device-1", driverVersion="1.0.0", numa=0, boolAttribute=True, multi=True),
+        dev("device-2", driverVersion="1.0.1", numa=1, boolAttribute=False, multi=True),
+        dev("device-3", driverVersion="1.0.2", numa=2, boolAttribute=True, multi=True),
+        dev("device-4", driverVersion="1.0.0", numa=3, boolAttribute=True, multi=True),
+    ]
+    c = claim(
+        "claim-0",
+        req("req-0"),
+        req("req-1"),
+        req("req-2"),
+        req("req-3"),
+        constraints=[
+            distinct(f"{A}/boolAttribute", "req-0", "req-1"),
+            distinct(f"{A}/driverVersion", "req-0", "req-1", "req-2"),
+            distinct(f"{A}/numa", "req-0", "req-1", "req-2", "req-3"),
+        ],
+    )
     out = run([sl("slice-1", *devices)], [c])
     ok(out, ("req-0", "device-1"), ("req-1", "device-2"), ("req-2", "device-3"), ("req-3", "device-4"))
     assert all("shareID" in r for r in out.allocations["default/claim-0"]["devices"]["results"])
-    unsat(run([sl("slice-1", dev("device-1", multi=True))],
-              [claim("claim-0", req("req-0"), constraints=[distinct(f"{A}/boolAttribute", "req-0")])]))
+    unsat(
+        run(
+            [sl("slice-1", dev("device-1", multi=True))],
+            [claim("claim-0", req("req-0"), constraints=[distinct(f"{A}/boolAttribute", "req-0")])],
+        )
+    )
 
 
 def test_distinct_with_subrequests() -> None:
     table = Table({"bool": lambda d: d.attributes[f"{A}/boolAttribute"].value is True})
-    devices = sl("slice-1", dev("device-1", boolAttribute=True, multi=True), dev("device-2", boolAttribute=False, multi=True))
+    devices = sl(
+        "slice-1", dev("device-1", boolAttribute=True, multi=True), dev("device-2", boolAttribute=False, multi=True)
+    )
     reqs = [first(f"req-{i}", sub("subReq-0", "class-a", 1, "bool"), sub("subReq-1")) for i in range(3)]
     c = claim("claim-0", *reqs, constraints=[distinct(f"{A}/boolAttribute", "req-0", "req-1")])
-    ok(run([devices], [c], matcher=table),
-       ("req-0/subReq-0", "device-1"), ("req-1/subReq-1", "device-2"), ("req-2/subReq-0", "device-1"))
+    ok(
+        run([devices], [c], matcher=table),
+        ("req-0/subReq-0", "device-1"),
+        ("req-1/subReq-1", "device-2"),
+        ("req-2/subReq-0", "device-1"),
+    )
 
 
 def test_distinct_on_one_shared_device_fails_on_two_succeeds() -> None:
     policy = CapacityPolicy(Fraction(2), (), (Fraction(2), Fraction(4), Fraction(2)))
-    one = sl("slice-1", dev("device-1", multi=True, stringAttribute="v", caps={f"{A}/capacity-0": Capacity(Fraction(2), policy)}))
-    c = claim("claim-0", req("req-0", capacity={"driver-a/capacity-0": 1}), req("req-1", capacity={"driver-a/capacity-0": 1}),
-              constraints=[distinct(f"{A}/stringAttribute")])
+    one = sl(
+        "slice-1",
+        dev("device-1", multi=True, stringAttribute="v", caps={f"{A}/capacity-0": Capacity(Fraction(2), policy)}),
+    )
+    c = claim(
+        "claim-0",
+        req("req-0", capacity={"driver-a/capacity-0": 1}),
+        req("req-1", capacity={"driver-a/capacity-0": 1}),
+        constraints=[distinct(f"{A}/stringAttribute")],
+    )
     unsat(run([one], [c]))
     wide = Capacity(Fraction(4), policy)
-    two = [sl("slice-1", dev("device-1", multi=True, stringAttribute="v1", caps={f"{A}/capacity-0": wide}), count=2),
-           sl("slice-1", dev("device-2", multi=True, stringAttribute="v2", caps={f"{A}/capacity-0": wide}), count=2)]
-    c = claim("claim-0", req("req-0", capacity={"driver-a/capacity-0": 2}), req("req-1", capacity={"driver-a/capacity-0": 2}),
-              constraints=[distinct(f"{A}/stringAttribute")])
+    two = [
+        sl("slice-1", dev("device-1", multi=True, stringAttribute="v1", caps={f"{A}/capacity-0": wide}), count=2),
+        sl("slice-1", dev("device-2", multi=True, stringAttribute="v2", caps={f"{A}/capacity-0": wide}), count=2),
+    ]
+    c = claim(
+        "claim-0",
+        req("req-0", capacity={"driver-a/capacity-0": 2}),
+        req("req-1", capacity={"driver-a/capacity-0": 2}),
+        constraints=[distinct(f"{A}/stringAttribute")],
+    )
     ok(run(two, [c]), ("req-0", "device-1"), ("req-1", "device-2"))
 
 
 def test_distinct_holds_within_one_request() -> None:
     """Fixed behaviour: 1.35 keys distinct values by request name, so a third device of one request
     could repeat the first one's value (it would pick device-3 here)."""
-    slices = [sl("slice-1", dev("device-1", numa=0), dev("device-2", numa=1), dev("device-3", numa=0), dev("device-4", numa=2))]
+    slices = [
+        sl(
+            "slice-1",
+            dev("device-1", numa=0),
+            dev("device-2", numa=1),
+            dev("device-3", numa=0),
+            dev("device-4", numa=2),
+        )
+    ]
     c = claim("claim-0", req("req-0", count=3), constraints=[distinct(f"{A}/numa")])
     ok(run(slices, [c]), ("req-0", "device-1"), ("req-0", "device-2"), ("req-0", "device-4"))
 
@@ -546,16 +770,22 @@ def test_distinct_holds_within_one_request() -> None:
 
 def test_class_and_claim_config() -> None:
     opaque = {"opaque": {"driver": A, "parameters": {"classAttribute": "classAttributeValue"}}}
-    out = run([one_device_slice()], [claim("claim-0", req("req-0"))],
-              classes={"class-a": cls("class-a", A, config=[opaque])})
-    assert out.allocations["default/claim-0"]["devices"]["config"] == [{"source": "FromClass", "requests": ["req-0"], **opaque}]
-    classes = {"class-a": cls("class-a", A, config=[{"opaque": {"driver": A, "parameters": {"a": 1}}}]),
-               "class-b": cls("class-b", B, config=[{"opaque": {"driver": B, "parameters": {"b": 1}}}])}
+    out = run(
+        [one_device_slice()], [claim("claim-0", req("req-0"))], classes={"class-a": cls("class-a", A, config=[opaque])}
+    )
+    assert out.allocations["default/claim-0"]["devices"]["config"] == [
+        {"source": "FromClass", "requests": ["req-0"], **opaque}
+    ]
+    classes = {
+        "class-a": cls("class-a", A, config=[{"opaque": {"driver": A, "parameters": {"a": 1}}}]),
+        "class-b": cls("class-b", B, config=[{"opaque": {"driver": B, "parameters": {"b": 1}}}]),
+    }
     slices = [sl("slice-1", dev("device-0"), dev("device-1")), sl("slice-2", dev("device-1"), driver=B)]
     out = run(slices, [claim("claim-0", req("req-0"), req("req-1"), req("req-2", "class-b"))], classes=classes)
     assert out.allocations["default/claim-0"]["devices"]["config"] == [
         {"source": "FromClass", "requests": ["req-0", "req-1"], "opaque": {"driver": A, "parameters": {"a": 1}}},
-        {"source": "FromClass", "requests": ["req-2"], "opaque": {"driver": B, "parameters": {"b": 1}}}]
+        {"source": "FromClass", "requests": ["req-2"], "opaque": {"driver": B, "parameters": {"b": 1}}},
+    ]
     cfg = {"opaque": {"driver": A, "parameters": {"deviceAttribute": "deviceAttributeValue"}}}
     out = run([one_device_slice()], [claim("claim-0", req("req-0"), config=[cfg])])
     assert out.allocations["default/claim-0"]["devices"]["config"] == [{"source": "FromClaim", **cfg}]
@@ -563,7 +793,9 @@ def test_class_and_claim_config() -> None:
 
 def test_claim_config_naming_several_requests_is_copied_once() -> None:
     cfg = {"requests": ["req-0", "req-1"], "opaque": {"driver": A, "parameters": {}}}
-    out = run([sl("slice-1", dev("device-1"), dev("device-2"))], [claim("claim-0", req("req-0"), req("req-1"), config=[cfg])])
+    out = run(
+        [sl("slice-1", dev("device-1"), dev("device-2"))], [claim("claim-0", req("req-0"), req("req-1"), config=[cfg])]
+    )
     assert out.allocations["default/claim-0"]["devices"]["config"] == [{"source": "FromClaim", **cfg}]
 
 
@@ -575,13 +807,19 @@ def test_prioritized_list_configs() -> None:
     out = run(slices, [c])
     ok(out, ("req-0/subReq-1", B, "pool-1", "device-1"), ("req-0/subReq-1", B, "pool-1", "device-2"))
     assert out.allocations["default/claim-0"]["devices"]["config"] == [{"source": "FromClaim", **cfg_b}]
-    classes = {"class-a": cls("class-a", A, config=[{"opaque": {"driver": A, "parameters": {"foo": 1}}}]),
-               "class-b": cls("class-b", B, config=[{"opaque": {"driver": B, "parameters": {"bar": 1}}}])}
+    classes = {
+        "class-a": cls("class-a", A, config=[{"opaque": {"driver": A, "parameters": {"foo": 1}}}]),
+        "class-b": cls("class-b", B, config=[{"opaque": {"driver": B, "parameters": {"bar": 1}}}]),
+    }
     slices = [sl("slice-1", dev("device-1"), dev("device-2"), driver=B), sl("slice-2", dev("device-3"), pool="pool-2")]
-    out = run(slices, [claim("claim-0", first("req-0", sub("subReq-0", "class-a", 2), sub("subReq-1", "class-b", 2)))],
-              classes=classes)
+    out = run(
+        slices,
+        [claim("claim-0", first("req-0", sub("subReq-0", "class-a", 2), sub("subReq-1", "class-b", 2)))],
+        classes=classes,
+    )
     assert out.allocations["default/claim-0"]["devices"]["config"] == [
-        {"source": "FromClass", "requests": ["req-0/subReq-1"], "opaque": {"driver": B, "parameters": {"bar": 1}}}]
+        {"source": "FromClass", "requests": ["req-0/subReq-1"], "opaque": {"driver": B, "parameters": {"bar": 1}}}
+    ]
 
 
 # ---------------------------------------------------------------------- firstAvailable
@@ -589,37 +827,65 @@ def test_prioritized_list_configs() -> None:
 
 def test_prioritized_list_basics() -> None:
     one = [one_device_slice()]
-    ok(run(one, [claim("claim-0", first("req-0", sub("subReq-0", "class-b"), sub("subReq-1")))]),
-       ("req-0/subReq-1", "device-1"))
+    ok(
+        run(one, [claim("claim-0", first("req-0", sub("subReq-0", "class-b"), sub("subReq-1")))]),
+        ("req-0/subReq-1", "device-1"),
+    )
     both = [one_device_slice(), sl("slice-2", dev("device-1"), pool="pool-2", driver=B)]
     unsat(run(both, [claim("claim-0", first("req-0", sub("subReq-0", "class-b", 2), sub("subReq-1", "class-a", 2)))]))
-    error(run(one, [claim("claim-0", first("req-0", sub("subReq-0")))], features=Features(prioritized_list=False)),
-          "claim default/claim-0, request req-0: has subrequests, but the DRAPrioritizedList feature is disabled")
-    ok(run(one, [claim("claim-0", first("req-0", sub("subReq-0", "class-b", 500), sub("subReq-1")))]),
-       ("req-0/subReq-1", "device-1"))
+    error(
+        run(one, [claim("claim-0", first("req-0", sub("subReq-0")))], features=Features(prioritized_list=False)),
+        "claim default/claim-0, request req-0: has subrequests, but the DRAPrioritizedList feature is disabled",
+    )
+    ok(
+        run(one, [claim("claim-0", first("req-0", sub("subReq-0", "class-b", 500), sub("subReq-1")))]),
+        ("req-0/subReq-1", "device-1"),
+    )
 
 
 def test_prioritized_list_with_expressions_and_backtracking() -> None:
     slices = [sl("slice-1", dev("device-1", memory=2 * GI), dev("device-2", memory=2 * GI), dev("device-3", memory=GI))]
-    c = claim("claim-0", req("req-0", "class-a", 1, "mem>=1Gi"),
-              first("req-1", sub("subReq-0", "class-a", 1, "mem>=4Gi"), sub("subReq-1", "class-a", 2, "mem>=2Gi")))
+    c = claim(
+        "claim-0",
+        req("req-0", "class-a", 1, "mem>=1Gi"),
+        first("req-1", sub("subReq-0", "class-a", 1, "mem>=4Gi"), sub("subReq-1", "class-a", 2, "mem>=2Gi")),
+    )
     ok(run(slices, [c]), ("req-0", "device-3"), ("req-1/subReq-1", "device-1"), ("req-1/subReq-1", "device-2"))
-    slices = [sl("slice-1", dev("device-1", memory=8 * GI)), sl("slice-2", dev("device-2", memory=4 * GI), pool="pool-2")]
-    c = claim("claim-0", first("req-0", sub("subReq-0", "class-a", 1, "mem>=8Gi"), sub("subReq-1", "class-a", 1, "mem>=4Gi")),
-              req("req-1", "class-a", 1, "mem>=8Gi"))
+    slices = [
+        sl("slice-1", dev("device-1", memory=8 * GI)),
+        sl("slice-2", dev("device-2", memory=4 * GI), pool="pool-2"),
+    ]
+    c = claim(
+        "claim-0",
+        first("req-0", sub("subReq-0", "class-a", 1, "mem>=8Gi"), sub("subReq-1", "class-a", 1, "mem>=4Gi")),
+        req("req-1", "class-a", 1, "mem>=8Gi"),
+    )
     ok(run(slices, [c]), ("req-0/subReq-1", A, "pool-2", "device-2"), ("req-1", A, "pool-1", "device-1"))
-    c = claim("claim-0", req("req-1", "class-a", 1, "mem>=8Gi"),
-              first("req-0", sub("subReq-0", "class-a", 1, "mem>=8Gi"), sub("subReq-1", "class-a", 1, "mem>=4Gi")))
+    c = claim(
+        "claim-0",
+        req("req-1", "class-a", 1, "mem>=8Gi"),
+        first("req-0", sub("subReq-0", "class-a", 1, "mem>=8Gi"), sub("subReq-1", "class-a", 1, "mem>=4Gi")),
+    )
     ok(run(slices, [c]), ("req-1", A, "pool-1", "device-1"), ("req-0/subReq-1", A, "pool-2", "device-2"))
 
 
 def test_prioritized_list_constraints_on_parent_or_subrequest() -> None:
-    slices = [sl("slice-1", dev("device-1", memory=8 * GI, driverVersion="1.0.0")),
-              sl("slice-2", dev("device-2", memory=2 * GI, driverVersion="2.0.0"),
-                 dev("device-3", memory=GI, driverVersion="1.0.0"), pool="pool-2")]
+    slices = [
+        sl("slice-1", dev("device-1", memory=8 * GI, driverVersion="1.0.0")),
+        sl(
+            "slice-2",
+            dev("device-2", memory=2 * GI, driverVersion="2.0.0"),
+            dev("device-3", memory=GI, driverVersion="1.0.0"),
+            pool="pool-2",
+        ),
+    ]
     subs = first("req-1", sub("subReq-0", "class-a", 1, "mem>=2Gi"), sub("subReq-1", "class-a", 1, "mem>=1Gi"))
-    c = claim("claim-0", req("req-0", "class-a", 1, "mem>=8Gi"), subs,
-              constraints=[match(f"{A}/driverVersion", "req-0", "req-1")])
+    c = claim(
+        "claim-0",
+        req("req-0", "class-a", 1, "mem>=8Gi"),
+        subs,
+        constraints=[match(f"{A}/driverVersion", "req-0", "req-1")],
+    )
     ok(run(slices, [c]), ("req-0", A, "pool-1", "device-1"), ("req-1/subReq-1", A, "pool-2", "device-3"))
     slices = slices[:1] + [sl("slice-2", dev("device-2", memory=2 * GI, driverVersion="2.0.0"), pool="pool-2")]
     c = replace(c, constraints=(match(f"{A}/driverVersion", "req-0", "req-1/subReq-0"),))
@@ -639,28 +905,43 @@ def test_prioritized_list_with_all_mode() -> None:
 
 def test_prioritized_list_result_limit_backtracking() -> None:
     many = sl("slice-1", *[dev(f"device-{i}") for i in range(64)])
-    c = claim("claim-0", first("req-0", sub("subReq-0", count=32), sub("subReq-1", count=16)),
-              first("req-1", sub("subReq-0", count=32), sub("subReq-1", count=16)))
+    c = claim(
+        "claim-0",
+        first("req-0", sub("subReq-0", count=32), sub("subReq-1", count=16)),
+        first("req-1", sub("subReq-0", count=32), sub("subReq-1", count=16)),
+    )
     out = run([many], [c])
     assert [r[0] for r in picked(out)] == ["req-0/subReq-1"] * 16 + ["req-1/subReq-1"] * 16
     assert [r[3] for r in picked(out)] == [f"device-{i}" for i in range(32)]
     assert out.stats["allocate_one_calls"] < 200  # upstream: 75
-    slices = [sl("slice-1", *[dev(f"device-{i}") for i in range(31)]), sl("slice-2", dev("device-0"), dev("device-1"),
-                                                                          pool="pool-2", driver=B)]
-    c = claim("claim-0", first("req-0", sub("subReq-0", mode="All", count=0), sub("subReq-1", count=2)),
-              req("req-1", "class-b", 2))
+    slices = [
+        sl("slice-1", *[dev(f"device-{i}") for i in range(31)]),
+        sl("slice-2", dev("device-0"), dev("device-1"), pool="pool-2", driver=B),
+    ]
+    c = claim(
+        "claim-0",
+        first("req-0", sub("subReq-0", mode="All", count=0), sub("subReq-1", count=2)),
+        req("req-1", "class-b", 2),
+    )
     out = run(slices, [c])
-    assert picked(out) == [("req-0/subReq-1", A, "pool-1", "device-0"), ("req-0/subReq-1", A, "pool-1", "device-1"),
-                           ("req-1", B, "pool-2", "device-0"), ("req-1", B, "pool-2", "device-1")]
+    assert picked(out) == [
+        ("req-0/subReq-1", A, "pool-1", "device-0"),
+        ("req-0/subReq-1", A, "pool-1", "device-1"),
+        ("req-1", B, "pool-2", "device-0"),
+        ("req-1", B, "pool-2", "device-1"),
+    ]
 
 
 # ---------------------------------------------------------------------- partitionable devices
 
 
-def counters_pool(*devices: Device, sets: dict[str, dict[str, int]], pool: str = "pool-1", driver: str = A,
-                  node: str = "node-1") -> list[Slice]:
-    return [sl("slice-1", *devices, count=2, pool=pool, driver=driver, node=node),
-            sl("slice-2", count=2, pool=pool, driver=driver, node=node, counter_sets=sets)]
+def counters_pool(
+    *devices: Device, sets: dict[str, dict[str, int]], pool: str = "pool-1", driver: str = A, node: str = "node-1"
+) -> list[Slice]:
+    return [
+        sl("slice-1", *devices, count=2, pool=pool, driver=driver, node=node),
+        sl("slice-2", count=2, pool=pool, driver=driver, node=node, counter_sets=sets),
+    ]
 
 
 def test_partitionable_single_and_all() -> None:
@@ -670,98 +951,190 @@ def test_partitionable_single_and_all() -> None:
 
 
 def test_partitionable_multiple_devices_and_prioritized_list() -> None:
-    devices = [dev("device-1", memory=4 * GI, counters={"cs": {"memory": 4 * GI}}),
-               dev("device-2", memory=6 * GI, counters={"cs": {"memory": 6 * GI}}),
-               dev("device-3", memory=4 * GI, counters={"cs": {"memory": 4 * GI}})]
+    devices = [
+        dev("device-1", memory=4 * GI, counters={"cs": {"memory": 4 * GI}}),
+        dev("device-2", memory=6 * GI, counters={"cs": {"memory": 6 * GI}}),
+        dev("device-3", memory=4 * GI, counters={"cs": {"memory": 4 * GI}}),
+    ]
     slices = counters_pool(*devices, sets={"cs": {"memory": 8 * GI}})
     ok(run(slices, [claim("claim-0", req("req-0"), req("req-1"))]), ("req-0", "device-1"), ("req-1", "device-3"))
-    c = claim("claim-0", req("req-0"), first("req-1", sub("subReq-0", "class-a", 1, "mem>=6Gi"),
-                                             sub("subReq-1", "class-a", 1, "mem>=4Gi")))
+    c = claim(
+        "claim-0",
+        req("req-0"),
+        first("req-1", sub("subReq-0", "class-a", 1, "mem>=6Gi"), sub("subReq-1", "class-a", 1, "mem>=4Gi")),
+    )
     ok(run(slices, [c]), ("req-0", "device-1"), ("req-1/subReq-1", "device-3"))
 
 
 def test_partitionable_multiple_counter_sets_and_counters() -> None:
-    devices = [dev("device-1", counters={"cs1": {"memory": 4 * GI, "cpus": 6}, "cs2": {"cpus": 4, "memory": 2 * GI}}),
-               dev("device-2", counters={"cs1": {"memory": 6 * GI, "cpus": 4}, "cs2": {"cpus": 6, "memory": 6 * GI}}),
-               dev("device-3", counters={"cs1": {"memory": 4 * GI, "cpus": 4}, "cs2": {"cpus": 4, "memory": 4 * GI}})]
-    slices = counters_pool(*devices, sets={"cs1": {"cpus": 8, "memory": 18 * GI}, "cs2": {"cpus": 12, "memory": 18 * GI}})
+    devices = [
+        dev("device-1", counters={"cs1": {"memory": 4 * GI, "cpus": 6}, "cs2": {"cpus": 4, "memory": 2 * GI}}),
+        dev("device-2", counters={"cs1": {"memory": 6 * GI, "cpus": 4}, "cs2": {"cpus": 6, "memory": 6 * GI}}),
+        dev("device-3", counters={"cs1": {"memory": 4 * GI, "cpus": 4}, "cs2": {"cpus": 4, "memory": 4 * GI}}),
+    ]
+    slices = counters_pool(
+        *devices, sets={"cs1": {"cpus": 8, "memory": 18 * GI}, "cs2": {"cpus": 12, "memory": 18 * GI}}
+    )
     ok(run(slices, [claim("claim-0", req("req-0"), req("req-1"))]), ("req-0", "device-2"), ("req-1", "device-3"))
 
 
 def test_partitionable_multiple_pools_with_devices_in_use() -> None:
-    p1 = counters_pool(dev("device-1", counters={"cs": {"cpus": 6, "memory": 4 * GI}}),
-                       dev("device-2", counters={"cs": {"cpus": 4, "memory": 6 * GI}}),
-                       dev("device-3", counters={"cs": {"cpus": 4, "memory": 4 * GI}}),
-                       sets={"cs": {"cpus": 8, "memory": 18 * GI}})
-    p2 = counters_pool(dev("device-1", counters={"cs": {"cpus": 6, "memory": 4 * GI}}),
-                       dev("device-2", counters={"cs": {"cpus": 1, "memory": 7 * GI}}),
-                       dev("device-3", counters={"cs": {"cpus": 1, "memory": 7 * GI}}),
-                       sets={"cs": {"cpus": 8, "memory": 18 * GI}}, pool="pool-2")
+    p1 = counters_pool(
+        dev("device-1", counters={"cs": {"cpus": 6, "memory": 4 * GI}}),
+        dev("device-2", counters={"cs": {"cpus": 4, "memory": 6 * GI}}),
+        dev("device-3", counters={"cs": {"cpus": 4, "memory": 4 * GI}}),
+        sets={"cs": {"cpus": 8, "memory": 18 * GI}},
+    )
+    p2 = counters_pool(
+        dev("device-1", counters={"cs": {"cpus": 6, "memory": 4 * GI}}),
+        dev("device-2", counters={"cs": {"cpus": 1, "memory": 7 * GI}}),
+        dev("device-3", counters={"cs": {"cpus": 1, "memory": 7 * GI}}),
+        sets={"cs": {"cpus": 8, "memory": 18 * GI}},
+        pool="pool-2",
+    )
     p2 = [replace(p2[0], name="slice-3"), replace(p2[1], name="slice-4")]
-    out = run(p1 + p2, [claim("claim-0", req("req-0"), req("req-1"))],
-              in_use=[(A, "pool-1", "device-2"), (A, "pool-1", "device-3"), (A, "pool-2", "device-1")])
+    out = run(
+        p1 + p2,
+        [claim("claim-0", req("req-0"), req("req-1"))],
+        in_use=[(A, "pool-1", "device-2"), (A, "pool-1", "device-3"), (A, "pool-2", "device-1")],
+    )
     ok(out, ("req-0", A, "pool-2", "device-2"), ("req-1", A, "pool-2", "device-3"))
 
 
 def test_partitionable_exhausted_and_overallocated() -> None:
-    devices = [dev("device-1", counters={"cs": {"memory": 4 * GI}}), dev("device-2", counters={"cs": {"memory": 16 * GI}})]
+    devices = [
+        dev("device-1", counters={"cs": {"memory": 4 * GI}}),
+        dev("device-2", counters={"cs": {"memory": 16 * GI}}),
+    ]
     slices = [sl("slice-1", *devices), sl("slice-2", counter_sets={"cs": {"memory": 18 * GI}})]
     unsat(run(slices, [claim("claim-0", req("req-0"))], in_use=[(A, "pool-1", "device-2")]))
-    devices = [dev("device-1", counters={"cs": {"memory": 4 * GI}}), dev("device-2", counters={"cs": {"memory": 20 * GI}})]
+    devices = [
+        dev("device-1", counters={"cs": {"memory": 4 * GI}}),
+        dev("device-2", counters={"cs": {"memory": 20 * GI}}),
+    ]
     slices = [sl("slice-1", *devices), sl("slice-2", counter_sets={"cs": {"memory": 18 * GI}})]
     unsat(run(slices, [claim("claim-0", req("req-0"))], in_use=[(A, "pool-1", "device-2")]))
+
+
+def test_overdrawn_pool_blocks_every_counter_consumer() -> None:
+    """Upstream compares every counter of the pool: committed devices that overdraw one counter leave
+    no room for any counter-consuming device of the pool, whatever counter it uses."""
+    devices = [
+        dev("device-1", counters={"cs1": {"memory": 4 * GI}}),
+        dev("device-2", counters={"cs2": {"memory": 20 * GI}}),
+        dev("device-3"),
+    ]
+    slices = counters_pool(*devices, sets={"cs1": {"memory": 8 * GI}, "cs2": {"memory": 18 * GI}})
+    ok(run(slices, [claim("claim-0", req("req-0"))], in_use=[(A, "pool-1", "device-2")]), ("req-0", "device-3"))
+    unsat(run(slices, [claim("claim-0", req("req-0", count=2))], in_use=[(A, "pool-1", "device-2")]))
+
+
+def test_explain_can_be_skipped() -> None:
+    allocator = Allocator([one_device_slice()], CLASSES, AllocatedState(), Table())
+    out = allocator.allocate(NODE1, [claim("claim-0", req("req-0", count=2))], explain=False)
+    assert out.outcome == "unsatisfiable" and out.explanations == [] and out.message == "cannot allocate all claims"
 
 
 def test_partitionable_unused_counter_and_attribute_selector() -> None:
-    devices = [dev("device-1", counters={"cs": {"memory": 5 * GI}}), dev("device-2", counters={"cs": {"memory": 4 * GI}}),
-               dev("device-3", counters={"cs": {"memory": 4 * GI}})]
-    ok(run(counters_pool(*devices, sets={"cs": {"memory": 8 * GI, "unused": GI}}), [claim("claim-0", req("req-0", count=2))]),
-       ("req-0", "device-2"), ("req-0", "device-3"))
+    devices = [
+        dev("device-1", counters={"cs": {"memory": 5 * GI}}),
+        dev("device-2", counters={"cs": {"memory": 4 * GI}}),
+        dev("device-3", counters={"cs": {"memory": 4 * GI}}),
+    ]
+    ok(
+        run(
+            counters_pool(*devices, sets={"cs": {"memory": 8 * GI, "unused": GI}}),
+            [claim("claim-0", req("req-0", count=2))],
+        ),
+        ("req-0", "device-2"),
+        ("req-0", "device-3"),
+    )
     table = Table({"special": lambda d: d.attributes[f"{A}/special"].value is True})
-    devices = [dev(f"device-{i}", special=i == 1, counters={"cs1": {f"cpu{i}": 1}, "cs2": {"mem": 10 * GI}}) for i in (1, 2, 3)]
+    devices = [
+        dev(f"device-{i}", special=i == 1, counters={"cs1": {f"cpu{i}": 1}, "cs2": {"mem": 10 * GI}}) for i in (1, 2, 3)
+    ]
     slices = counters_pool(*devices, sets={"cs1": {"cpu1": 1, "cpu2": 1, "cpu3": 1}, "cs2": {"mem": 30 * GI}})
-    ok(run(slices, [claim("claim-0", req("req-0", count=2), req("req-1", "class-a", 1, "special"))], matcher=table),
-       ("req-0", "device-2"), ("req-0", "device-3"), ("req-1", "device-1"))
+    ok(
+        run(slices, [claim("claim-0", req("req-0", count=2), req("req-1", "class-a", 1, "special"))], matcher=table),
+        ("req-0", "device-2"),
+        ("req-0", "device-3"),
+        ("req-1", "device-1"),
+    )
 
 
 def test_partitionable_disabled() -> None:
-    slices = [sl("slice-1", dev("device-1", counters={"cs": {"memory": 4 * GI}})),
-              sl("slice-2", counter_sets={"cs": {"memory": 18 * GI}})]
+    slices = [
+        sl("slice-1", dev("device-1", counters={"cs": {"memory": 4 * GI}})),
+        sl("slice-2", counter_sets={"cs": {"memory": 18 * GI}}),
+    ]
     unsat(run(slices, [claim("claim-0", req("req-0"))], features=Features(partitionable_devices=False)))
-    slices = counters_pool(dev("device-1", counters={"cs": {"memory": 4 * GI}}), dev("device-2"), sets={"cs": {"memory": 18 * GI}})
-    ok(run(slices, [claim("claim-0", req("req-0"))], features=Features(partitionable_devices=False)), ("req-0", "device-2"))
+    slices = counters_pool(
+        dev("device-1", counters={"cs": {"memory": 4 * GI}}), dev("device-2"), sets={"cs": {"memory": 18 * GI}}
+    )
+    ok(
+        run(slices, [claim("claim-0", req("req-0"))], features=Features(partitionable_devices=False)),
+        ("req-0", "device-2"),
+    )
 
 
 def test_partitionable_invalid_pools() -> None:
-    same_name = [sl("slice-1", dev("device-1"), count=4), sl("slice-2", count=4, counter_sets={"cs": {}}),
-                 sl("slice-3", dev("device-2"), count=4), sl("slice-4", count=4, counter_sets={"cs": {}})]
+    same_name = [
+        sl("slice-1", dev("device-1"), count=4),
+        sl("slice-2", count=4, counter_sets={"cs": {}}),
+        sl("slice-3", dev("device-2"), count=4),
+        sl("slice-4", count=4, counter_sets={"cs": {}}),
+    ]
     error(run(same_name, [claim("claim-0", req("req-0"))]), "duplicate counter set name cs")
     unknown_set = counters_pool(dev("device-1", counters={"cs2": {}}), sets={"cs1": {}})
     error(run(unknown_set, [claim("claim-0", req("req-0"))]), "counter set cs2 not found")
-    unknown_counter = counters_pool(dev("device-1", counters={"cs": {"memory": 8 * GI}}), sets={"cs": {"other": 8 * GI}})
+    unknown_counter = counters_pool(
+        dev("device-1", counters={"cs": {"memory": 8 * GI}}), sets={"cs": {"other": 8 * GI}}
+    )
     error(run(unknown_counter, [claim("claim-0", req("req-0"))]), "counter memory not found in counter set cs")
-    other_pool = [sl("slice-1", dev("device-1", counters={"cs": {"memory": 8 * GI}})),
-                  sl("slice-2", pool="pool-2", counter_sets={"cs": {"memory": 8 * GI}})]
+    other_pool = [
+        sl("slice-1", dev("device-1", counters={"cs": {"memory": 8 * GI}})),
+        sl("slice-2", pool="pool-2", counter_sets={"cs": {"memory": 8 * GI}}),
+    ]
     error(run(other_pool, [claim("claim-0", req("req-0"))]), "invalid resource pools were encountered")
-    off_node = [sl("slice-1", count=3, counter_sets={"cs": {"memory": 8 * GI}}),
-                sl("slice-2", dev("device-1", counters={"cs": {"memory": 6 * GI}}), count=3),
-                sl("slice-3", dev("device-3", counters={"cs2": {"memory": 6 * GI}}), node="node-2", count=3)]
+    off_node = [
+        sl("slice-1", count=3, counter_sets={"cs": {"memory": 8 * GI}}),
+        sl("slice-2", dev("device-1", counters={"cs": {"memory": 6 * GI}}), count=3),
+        sl("slice-3", dev("device-3", counters={"cs2": {"memory": 6 * GI}}), node="node-2", count=3),
+    ]
     error(run(off_node, [claim("claim-0", req("req-0"))]), "counter set cs2 not found")
 
 
 def test_partitionable_devices_on_other_nodes_consume_counters() -> None:
-    slices = [sl("slice-1", count=3, counter_sets={"cs": {"memory": 8 * GI}}),
-              sl("slice-2", dev("device-1", memory=6 * GI, counters={"cs": {"memory": 6 * GI}}),
-                 dev("device-2", memory=2 * GI, counters={"cs": {"memory": 2 * GI}}), count=3),
-              sl("slice-3", dev("device-3", counters={"cs": {"memory": 6 * GI}}), node="node-2", count=3)]
-    c = claim("claim-0", first("req-0", sub("subReq-0", "class-a", 1, "mem>=6Gi"), sub("subReq-1", "class-a", 1, "mem>=2Gi")))
+    slices = [
+        sl("slice-1", count=3, counter_sets={"cs": {"memory": 8 * GI}}),
+        sl(
+            "slice-2",
+            dev("device-1", memory=6 * GI, counters={"cs": {"memory": 6 * GI}}),
+            dev("device-2", memory=2 * GI, counters={"cs": {"memory": 2 * GI}}),
+            count=3,
+        ),
+        sl("slice-3", dev("device-3", counters={"cs": {"memory": 6 * GI}}), node="node-2", count=3),
+    ]
+    c = claim(
+        "claim-0", first("req-0", sub("subReq-0", "class-a", 1, "mem>=6Gi"), sub("subReq-1", "class-a", 1, "mem>=2Gi"))
+    )
     ok(run(slices, [c], in_use=[(A, "pool-1", "device-3")]), ("req-0/subReq-1", "device-2"))
     # and the other way around: node-2 sees device-1 (node-1) consuming the shared counters
-    slices = [sl("slice-1", count=3, counter_sets={"cs": {"memory": 8 * GI}}),
-              sl("slice-2", dev("device-1", counters={"cs": {"memory": 6 * GI}}), count=3),
-              sl("slice-3", dev("device-2", counters={"cs": {"memory": 6 * GI}}),
-                 dev("device-3", counters={"cs": {"memory": 2 * GI}}), node="node-2", count=3)]
-    ok(run(slices, [claim("claim-0", req("req-0"))], node=NODE2, in_use=[(A, "pool-1", "device-1")]), ("req-0", "device-3"))
+    slices = [
+        sl("slice-1", count=3, counter_sets={"cs": {"memory": 8 * GI}}),
+        sl("slice-2", dev("device-1", counters={"cs": {"memory": 6 * GI}}), count=3),
+        sl(
+            "slice-3",
+            dev("device-2", counters={"cs": {"memory": 6 * GI}}),
+            dev("device-3", counters={"cs": {"memory": 2 * GI}}),
+            node="node-2",
+            count=3,
+        ),
+    ]
+    ok(
+        run(slices, [claim("claim-0", req("req-0"))], node=NODE2, in_use=[(A, "pool-1", "device-1")]),
+        ("req-0", "device-3"),
+    )
 
 
 def test_counters_of_rejected_candidates_are_released() -> None:
@@ -795,23 +1168,36 @@ def test_taints() -> None:
     out = run(two, [claim("claim-0", req("req-0", tolerations=[TOL_NO_EXECUTE]))])
     ok(out, ("req-0", "device-2"))
     assert out.allocations["default/claim-0"]["devices"]["results"][0]["tolerations"] == [
-        {"key": "taint-key", "operator": "Equal", "value": "taint-value-2", "effect": "NoExecute"}]
+        {"key": "taint-key", "operator": "Equal", "value": "taint-value-2", "effect": "NoExecute"}
+    ]
     c = claim("claim-0", first("req-0", sub("subReq-0"), sub("subReq-1", tolerations=[TOL_NO_EXECUTE])))
     ok(run(two, [c]), ("req-0/subReq-1", "device-2"))
     both = [sl("slice-1", dev("device-1", taints=[NO_SCHEDULE, NO_EXECUTE]))]
     unsat(run(both, [claim("claim-0", req("req-0"))]))
-    ok(run(both, [claim("claim-0", req("req-0", tolerations=[TOL_NO_SCHEDULE, TOL_NO_EXECUTE]))]), ("req-0", "device-1"))
+    ok(
+        run(both, [claim("claim-0", req("req-0", tolerations=[TOL_NO_SCHEDULE, TOL_NO_EXECUTE]))]),
+        ("req-0", "device-1"),
+    )
     ok(run(both, [claim("claim-0", req("req-0"))], features=Features(device_taints=False)), ("req-0", "device-1"))
     for effect in ("None", "SomethingNew"):
-        ok(run([sl("slice-1", dev("device-1", taints=[Taint("k", "v", effect)]))], [claim("claim-0", req("req-0"))]),
-           ("req-0", "device-1"))
+        ok(
+            run([sl("slice-1", dev("device-1", taints=[Taint("k", "v", effect)]))], [claim("claim-0", req("req-0"))]),
+            ("req-0", "device-1"),
+        )
 
 
 def test_taints_apply_to_admin_access_and_all() -> None:
     tainted = [sl("slice-1", dev("device-1", taints=[NO_SCHEDULE]))]
     unsat(run(tainted, [claim("claim-0", req("req-0", admin=True))], in_use=[(A, "pool-1", "device-1")]))
-    ok(run(tainted, [claim("claim-0", req("req-0", admin=True))], in_use=[(A, "pool-1", "device-1")],
-           features=Features(device_taints=False)), ("req-0", "device-1"))
+    ok(
+        run(
+            tainted,
+            [claim("claim-0", req("req-0", admin=True))],
+            in_use=[(A, "pool-1", "device-1")],
+            features=Features(device_taints=False),
+        ),
+        ("req-0", "device-1"),
+    )
     unsat(run(tainted, [claim("claim-0", req("req-0", mode="All"))]))
     c = claim("claim-0", first("req-0", sub("subReq-0", "class-b"), sub("subReq-1")))
     unsat(run(tainted, [c]))
@@ -824,8 +1210,15 @@ def test_binding_conditions() -> None:
     slices = [sl("slice-1", dev("device-1", binding=(["IsPrepare"], ["BindingFailed"])))]
     out = run(slices, [claim("claim-0", req("req-0"))])
     assert out.allocations["default/claim-0"]["devices"]["results"] == [
-        {"request": "req-0", "driver": A, "pool": "pool-1", "device": "device-1",
-         "bindingConditions": ["IsPrepare"], "bindingFailureConditions": ["BindingFailed"]}]
+        {
+            "request": "req-0",
+            "driver": A,
+            "pool": "pool-1",
+            "device": "device-1",
+            "bindingConditions": ["IsPrepare"],
+            "bindingFailureConditions": ["BindingFailed"],
+        }
+    ]
     unsat(run(slices, [claim("claim-0", req("req-0"))], features=Features(binding_conditions=False)))
     mixed = [sl("slice-1", dev("device-1"), dev("device-2", binding=(["IsPrepare"], ["BindingFailed"])))]
     out = run(mixed, [claim("claim-0", req("req-0"), req("req-1"))])
@@ -834,11 +1227,16 @@ def test_binding_conditions() -> None:
 
 
 def test_binding_condition_pools_come_last() -> None:
-    slices = [sl("slice-1", dev("device-1", counters={"cs1": {"memory": 4 * GI}}, binding=(["IsPrepare"], ["BindingFailed"])),
-                 count=4),
-              sl("slice-2", count=4, counter_sets={"cs1": {"memory": 8 * GI}}),
-              sl("slice-3", dev("device-2", counters={"cs2": {"memory": 4 * GI}}), count=4),
-              sl("slice-4", count=4, counter_sets={"cs2": {"memory": 8 * GI}})]
+    slices = [
+        sl(
+            "slice-1",
+            dev("device-1", counters={"cs1": {"memory": 4 * GI}}, binding=(["IsPrepare"], ["BindingFailed"])),
+            count=4,
+        ),
+        sl("slice-2", count=4, counter_sets={"cs1": {"memory": 8 * GI}}),
+        sl("slice-3", dev("device-2", counters={"cs2": {"memory": 4 * GI}}), count=4),
+        sl("slice-4", count=4, counter_sets={"cs2": {"memory": 8 * GI}}),
+    ]
     # one pool: slices by name, so device-1 (slice-1) comes first even though it has binding conditions
     ok(run(slices, [claim("claim-0", req("req-0", count=2))]), ("req-0", "device-1"), ("req-0", "device-2"))
     pools = [sl("slice-1", dev("device-1", binding=(["IsPrepare"], []))), sl("slice-2", dev("device-2"), pool="pool-2")]
@@ -847,9 +1245,13 @@ def test_binding_condition_pools_come_last() -> None:
 
 def test_binding_conditions_with_taints() -> None:
     taint = Taint("key1", "value1", "NoSchedule")
-    slices = counters_pool(dev("device-1", counters={"cs": {"memory": 4 * GI}}, binding=(["IsPrepare"], ["BindingFailed"]),
-                               taints=[taint]),
-                           dev("device-2", counters={"cs": {"memory": 4 * GI}}), sets={"cs": {"memory": 8 * GI}})
+    slices = counters_pool(
+        dev(
+            "device-1", counters={"cs": {"memory": 4 * GI}}, binding=(["IsPrepare"], ["BindingFailed"]), taints=[taint]
+        ),
+        dev("device-2", counters={"cs": {"memory": 4 * GI}}),
+        sets={"cs": {"memory": 8 * GI}},
+    )
     unsat(run(slices, [claim("claim-0", req("req-0", count=2))]))
     tol = Toleration("key1", "Exists", "", "NoSchedule")
     out = run(slices, [claim("claim-0", req("req-0", count=2, tolerations=[tol]))])
@@ -881,8 +1283,11 @@ DEDICATED = {"class-a": cls("class-a", A, "dedicated")}
 
 def test_consumable_capacity_feature_off_is_an_error() -> None:
     one = [one_device_slice()]
-    error(run(one, [claim("claim-0", req("req-0", capacity={C0: 1}))], features=Features(consumable_capacity=False)),
-          "claim default/claim-0, request req-0: has capacity requests, but the DRAConsumableCapacity feature is disabled")
+    error(
+        run(one, [claim("claim-0", req("req-0", capacity={C0: 1}))], features=Features(consumable_capacity=False)),
+        "claim default/claim-0, request req-0: has capacity requests,",
+        "but the DRAConsumableCapacity feature is disabled",
+    )
     c = claim("claim-0", first("req-0", sub("subReq-0", capacity={C0: 1}), sub("subReq-1", capacity={C0: 1})))
     error(run(one, [c], features=Features(consumable_capacity=False)), "claim default/claim-0, subrequest subReq-0")
 
@@ -894,16 +1299,24 @@ def test_consumable_capacity_sharing_and_defaults() -> None:
     no_caps = [sl("slice-1", dev("device-1", multi=True))]
     out = run(no_caps, [claim("claim-0", req("req-0")), claim("claim-1", req("req-0"))], classes=MULTI)
     assert shares(out) == [None] and shares(out, "claim-1") == [None]
-    full = [sl("slice-1", dev("device-1", multi=True, caps={C0: Capacity(Fraction(1))}),
-               dev("device-2", multi=True, caps={C0: Capacity(Fraction(1))}))]
+    full = [
+        sl(
+            "slice-1",
+            dev("device-1", multi=True, caps={C0: Capacity(Fraction(1))}),
+            dev("device-2", multi=True, caps={C0: Capacity(Fraction(1))}),
+        )
+    ]
     out = run(full, [claim("claim-0", req("req-0")), claim("claim-1", req("req-0"))], classes=MULTI)
     ok(out, ("req-0", "device-1"))
     ok(out, ("req-0", "device-2"), name="claim-1")  # no request: the full value is consumed
     assert shares(out) == [{C0: "1"}]
     out = run(full[:1], [claim("claim-0", req("req-0", capacity={C0: 1}))], classes=MULTI)
     assert shares(out) == [{C0: "1"}]
-    out = run([sl("slice-1", dev("device-1", multi=True, caps=ranged(4)))],
-              [claim("claim-0", req("req-0")), claim("claim-1", req("req-0"))], classes=MULTI)
+    out = run(
+        [sl("slice-1", dev("device-1", multi=True, caps=ranged(4)))],
+        [claim("claim-0", req("req-0")), claim("claim-1", req("req-0"))],
+        classes=MULTI,
+    )
     assert shares(out) == [{C0: "2"}] and shares(out, "claim-1") == [{C0: "2"}]
 
 
@@ -914,21 +1327,35 @@ def test_consumable_capacity_policies() -> None:
     assert shares(out) == [{C0: "0"}]
     unsat(run(dev0, [claim("claim-0", req("req-0", capacity={C0: 1}))], classes=MULTI))
     four = [sl("slice-1", dev("device-1", multi=True, caps=ranged(4)))]
-    out = run(four, [claim("claim-0", req("req-0", capacity={C0: 1})), claim("claim-1", req("req-0", capacity={C0: 1}))],
-              classes=MULTI)
+    out = run(
+        four,
+        [claim("claim-0", req("req-0", capacity={C0: 1})), claim("claim-1", req("req-0", capacity={C0: 1}))],
+        classes=MULTI,
+    )
     assert shares(out) == [{C0: "2"}] and shares(out, "claim-1") == [{C0: "2"}]  # rounded up to min
     assert shares(run(four, [claim("claim-0", req("req-0", capacity={C0: 3}))], classes=MULTI)) == [{C0: "4"}]  # step
     values = CapacityPolicy(Fraction(1), (Fraction(1), Fraction(2)))
-    out = run([sl("slice-1", dev("device-1", multi=True, caps={C0: Capacity(Fraction(4), values)}))],
-              [claim("claim-0", req("req-0", capacity={C0: 2}))], classes=MULTI)
+    out = run(
+        [sl("slice-1", dev("device-1", multi=True, caps={C0: Capacity(Fraction(4), values)}))],
+        [claim("claim-0", req("req-0", capacity={C0: 2}))],
+        classes=MULTI,
+    )
     assert shares(out) == [{C0: "2"}]
     values = CapacityPolicy(Fraction(1), (Fraction(1), Fraction(3)))
-    out = run([sl("slice-1", dev("device-1", multi=True, caps={C0: Capacity(Fraction(3), values)}))],
-              [claim("claim-0", req("req-0", capacity={C0: 2}))], classes=MULTI)
+    out = run(
+        [sl("slice-1", dev("device-1", multi=True, caps={C0: Capacity(Fraction(3), values)}))],
+        [claim("claim-0", req("req-0", capacity={C0: 2}))],
+        classes=MULTI,
+    )
     assert shares(out) == [{C0: "3"}]  # rounded up to the next valid value
     two = [sl("slice-1", dev("device-1", multi=True, caps=ranged(2)))]
-    unsat(run(two, [claim("claim-0", req("req-0", capacity={C0: 1})), claim("claim-1", req("req-0", capacity={C0: 2}))],
-              classes=MULTI))
+    unsat(
+        run(
+            two,
+            [claim("claim-0", req("req-0", capacity={C0: 1})), claim("claim-1", req("req-0", capacity={C0: 2}))],
+            classes=MULTI,
+        )
+    )
     ten = [sl("slice-1", dev("device-1", multi=True, caps=ranged(10)))]
     unsat(run(ten, [claim("claim-0", req("req-0", capacity={C0: 6}))], classes=MULTI))  # above max 4
 
@@ -939,77 +1366,155 @@ def test_consumable_capacity_committed_shares() -> None:
     out = run(four, [claim("claim-0", req("req-0", capacity={C0: 2}))], classes=MULTI, shared=committed)
     assert shares(out) == [{C0: "2"}]
     two = [sl("slice-1", dev("device-1", multi=True, caps=ranged(2)), dev("device-2", multi=True, caps=ranged(2)))]
-    ok(run(two, [claim("claim-0", req("req-0", capacity={C0: 2}))], classes=MULTI, shared=committed), ("req-0", "device-2"))
+    ok(
+        run(two, [claim("claim-0", req("req-0", capacity={C0: 2}))], classes=MULTI, shared=committed),
+        ("req-0", "device-2"),
+    )
     only = [sl("slice-1", dev("device-1", multi=True, caps=ranged(2)))]
     unsat(run(only, [claim("claim-0", req("req-0", capacity={C0: 2}))], classes=MULTI, shared=committed))
 
 
 def test_consumable_capacity_backtrack_and_subrequests() -> None:
-    slices = [sl("slice-1", dev("device-2", multi=True, stringAttribute="v1", caps=ranged(2)),
-                 dev("device-1", multi=True, stringAttribute="v2", caps=ranged(4)))]
-    c0 = claim("claim-0", req("req-0", capacity={C0: 2}), req("req-1", capacity={C0: 2}),
-               constraints=[match(f"{A}/stringAttribute")])
+    slices = [
+        sl(
+            "slice-1",
+            dev("device-2", multi=True, stringAttribute="v1", caps=ranged(2)),
+            dev("device-1", multi=True, stringAttribute="v2", caps=ranged(4)),
+        )
+    ]
+    c0 = claim(
+        "claim-0",
+        req("req-0", capacity={C0: 2}),
+        req("req-1", capacity={C0: 2}),
+        constraints=[match(f"{A}/stringAttribute")],
+    )
     out = run(slices, [c0, claim("claim-1", req("req-0", capacity={C0: 2}))])
     ok(out, ("req-0", "device-1"), ("req-1", "device-1"))
     ok(out, ("req-0", "device-2"), name="claim-1")
-    c = claim("claim-0", first("req-0", sub("subReq-0", capacity={C0: 4}), sub("subReq-1", capacity={C0: 2}),
-                                sub("subReq-1")))
+    c = claim(
+        "claim-0", first("req-0", sub("subReq-0", capacity={C0: 4}), sub("subReq-1", capacity={C0: 2}), sub("subReq-1"))
+    )
     out = run([sl("slice-1", dev("device-1", multi=True, caps=ranged(2)))], [c], classes=MULTI)
     ok(out, ("req-0/subReq-1", "device-1"))
-    unsat(run([sl("slice-1", dev("device-1", multi=True, caps=ranged(2)))], [claim("claim-0", req("req-0", capacity={C0: 2}))],
-              classes=MULTI, shared={(A, "pool-1", "device-1"): {C0: 2}}))
+    unsat(
+        run(
+            [sl("slice-1", dev("device-1", multi=True, caps=ranged(2)))],
+            [claim("claim-0", req("req-0", capacity={C0: 2}))],
+            classes=MULTI,
+            shared={(A, "pool-1", "device-1"): {C0: 2}},
+        )
+    )
 
 
 def test_consumable_capacity_all_mode() -> None:
     d1 = dev("device-1", multi=True, caps={C0: Capacity(Fraction(2))})
-    out = run([sl("slice-1", d1, dev("device-2", multi=True))], [claim("claim-0", req("req-0", mode="All", capacity={C0: 2}))],
-              classes=MULTI)
+    out = run(
+        [sl("slice-1", d1, dev("device-2", multi=True))],
+        [claim("claim-0", req("req-0", mode="All", capacity={C0: 2}))],
+        classes=MULTI,
+    )
     ok(out, ("req-0", "device-1"))
     small = dev("device-2", multi=True, caps={C0: Capacity(Fraction(1))})
-    ok(run([sl("slice-1", d1, small)], [claim("claim-0", req("req-0", mode="All", capacity={C0: 2}))], classes=MULTI),
-       ("req-0", "device-1"))
+    ok(
+        run([sl("slice-1", d1, small)], [claim("claim-0", req("req-0", mode="All", capacity={C0: 2}))], classes=MULTI),
+        ("req-0", "device-1"),
+    )
     c = claim("claim-0", req("req-0", capacity={C0: 1}), req("req-1", mode="All", capacity={C0: 1}))
     out = run([sl("slice-1", d1, small)], [c])
     ok(out, ("req-0", "device-1"), ("req-1", "device-1"), ("req-1", "device-2"))
-    out = run([sl("slice-1", d1, small)], [claim("claim-0", req("req-0", mode="All", capacity={C0: 1}))],
-              shared={(A, "pool-1", "device-1"): {C0: 1}})
+    out = run(
+        [sl("slice-1", d1, small)],
+        [claim("claim-0", req("req-0", mode="All", capacity={C0: 1}))],
+        shared={(A, "pool-1", "device-1"): {C0: 1}},
+    )
     ok(out, ("req-0", "device-1"), ("req-0", "device-2"))
     tiny = dev("device-1", multi=True, caps={C0: Capacity(Fraction(1))})
     unsat(run([sl("slice-1", tiny, small)], [c]))
-    ok(run([sl("slice-1", tiny, small)], [claim("claim-0", req("req-0", mode="All", capacity={C0: 1}))],
-           shared={(A, "pool-1", "device-1"): {C0: 1}}), ("req-0", "device-2"))
+    ok(
+        run(
+            [sl("slice-1", tiny, small)],
+            [claim("claim-0", req("req-0", mode="All", capacity={C0: 1}))],
+            shared={(A, "pool-1", "device-1"): {C0: 1}},
+        ),
+        ("req-0", "device-2"),
+    )
 
 
 def test_consumable_capacity_dedicated_devices() -> None:
-    out = run([sl("slice-1", dev("device-1", caps={C0: Capacity(Fraction(1))}))], [claim("claim-0", req("req-0", capacity={C0: 1}))],
-              classes=DEDICATED)
+    out = run(
+        [sl("slice-1", dev("device-1", caps={C0: Capacity(Fraction(1))}))],
+        [claim("claim-0", req("req-0", capacity={C0: 1}))],
+        classes=DEDICATED,
+    )
     assert out.allocations["default/claim-0"]["devices"]["results"] == [
-        {"request": "req-0", "driver": A, "pool": "pool-1", "device": "device-1"}]
+        {"request": "req-0", "driver": A, "pool": "pool-1", "device": "device-1"}
+    ]
     policy_dev = [sl("slice-1", dev("device-1", caps=ranged(2)))]
-    unsat(run(policy_dev, [claim("claim-0", req("req-0", capacity={C0: 1})), claim("claim-1", req("req-0", capacity={C0: 1}))],
-              classes=DEDICATED))
-    unsat(run([sl("slice-1", dev("device-1", multi=True, caps={C0: Capacity(Fraction(1))}))],
-              [claim("claim-0", req("req-0", capacity={C0: 1}))], classes=DEDICATED))
-    unsat(run([sl("slice-1", dev("device-1", multi=True, caps=ranged(2)))], [claim("claim-0", req("req-0", capacity={C0: 1}))],
-              classes=MULTI, in_use=[(A, "pool-1", "device-1")]))  # already allocated as dedicated
-    unsat(run(policy_dev, [claim("claim-0", req("req-0", capacity={C0: 1}))], classes=MULTI,
-              shared={(A, "pool-1", "device-1"): {C0: 1}}))
+    unsat(
+        run(
+            policy_dev,
+            [claim("claim-0", req("req-0", capacity={C0: 1})), claim("claim-1", req("req-0", capacity={C0: 1}))],
+            classes=DEDICATED,
+        )
+    )
+    unsat(
+        run(
+            [sl("slice-1", dev("device-1", multi=True, caps={C0: Capacity(Fraction(1))}))],
+            [claim("claim-0", req("req-0", capacity={C0: 1}))],
+            classes=DEDICATED,
+        )
+    )
+    unsat(
+        run(
+            [sl("slice-1", dev("device-1", multi=True, caps=ranged(2)))],
+            [claim("claim-0", req("req-0", capacity={C0: 1}))],
+            classes=MULTI,
+            in_use=[(A, "pool-1", "device-1")],
+        )
+    )  # already allocated as dedicated
+    unsat(
+        run(
+            policy_dev,
+            [claim("claim-0", req("req-0", capacity={C0: 1}))],
+            classes=MULTI,
+            shared={(A, "pool-1", "device-1"): {C0: 1}},
+        )
+    )
 
 
 def test_consumable_capacity_with_partitionable_devices() -> None:
-    devices = [dev(f"device-{i}", memory=m, counters={"cs": {"memory": m}}, multi=True)
-               for i, m in ((1, 4 * GI), (2, 6 * GI), (3, 4 * GI))]
-    c = claim("claim-0", req("req-0"), first("req-1", sub("subReq-0", "class-a", 1, "mem>=6Gi"),
-                                             sub("subReq-1", "class-a", 1, "mem>=4Gi")))
+    devices = [
+        dev(f"device-{i}", memory=m, counters={"cs": {"memory": m}}, multi=True)
+        for i, m in ((1, 4 * GI), (2, 6 * GI), (3, 4 * GI))
+    ]
+    c = claim(
+        "claim-0",
+        req("req-0"),
+        first("req-1", sub("subReq-0", "class-a", 1, "mem>=6Gi"), sub("subReq-1", "class-a", 1, "mem>=4Gi")),
+    )
     out = run(counters_pool(*devices, sets={"cs": {"memory": 8 * GI}}), [c], classes=MULTI)
     ok(out, ("req-0", "device-1"), ("req-1/subReq-1", "device-3"))
     assert shares(out) == [{f"{A}/memory": "4Gi"}, {f"{A}/memory": "4Gi"}]
     table = Table({"c0>=4": lambda d: d.capacity[C0].value >= 4, "c0>=2": lambda d: d.capacity[C0].value >= 2})
-    devices = [dev(f"device-{i}", multi=True, counters={"cs1": {C0: c0}, "cs2": {C1: 4}},
-                   caps={C0: Capacity(Fraction(c0)), C1: Capacity(Fraction(4), RANGE)}) for i, c0 in ((1, 2), (2, 4), (3, 2))]
-    c = claim("claim-0", req("req-0", capacity={C0: 1}), req("req-2", capacity={C0: 2}),
-              first("req-1", sub("subReq-0", "class-a", 1, "c0>=4", capacity={C0: 1}),
-                    sub("subReq-1", "class-a", 1, "c0>=2", capacity={C0: 1})))
+    devices = [
+        dev(
+            f"device-{i}",
+            multi=True,
+            counters={"cs1": {C0: c0}, "cs2": {C1: 4}},
+            caps={C0: Capacity(Fraction(c0)), C1: Capacity(Fraction(4), RANGE)},
+        )
+        for i, c0 in ((1, 2), (2, 4), (3, 2))
+    ]
+    c = claim(
+        "claim-0",
+        req("req-0", capacity={C0: 1}),
+        req("req-2", capacity={C0: 2}),
+        first(
+            "req-1",
+            sub("subReq-0", "class-a", 1, "c0>=4", capacity={C0: 1}),
+            sub("subReq-1", "class-a", 1, "c0>=2", capacity={C0: 1}),
+        ),
+    )
     out = run(counters_pool(*devices, sets={"cs1": {C0: 4}, "cs2": {C1: 8}}), [c], matcher=table)
     ok(out, ("req-0", "device-1"), ("req-2", "device-3"), ("req-1/subReq-1", "device-1"))
     assert shares(out) == [{C0: "1", C1: "2"}, {C0: "2", C1: "2"}, {C0: "1", C1: "2"}]
@@ -1017,11 +1522,19 @@ def test_consumable_capacity_with_partitionable_devices() -> None:
 
 def test_committed_shares_consume_counters() -> None:
     """Fixed behaviour (1.37): a multi-allocatable device with a committed share holds its counters."""
-    devices = [dev("device-1", multi=True, counters={"cs": {"memory": 6 * GI}}),
-               dev("device-2", counters={"cs": {"memory": 4 * GI}})]
+    devices = [
+        dev("device-1", multi=True, counters={"cs": {"memory": 6 * GI}}),
+        dev("device-2", counters={"cs": {"memory": 4 * GI}}),
+    ]
     slices = counters_pool(*devices, sets={"cs": {"memory": 8 * GI}})
-    unsat(run(slices, [claim("claim-0", req("req-0", "class-a", 1, "dedicated"))],
-              classes={"class-a": cls("class-a", A)}, shared={(A, "pool-1", "device-1"): {}}))
+    unsat(
+        run(
+            slices,
+            [claim("claim-0", req("req-0", "class-a", 1, "dedicated"))],
+            classes={"class-a": cls("class-a", A)},
+            shared={(A, "pool-1", "device-1"): {}},
+        )
+    )
     out = run(slices, [claim("claim-0", req("req-0", "class-a", 1, "multi"))], shared={(A, "pool-1", "device-1"): {}})
     ok(out, ("req-0", "device-1"))  # sharing it again needs no more counters
 
@@ -1038,7 +1551,15 @@ def test_share_ids_are_deterministic() -> None:
 
 def test_format_quantity() -> None:
     assert [format_quantity(Fraction(v)) for v in (0, 2, 1000, 1500, 2000, 1024, 40 * GI, 10**10)] == [
-        "0", "2", "1k", "1500", "2k", "1Ki", "40Gi", "10G"]
+        "0",
+        "2",
+        "1k",
+        "1500",
+        "2k",
+        "1Ki",
+        "40Gi",
+        "10G",
+    ]
     assert format_quantity(Fraction(1, 2)) == "500m"
 
 
@@ -1063,10 +1584,18 @@ def test_allocated_claims_are_skipped() -> None:
 
 
 def test_deterministic_order_pools_and_slices() -> None:
-    slices = [sl("slice-b", dev("device-1"), pool="pool-b", driver=A), sl("slice-a2", dev("device-9"), pool="pool-a", count=2),
-              sl("slice-a1", dev("device-5"), pool="pool-a", count=2), sl("slice-x", dev("device-0"), pool="pool-0", driver=B)]
+    slices = [
+        sl("slice-b", dev("device-1"), pool="pool-b", driver=A),
+        sl("slice-a2", dev("device-9"), pool="pool-a", count=2),
+        sl("slice-a1", dev("device-5"), pool="pool-a", count=2),
+        sl("slice-x", dev("device-0"), pool="pool-0", driver=B),
+    ]
     c = claim("claim-0", req("req-0", count=3))
-    expect = [("req-0", A, "pool-a", "device-5"), ("req-0", A, "pool-a", "device-9"), ("req-0", A, "pool-b", "device-1")]
+    expect = [
+        ("req-0", A, "pool-a", "device-5"),
+        ("req-0", A, "pool-a", "device-9"),
+        ("req-0", A, "pool-b", "device-1"),
+    ]
     for perm in itertools.permutations(slices):
         assert picked(run(list(perm), [c])) == expect
 
@@ -1105,7 +1634,13 @@ def test_nvlink_workload(separate: bool) -> None:
     unsat(out)
     assert out.stats["allocate_one_calls"] <= 2
     [e] = out.explanations
-    assert (e.kind, e.constraint, e.attribute, e.matching, e.free) == ("topology", "matchAttribute", f"{A}/nvlink", 8, 6)
+    assert (e.kind, e.constraint, e.attribute, e.matching, e.free) == (
+        "topology",
+        "matchAttribute",
+        f"{A}/nvlink",
+        8,
+        6,
+    )
     assert "at most 3 free devices share one value" in e.message
     slices, used = nvlink_node(0)
     used = [(A, "pool-1", "gpu-0"), (A, "pool-1", "gpu-5")]
@@ -1151,8 +1686,12 @@ def test_budget_is_the_filter_timeout() -> None:
     """An `All` request under a constraint turns pruning off (upstream may raise an error there); the
     memo alone cannot save this search, and the budget stops it."""
     devices = [dev(f"device-{i}", numa=i % 2) for i in range(16)]
-    c = claim("claim-0", *[req(f"r{i}") for i in range(9)], req("all", "class-b", mode="All"),
-              constraints=[match(f"{A}/numa")])
+    c = claim(
+        "claim-0",
+        *[req(f"r{i}") for i in range(9)],
+        req("all", "class-b", mode="All"),
+        constraints=[match(f"{A}/numa")],
+    )
     slices = [sl("slice-1", *devices), sl("slice-2", dev("device-0", numa=0), driver=B)]
     out = run(slices, [c], max_allocate_one_calls=50)
     assert out.outcome == "unsatisfiable" and "timed out" in out.message
@@ -1182,14 +1721,22 @@ def test_explanations_counters_and_consumable_capacity() -> None:
     [e] = out.explanations
     assert (e.kind, e.matching, e.free) == ("counters", 8, 8) and "driver-a/pool-1/cs/memory=70Gi" in e.message
     four = [sl("slice-1", dev("device-1", multi=True, caps=ranged(4)))]
-    out = run(four, [claim("claim-0", req("req-0", capacity={C0: 4}))], classes=MULTI, shared={(A, "pool-1", "device-1"): {C0: 2}})
+    out = run(
+        four,
+        [claim("claim-0", req("req-0", capacity={C0: 4}))],
+        classes=MULTI,
+        shared={(A, "pool-1", "device-1"): {C0: 2}},
+    )
     assert [e.kind for e in out.explanations] == ["consumable-capacity"]
 
 
 def test_explanations_for_prioritized_lists_and_requests_together() -> None:
     one = [one_device_slice()]
     out = run(one, [claim("claim-0", first("req-0", sub("subReq-0", count=2), sub("subReq-1", "class-b")))])
-    assert [(e.request, e.kind) for e in out.explanations] == [("req-0/subReq-0", "capacity"), ("req-0/subReq-1", "capacity")]
+    assert [(e.request, e.kind) for e in out.explanations] == [
+        ("req-0/subReq-0", "capacity"),
+        ("req-0/subReq-1", "capacity"),
+    ]
     out = run(one, [claim("claim-0", req("req-0"), req("req-1"))])
     [e] = out.explanations
     assert (e.kind, e.request) == ("capacity", None) and "together they need 2 devices" in e.message
@@ -1214,8 +1761,9 @@ def test_selector_results_are_cached_across_nodes() -> None:
 # ---------------------------------------------------------------------- property: same first solution as upstream
 
 
-def reference(slices: list[Slice], classes: dict[str, DeviceClass], claims: list[Claim], in_use: set[DeviceID],
-              matcher: Table) -> list[list[tuple[str, str]]] | None | str:
+def reference(
+    slices: list[Slice], classes: dict[str, DeviceClass], claims: list[Claim], in_use: set[DeviceID], matcher: Table
+) -> list[list[tuple[str, str]]] | None | str:
     """A naive transcription of upstream's allocateOne (permutations, no pruning) for one complete pool
     on node-1, with the fixed counter and distinct semantics. None: no solution; "error": an error."""
     devices = [d for s in sorted(slices, key=lambda s: s.name) for d in s.devices]
@@ -1244,8 +1792,11 @@ def reference(slices: list[Slice], classes: dict[str, DeviceClass], claims: list
             a = d.attributes.get(key)
             if a is None:
                 return False
-            others = [o.attributes[key] for o, (b, n) in zip(chosen[ci], results[ci], strict=True)
-                      if applies(con, b.split("/")[0], b)]
+            others = [
+                o.attributes[key]
+                for o, (b, n) in zip(chosen[ci], results[ci], strict=True)
+                if applies(con, b.split("/")[0], b)
+            ]
             if con.match_attribute and others and others[0] != a:
                 return False
             if con.distinct_attribute and a in others:
@@ -1330,10 +1881,15 @@ def instances(draw: st.DrawFn) -> tuple[list[Slice], list[Claim], set[DeviceID]]
     with_counters = draw(st.booleans())
     devices = []
     for i in range(n):
-        devices.append(dev(
-            f"d{i}", numa=draw(st.integers(0, 2)), big=draw(st.booleans()),
-            counters={"cs": {"mem": draw(st.integers(1, 3))}} if with_counters else None,
-            taints=[NO_SCHEDULE] if draw(st.integers(0, 5)) == 0 else []))
+        devices.append(
+            dev(
+                f"d{i}",
+                numa=draw(st.integers(0, 2)),
+                big=draw(st.booleans()),
+                counters={"cs": {"mem": draw(st.integers(1, 3))}} if with_counters else None,
+                taints=[NO_SCHEDULE] if draw(st.integers(0, 5)) == 0 else [],
+            )
+        )
     slices = [sl("s1", *devices, count=2 if with_counters else 1)]
     if with_counters:
         slices.append(sl("s2", count=2, counter_sets={"cs": {"mem": draw(st.integers(2, 12))}}))
@@ -1342,12 +1898,20 @@ def instances(draw: st.DrawFn) -> tuple[list[Slice], list[Claim], set[DeviceID]]
     for ci in range(draw(st.integers(1, 2))):
         requests = []
         for ri in range(draw(st.sampled_from([1, 1, 2, 2, 3]))):
+
             def one_sub(name: str) -> SubRequest:
                 mode = "All" if draw(st.integers(0, 6)) == 0 else "ExactCount"
                 count = draw(st.sampled_from([1, 1, 1, 2, 2, 3]))
                 selectors = ["big"] if draw(st.integers(0, 3)) == 0 else []
-                return sub(name, "class-a", count, *selectors, mode=mode,
-                           tolerations=[TOL_NO_SCHEDULE] if draw(st.booleans()) else [])
+                return sub(
+                    name,
+                    "class-a",
+                    count,
+                    *selectors,
+                    mode=mode,
+                    tolerations=[TOL_NO_SCHEDULE] if draw(st.booleans()) else [],
+                )
+
             if draw(st.integers(0, 3)) == 0:
                 requests.append(first(f"r{ri}", one_sub("a"), one_sub("b")))
             else:
@@ -1364,7 +1928,9 @@ def instances(draw: st.DrawFn) -> tuple[list[Slice], list[Claim], set[DeviceID]]
 
 @settings(max_examples=400, deadline=None)
 @given(instances())
-def test_same_first_solution_as_upstream_permutation_search(inst: tuple[list[Slice], list[Claim], set[DeviceID]]) -> None:
+def test_same_first_solution_as_upstream_permutation_search(
+    inst: tuple[list[Slice], list[Claim], set[DeviceID]],
+) -> None:
     slices, claims, in_use = inst
     table = Table({"big": lambda d: d.attributes[f"{A}/big"].value is True})
     want = reference(slices, CLASSES, claims, in_use, table)
@@ -1376,6 +1942,8 @@ def test_same_first_solution_as_upstream_permutation_search(inst: tuple[list[Sli
         assert out.outcome == "unsatisfiable", out.allocations
     else:
         assert out.outcome == "allocated", out.message
-        got = [[(r["request"], r["device"]) for r in out.allocations[f"default/{c.name}"]["devices"]["results"]]
-               for c in claims]
+        got = [
+            [(r["request"], r["device"]) for r in out.allocations[f"default/{c.name}"]["devices"]["results"]]
+            for c in claims
+        ]
         assert got == want

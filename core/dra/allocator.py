@@ -71,9 +71,11 @@ class Allocator:
         self.features = features or Features()
         self.max_calls = max_allocate_one_calls
 
-    def allocate(self, node: Node, claims: Sequence[Claim]) -> AllocationOutcome:
+    def allocate(self, node: Node, claims: Sequence[Claim], *, explain: bool = True) -> AllocationOutcome:
         """Allocate all unallocated `claims` for `node` together (all-or-nothing). Claims that already
-        have `status.allocation` are skipped: their devices are in the AllocatedState."""
+        have `status.allocation` are skipped: their devices are in the AllocatedState. `explain=False`
+        skips the explanations of a failure (they cost a few more searches), for callers that try many
+        nodes and only need the outcome."""
         pending = [c for c in claims if c.allocation is None]
         stats: dict[str, int] = {"allocate_one_calls": 0, "candidates_tried": 0}
         if not pending:
@@ -106,7 +108,7 @@ class Allocator:
                 f"timed out trying to allocate devices (more than {self.max_calls} allocate-one calls)",
                 {}, [], self._stats(search))
         stats = self._stats(search)
-        explanations = self._explain(ctx, pending, stats)
+        explanations = self._explain(ctx, pending, stats) if explain else []
         invalid = [p for p in ctx.pools if p.invalid]
         if invalid:
             reasons = "; ".join(f"{p.id}: {p.invalid_reason}" for p in invalid)

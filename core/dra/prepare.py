@@ -70,6 +70,7 @@ class Cand:
     committed_shared: bool  # multi-allocatable with committed shares (its counters are already consumed)
     committed_capacity: dict[str, Fraction] | None
     caps: dict[str, Capacity]  # capacities by published name
+    overdrawn: bool = False  # consumes counters of a pool whose committed devices overdraw a counter
 
     @property
     def id(self) -> DeviceID:
@@ -109,6 +110,9 @@ class NodeContext:
                                     k = keys.get((use.counter_set, counter))
                                     if k is not None:
                                         available[k] -= amount
+            # Upstream checks every counter of the pool, not only the device's: once committed devices
+            # overdraw one counter (an inconsistent state), no counter-consuming device of the pool fits.
+            overdrawn = any(available[k] < 0 for k in keys.values())
             for slc, device in pool.devices():
                 counters: tuple[tuple[int, Fraction], ...] = ()
                 if features.partitionable_devices and device.consumes_counters:
@@ -122,6 +126,7 @@ class NodeContext:
                     committed_shared=device.id in shared,
                     committed_capacity=allocated.capacity.get(device.id),
                     caps=published_capacity(device),
+                    overdrawn=overdrawn and bool(counters),
                 ))
         return cls(node, pools, cands, available, names)
 

@@ -37,6 +37,7 @@ its last share in this call is rolled back; `distinctAttribute` holds within one
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -129,6 +130,7 @@ class Search:
         self.applies: dict[tuple[ReqData, int], bool] = {}
         self.selected: dict[tuple[int, int], ReqData] = {}
         self.memo: dict[tuple[Any, ...], int] = {}
+        self.later: dict[tuple[int, int, int], tuple[int, list[tuple[ReqData, Cand]]]] = {}
         self.pruning = self.options.pruning
         for cd in self.claims:
             for choices in cd.choices:
@@ -215,16 +217,16 @@ class Search:
             if result != OK:
                 self._undo(ci)
             return result
-        allowed: set[int] | None = None
+        cands = rd.cands
+        positions: Iterable[int] = range(start, len(cands))
         if self.pruning:
             bound = self._bound(ci, ri, rd, slot, start)
             if bound is False:
                 self.stats.pruned += 1
                 return FAIL
             if bound is not True:
-                allowed = bound
-        cands = rd.cands
-        for pos in range(start, len(cands)):
+                positions = bound
+        for pos in positions:
             cand = cands[pos]
             if self._blocked(ci, rd, cand):
                 continue
@@ -232,8 +234,6 @@ class Search:
                 err = rd.errors.get(cand.index)
                 if err is not None:
                     raise err
-            if allowed is not None and cand.index not in allowed:
-                continue
             self.stats.candidates_tried += 1
             if not self._try_add(ci, rd, cand, False):
                 continue
@@ -259,6 +259,8 @@ class Search:
         return not (cand.multi and (cand.committed_shared or self.shares.get(cand.index)))
 
     def _counters_fit(self, cand: Cand) -> bool:
+        if cand.overdrawn:
+            return False
         avail, used = self.ctx.counter_available, self.used
         return all(used[k] + amount <= avail[k] for k, amount in cand.counters)
 
@@ -384,41 +386,55 @@ class Search:
                 return False
         return True
 
-    def _later_need(self, ci: int, ri: int, k: int) -> tuple[int, list[Cand]]:
+    def _later_need(self, ci: int, ri: int, k: int) -> tuple[int, list[tuple[ReqData, Cand]]]:
         """Devices the later requests of the claim covered by constraint k still need, and their
-        candidates (a relaxation: a firstAvailable request counts its smallest covered choice)."""
+        candidates (a relaxation: a firstAvailable request counts its smallest covered choice).
+        Static per (claim, request, constraint); callers filter out devices that are taken."""
+        key = (ci, ri, k)
+        hit = self.later.get(key)
+        if hit is not None:
+            return hit
         cd = self.claims[ci]
         total = 0
-        pool: list[Cand] = []
+        pool: list[tuple[ReqData, Cand]] = []
         for rj in range(ri + 1, len(cd.choices)):
             need = None
             for rd in cd.choices[rj]:
-                n = rd.num if self._applies(ci, rd, k) else 0
+                covered = self._applies(ci, rd, k)
+                n = rd.num if covered else 0
                 need = n if need is None else min(need, n)
-                if self._applies(ci, rd, k):
-                    pool.extend(c for c in rd.cands if not self._blocked(ci, rd, c))
+                if covered:
+                    pool.extend((rd, c) for c in rd.cands)
             total += need or 0
+        self.later[key] = (total, pool)
         return total, pool
 
-    def _bound(self, ci: int, ri: int, rd: ReqData, slot: int, start: int) -> bool | set[int]:
-        """False: no solution below this point. True: no restriction. A set: the only candidate
-        indexes worth trying in this slot (a matchAttribute group filter)."""
+    def _bound(self, ci: int, ri: int, rd: ReqData, slot: int, start: int) -> bool | list[int]:
+        """False: no solution below this point. True: no restriction. A list: the only positions in
+        `rd.cands` worth trying for this slot (eligible now, in a big enough matchAttribute group)."""
         need = rd.num - slot
+        cands = rd.cands
         elig: list[Cand] = []
-        for cand in rd.cands[start:]:
+        where: list[int] = []
+        for pos in range(start, len(cands)):
+            cand = cands[pos]
             if not self._eligible(ci, rd, cand):
                 continue
             if cand.multi:
                 return True  # one device may fill several slots: no counting argument
             elig.append(cand)
+            where.append(pos)
         if len(elig) < need:
             return False
         allowed: set[int] | None = None
         for k, cs in enumerate(self.cstate[ci]):
             if not self._applies(ci, rd, k):
                 continue
-            later, later_pool = self._later_need(ci, ri, k)
-            if cs.match and cs.fixed() is None:
+            if cs.match and cs.fixed() is not None:
+                continue  # already applied by _eligible
+            later, later_static = self._later_need(ci, ri, k)
+            later_pool = [c for r, c in later_static if not self._blocked(ci, r, c)] if later else []
+            if cs.match:
                 groups: dict[tuple[str, str], list[Cand]] = {}
                 for cand in elig:
                     attr = cand.device.attributes[cs.attribute]
@@ -444,7 +460,7 @@ class Search:
                 allowed = viable if allowed is None else allowed & viable
                 if not allowed:
                     return False
-            elif not cs.match:
+            else:
                 values = {(c.device.attributes[cs.attribute].kind, repr(c.device.attributes[cs.attribute].value))
                           for c in elig}
                 if len(values) < need:
@@ -457,10 +473,12 @@ class Search:
                             values.add((a.kind, repr(a.value)))
                     if len(values) < need + later:
                         return False
-        group = elig if allowed is None else [c for c in elig if c.index in allowed]
-        if not self._counter_bound_ok(group, need):
+        if allowed is None:
+            return where if self._counter_bound_ok(elig, need) else False
+        kept = [(p, c) for p, c in zip(where, elig, strict=True) if c.index in allowed]
+        if not self._counter_bound_ok([c for _, c in kept], need):
             return False
-        return True if allowed is None else allowed
+        return [p for p, _ in kept]
 
     def _matching_ok(self, ci: int, ri: int) -> bool:
         """Can the requests still to fill get enough free devices each, all at once? (Bipartite
