@@ -183,13 +183,12 @@ def untolerated(device: Device, tolerations: Sequence[Toleration]) -> list[Taint
 
 class Preparer:
     def __init__(self, ctx: NodeContext, classes: Mapping[str, DeviceClass], matcher: SelectorMatcher,
-                 cache: dict[tuple[str, Device], bool], features: Features, *, ignore_taints: bool = False) -> None:
+                 cache: dict[tuple[str, Device], bool], features: Features) -> None:
         self.ctx = ctx
         self.classes = classes
         self.matcher = matcher
         self.cache = cache
         self.features = features
-        self.ignore_taints = ignore_taints
         self._selectable: dict[tuple[ReqData, int], bool] = {}
 
     # ------------------------------------------------------------------ selectors
@@ -244,7 +243,7 @@ class Preparer:
     def statically_usable(self, rd: ReqData, cand: Cand) -> bool:
         """Checks that do not depend on the search state: taints, counters feature, named capacities."""
         device = cand.device
-        if not self.ignore_taints and self.features.device_taints and untolerated(device, rd.sub.tolerations):
+        if self.features.device_taints and untolerated(device, rd.sub.tolerations):
             return False
         if device.consumes_counters and not self.features.partitionable_devices:
             return False
