@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from dralab.core.dra.allocated import AllocatedState
 from dralab.core.dra.allocator import AllocationOutcome, Allocator, Features
+from dralab.core.dra.consumable import consumed_capacity, request_fits
 from dralab.core.dra.model import (
     Attribute,
     Capacity,
@@ -1664,6 +1665,19 @@ def test_n_plus_one_is_refused_without_search() -> None:
     assert out.stats["allocate_one_calls"] == 0
 
 
+def test_many_claims_of_many_devices() -> None:
+    """1020 of 1152 devices for 34 claims: deeper than Python's default recursion limit, linear work."""
+    slices = [sl(f"s{j}", *[dev(f"d{128 * j + i}") for i in range(128)], pool=f"p{j}") for j in range(9)]
+    claims = [claim(f"c{i}", req("r", count=30)) for i in range(34)]
+    out = run(slices, claims)
+    assert out.outcome == "allocated" and out.stats["backtracks"] == 0
+    assert picked(out, "c33")[-1][2:] == ("p7", "d1019")
+    out = run(slices, [*claims, *[claim(f"x{i}", req("r", count=30)) for i in range(5)]])  # 1170 > 1152
+    unsat(out)
+    assert out.stats["allocate_one_calls"] == 0
+    assert [(e.claim, e.kind) for e in out.explanations] == [("default/x4", "capacity")]
+
+
 def test_topology_across_many_single_requests_is_cut_early() -> None:
     gpus = [dev(f"gpu-{i}", nvlink=f"nv{i // 4}") for i in range(16)]
     c = claim("claim-0", *[req(f"r{i}") for i in range(8)], constraints=[match(f"{A}/nvlink")])
@@ -1765,7 +1779,8 @@ def reference(
     slices: list[Slice], classes: dict[str, DeviceClass], claims: list[Claim], in_use: set[DeviceID], matcher: Table
 ) -> list[list[tuple[str, str]]] | None | str:
     """A naive transcription of upstream's allocateOne (permutations, no pruning) for one complete pool
-    on node-1, with the fixed counter and distinct semantics. None: no solution; "error": an error."""
+    on node-1, with the fixed counter and distinct semantics, and devices that allow multiple
+    allocations (consumable capacity). None: no solution; "error": an error."""
     devices = [d for s in sorted(slices, key=lambda s: s.name) for d in s.devices]
     counters = {(s_, c): v for s in slices for s_, cs in s.shared_counters.items() for c, v in cs.items()}
     for d in devices:
@@ -1775,6 +1790,9 @@ def reference(
                     counters[(u.counter_set, c)] -= v
     used: dict[tuple[str, str], Fraction] = {}
     allocating: dict[DeviceID, list[int]] = {}
+    shares: dict[DeviceID, int] = {}
+    alloc_cap: dict[DeviceID, dict[str, Fraction]] = {}
+    undo_info: list[tuple[SubRequest, bool]] = []
     results: list[list[tuple[str, str]]] = [[] for _ in claims]
     chosen: list[list[Device]] = [[] for _ in claims]
 
@@ -1804,13 +1822,15 @@ def reference(
         return True
 
     def try_device(ci: int, s: SubRequest, base: str, name: str, d: Device, must: bool) -> bool:
+        multi = d.allow_multiple_allocations
         if s.admin_access:
-            if ci in allocating.get(d.id, []):
+            if not multi and ci in allocating.get(d.id, []):
                 return False
         elif d.id in in_use or allocating.get(d.id):
             return False
         need = [((u.counter_set, c), v) for u in d.consumes_counters for c, v in u.counters.items()]
-        if any(used.get(k, Fraction(0)) + v > counters[k] for k, v in need):
+        reserve = not (multi and shares.get(d.id))
+        if reserve and any(used.get(k, Fraction(0)) + v > counters[k] for k, v in need):
             return False
         if any(t.effect in ("NoSchedule", "NoExecute") and not s.tolerations for t in d.taints):
             return False
@@ -1818,18 +1838,36 @@ def reference(
             if must:
                 raise ValueError("constraint")
             return False
-        for k, v in need:
-            used[k] = used.get(k, Fraction(0)) + v
-        allocating.setdefault(d.id, []).append(ci)
+        if request_fits(d.capacity, s.capacity_requests, None, alloc_cap.get(d.id)) is not True:
+            return False
+        if reserve:
+            for k, v in need:
+                used[k] = used.get(k, Fraction(0)) + v
+        if multi:
+            shares[d.id] = shares.get(d.id, 0) + 1
+            agg = alloc_cap.setdefault(d.id, {})
+            for cap_name, amount in consumed_capacity(d.capacity, s.capacity_requests).items():
+                agg[cap_name] = agg.get(cap_name, Fraction(0)) + amount
+        else:
+            allocating.setdefault(d.id, []).append(ci)
         results[ci].append((name, d.id.device))
         chosen[ci].append(d)
+        undo_info.append((s, reserve))
         return True
 
     def undo(ci: int, d: Device) -> None:
-        for u in d.consumes_counters:
-            for c, v in u.counters.items():
-                used[(u.counter_set, c)] -= v
-        allocating[d.id].pop()
+        s, reserve = undo_info.pop()
+        if reserve:
+            for u in d.consumes_counters:
+                for c, v in u.counters.items():
+                    used[(u.counter_set, c)] -= v
+        if d.allow_multiple_allocations:
+            shares[d.id] -= 1
+            agg = alloc_cap[d.id]
+            for cap_name, amount in consumed_capacity(d.capacity, s.capacity_requests).items():
+                agg[cap_name] -= amount
+        else:
+            allocating[d.id].pop()
         results[ci].pop()
         chosen[ci].pop()
 
@@ -1846,7 +1884,11 @@ def reference(
         base = request.name
         name = base if request.exactly is not None else f"{base}/{s.name}"
         if s.allocation_mode == "All":
-            everything = [d for d in devices if selectable(s, d)]
+            everything = [
+                d
+                for d in devices
+                if selectable(s, d) and request_fits(d.capacity, s.capacity_requests, None, None) is True
+            ]
             if not everything:
                 return False
             if slot == len(everything):
@@ -1888,6 +1930,10 @@ def instances(draw: st.DrawFn) -> tuple[list[Slice], list[Claim], set[DeviceID]]
                 big=draw(st.booleans()),
                 counters={"cs": {"mem": draw(st.integers(1, 3))}} if with_counters else None,
                 taints=[NO_SCHEDULE] if draw(st.integers(0, 5)) == 0 else [],
+                multi=(multi := draw(st.integers(0, 3)) == 0),
+                caps={C0: Capacity(Fraction(draw(st.integers(1, 4))), RANGE if draw(st.booleans()) else None)}
+                if multi or draw(st.integers(0, 3)) == 0
+                else None,
             )
         )
     slices = [sl("s1", *devices, count=2 if with_counters else 1)]
@@ -1910,6 +1956,7 @@ def instances(draw: st.DrawFn) -> tuple[list[Slice], list[Claim], set[DeviceID]]
                     *selectors,
                     mode=mode,
                     tolerations=[TOL_NO_SCHEDULE] if draw(st.booleans()) else [],
+                    capacity={C0: draw(st.integers(0, 3))} if draw(st.integers(0, 3)) == 0 else None,
                 )
 
             if draw(st.integers(0, 3)) == 0:

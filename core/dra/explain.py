@@ -107,8 +107,16 @@ class Explainer:
                 out.extend(self._claim(claim))
         if failing:
             return out
-        # Every claim fits alone: find the first that does not fit with the ones before it.
-        for i in range(1, len(claims)):
+        # Every claim fits alone: find the first that does not fit with the ones before it (a longer
+        # prefix of claims never fits when a shorter one does not, so bisect).
+        low, high = 1, len(claims) - 1  # claims[:low] fits; the answer i is in [low, high]
+        while low < high:
+            mid = (low + high) // 2
+            if self.feasible(list(claims[: mid + 1]), Relax()):
+                low = mid + 1
+            else:
+                high = mid
+        for i in range(low, len(claims)):
             if not self.feasible(list(claims[: i + 1]), Relax()):
                 claim = claims[i]
                 m, f = self._claim_counts(claim)

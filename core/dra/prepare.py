@@ -190,6 +190,7 @@ class Preparer:
         self.cache = cache
         self.features = features
         self._selectable: dict[tuple[ReqData, int], bool] = {}
+        self._claim_keys: list[str] = []
 
     # ------------------------------------------------------------------ selectors
 

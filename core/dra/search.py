@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from .bounds import ConstraintState, counter_bound_ok, matching_ok
 from .consumable import consumed_capacity, request_fits
-from .model import Attribute, Constraint
 from .prepare import MAX_RESULTS, AllocationError, Cand, ClaimData, Features, NodeContext, Preparer, ReqData
 
 FAIL, OK, EXCEEDED = 0, 1, 2
@@ -61,34 +61,6 @@ class Pick:
     consumed: dict[str, Fraction] | None  # multi-allocatable devices: capacity consumed by this share
     counters_reserved: bool
     constraints: list[int]
-
-
-class _ConstraintState:
-    def __init__(self, constraint: Constraint) -> None:
-        self.requests = constraint.requests
-        self.match = constraint.match_attribute is not None and bool(constraint.match_attribute)
-        self.attribute = (constraint.match_attribute if self.match else constraint.distinct_attribute) or ""
-        self.values: list[Attribute] = []  # match: the first device's value, repeated; distinct: all values
-
-    def applies(self, rd: ReqData) -> bool:
-        if not self.requests:
-            return True
-        return rd.base in self.requests or (rd.sub_index is not None and rd.name in self.requests)
-
-    def accepts(self, attr: Attribute | None) -> bool:
-        if attr is None:
-            return False
-        if self.match:
-            return not self.values or self.values[0] == attr
-        return attr not in self.values
-
-    def fixed(self) -> Attribute | None:
-        return self.values[0] if self.match and self.values else None
-
-    def key(self) -> tuple[Any, ...]:
-        if self.match:
-            return (self.values[0].kind, self.values[0].value) if self.values else ()
-        return tuple(sorted((a.kind, str(a.value)) for a in self.values))
 
 
 @dataclass
@@ -126,7 +98,7 @@ class Search:
         self.shares: dict[int, int] = {}  # multi-allocatable cand index -> shares in this call
         self.alloc_cap: dict[int, dict[str, Fraction]] = {}
         self.picks: list[list[Pick]] = [[] for _ in self.claims]
-        self.cstate = [[_ConstraintState(c) for c in cd.constraints] for cd in self.claims]
+        self.cstate = [[ConstraintState(c) for c in cd.constraints] for cd in self.claims]
         self.applies: dict[tuple[ReqData, int], bool] = {}
         self.selected: dict[tuple[int, int], ReqData] = {}
         self.memo: dict[tuple[Any, ...], int] = {}
@@ -371,20 +343,14 @@ class Search:
         return True
 
     def _counter_bound_ok(self, group: list[Cand], need: int) -> bool:
-        if self.options.ignore_counters or need <= 0:
+        if self.options.ignore_counters:
             return True
-        keys: dict[int, None] = {}
-        for cand in group:
-            for k, _ in cand.counters:
-                keys[k] = None
-        if not keys:
-            return True
-        avail, used = self.ctx.counter_available, self.used
-        for k in keys:
-            amounts = sorted(dict(c.counters).get(k, Fraction(0)) for c in group)
-            if sum(amounts[:need], Fraction(0)) > avail[k] - used[k]:
-                return False
-        return True
+        return counter_bound_ok(group, need, self.ctx.counter_available, self.used)
+
+    def _matching_ok(self, ci: int, ri: int) -> bool:
+        remaining = [ch for cj in range(ci, len(self.claims))
+                     for ch in self.claims[cj].choices[(ri if cj == ci else 0):]]
+        return matching_ok(remaining, self.dedicated)
 
     def _later_need(self, ci: int, ri: int, k: int) -> tuple[int, list[tuple[ReqData, Cand]]]:
         """Devices the later requests of the claim covered by constraint k still need, and their
@@ -416,14 +382,22 @@ class Search:
         cands = rd.cands
         elig: list[Cand] = []
         where: list[int] = []
+        # Without an open constraint (an unfixed matchAttribute, a distinctAttribute) or counters, enough
+        # eligible devices is all there is to know: stop counting there.
+        simple = not any(self._applies(ci, rd, k) and not (cs.match and cs.fixed() is not None)
+                         for k, cs in enumerate(self.cstate[ci]))
         for pos in range(start, len(cands)):
             cand = cands[pos]
             if not self._eligible(ci, rd, cand):
                 continue
             if cand.multi:
                 return True  # one device may fill several slots: no counting argument
+            if cand.counters and not self.options.ignore_counters:
+                simple = False
             elig.append(cand)
             where.append(pos)
+            if simple and len(elig) >= need:
+                return True
         if len(elig) < need:
             return False
         allowed: set[int] | None = None
@@ -479,56 +453,3 @@ class Search:
         if not self._counter_bound_ok([c for _, c in kept], need):
             return False
         return [p for p, _ in kept]
-
-    def _matching_ok(self, ci: int, ri: int) -> bool:
-        """Can the requests still to fill get enough free devices each, all at once? (Bipartite
-        matching; admin-access requests, shared devices and choices are relaxed, so never too strict.)"""
-        demands: list[tuple[int, list[int]]] = []
-        for cj in range(ci, len(self.claims)):
-            cd = self.claims[cj]
-            for rj in range(ri if cj == ci else 0, len(cd.choices)):
-                choices = cd.choices[rj]
-                if any(rd.admin for rd in choices):
-                    continue
-                need = min(rd.num for rd in choices)
-                if need <= 0:
-                    continue
-                free: dict[int, None] = {}
-                multi = False
-                for rd in choices:
-                    for c in rd.cands:
-                        if c.multi:
-                            multi = True
-                            break
-                        if not c.committed_in_use and c.index not in self.dedicated:
-                            free[c.index] = None
-                    if multi:
-                        break
-                if multi:
-                    continue
-                if len(free) < need:
-                    return False
-                demands.append((need, list(free)))
-        if not demands:
-            return True
-        total = sum(n for n, _ in demands)
-        if len({d for _, devs in demands for d in devs}) < total:
-            return False
-        owner: dict[int, int] = {}  # device -> demand index
-
-        def augment(i: int, seen: set[int]) -> bool:
-            for d in demands[i][1]:
-                if d in seen:
-                    continue
-                seen.add(d)
-                j = owner.get(d)
-                if j is None or augment(j, seen):
-                    owner[d] = i
-                    return True
-            return False
-
-        for i, (need, _) in enumerate(demands):
-            for _ in range(need):
-                if not augment(i, set()):
-                    return False
-        return True
