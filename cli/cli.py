@@ -19,7 +19,7 @@ import structlog
 
 from dralab.actors.logs import configure
 
-from . import __version__, allocate_cmd
+from . import __version__, allocate_cmd, audit_cmd
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(rep)
 
     allocate_cmd.add_parser(sub)
+    audit_cmd.add_parsers(sub)
     return parser
 
 
@@ -207,7 +208,7 @@ def cmd_allocate(args: argparse.Namespace) -> int:
     return allocate_cmd.cmd_allocate(args, InputError)
 
 
-COMMANDS = {"sim": cmd_sim, "run": cmd_run, "replay": cmd_replay, "allocate": cmd_allocate}
+COMMANDS = {"sim": cmd_sim, "run": cmd_run, "replay": cmd_replay, "allocate": cmd_allocate, **audit_cmd.COMMANDS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
