@@ -8,11 +8,15 @@ instead of YAML 1.1's base-60 number 90 (both as Kubernetes' YAML reads them).
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import yaml
 
 __all__ = ["YamlError", "load_yaml", "load_yaml_file"]
+
+
+T = TypeVar("T")
 
 
 class YamlError(ValueError):
@@ -71,8 +75,18 @@ _Loader.yaml_implicit_resolvers = {
 
 def load_yaml(raw: bytes | str) -> Any:
     """Parse one YAML document; raise :class:`YamlError` with its position if it is not valid."""
+    return _parse(lambda: yaml.load(raw, Loader=_Loader))  # a SafeLoader subclass: safe
+
+
+def load_yaml_all(raw: bytes | str) -> list[Any]:
+    """Parse every document of a multi-document stream; errors as :func:`load_yaml`."""
+    return _parse(lambda: list(yaml.load_all(raw, Loader=_Loader)))  # a SafeLoader subclass: safe
+
+
+def _parse(parse: Callable[[], T]) -> T:
+    """Run a parse, turning PyYAML's errors into YamlError with line and column."""
     try:
-        return yaml.load(raw, Loader=_Loader)  # a SafeLoader subclass: safe
+        return parse()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         message = ": ".join(str(p) for p in (e.context, e.problem) if p) or "invalid YAML"

@@ -20,10 +20,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from .._fields import FieldError, expect_list, index, join, sanitize, type_name
-from .._yaml import YamlError, _Loader
+from .._yaml import YamlError, load_yaml_all
 from ..scenario import ScenarioError
 from .claims import convert_claim, convert_pod, convert_template
 from .convert import convert_device_class, convert_node, convert_slice
@@ -135,18 +133,7 @@ def read_documents(file: str, *, max_bytes: int = MAX_FILE_BYTES) -> list[Any]:
 
 
 def _load_all(raw: bytes) -> list[Any]:
-    try:
-        return list(yaml.load_all(raw, Loader=_Loader))  # a SafeLoader subclass: safe
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        message = ": ".join(str(p) for p in (e.context, e.problem) if p) or "invalid YAML"
-        if mark is None:
-            raise YamlError(message) from None
-        raise YamlError(message, mark.line + 1, mark.column + 1) from None
-    except yaml.YAMLError as e:
-        raise YamlError(f"invalid YAML: {e}") from None
-    except RecursionError:
-        raise YamlError("invalid YAML: nested too deeply") from None
+    return load_yaml_all(raw)
 
 
 # --- building the inventory -----------------------------------------------------------------------------
