@@ -39,7 +39,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dralab", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="dralab",
+        description="An emulator of the Kubernetes control plane for accelerator (DRA) workloads: "
+        "scheduler, autoscaler and node lifecycle over one event log, with exact replay.",
+        epilog="Exit status: 0 ok, 1 a problem found, 2 invalid input, 3 Redis or Ray unreachable. "
+        "See docs/cli.md.",
+    )
     parser.add_argument("--version", action="version", version=f"dralab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
