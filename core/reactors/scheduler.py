@@ -40,7 +40,7 @@ def node_selector(pod: PodState, node: NodeState, used: dict[str, int]) -> str |
     return None
 
 
-def _tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
+def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
     """v1 Toleration.ToleratesTaint (k8s.io/api/core/v1/toleration.go)."""
     for tol in tolerations:
         if tol.get("effect") and tol.get("effect") != taint.get("effect"):
@@ -56,7 +56,7 @@ def _tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool
 
 def taints(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
     for taint in node.taints:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(taint, pod.tolerations):
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint, pod.tolerations):
             return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
     return None
 
