@@ -10,6 +10,7 @@ from typing import Any
 
 from .reactor import Reactor
 from .reactors.autoscaler import Autoscaler
+from .reactors.claims import ClaimController
 from .reactors.lifecycle import Lifecycle
 from .reactors.scheduler import Scheduler
 from .scenario import Scenario
@@ -34,6 +35,7 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
         Scheduler(**config.get("scheduler", {})),
         Autoscaler(**config.get("autoscaler", {})),
         Lifecycle(),
+        ClaimController(),
     ]
 
 

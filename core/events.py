@@ -74,6 +74,7 @@ class NodeGroupDefined(Event, tag="NodeGroupDefined", frozen=True):
     provision_delay_ms: tuple[int, int]
     template: dict[str, Any]  # v1 Node manifest
     cost_per_hour: float = 0.0
+    resource_slices: tuple[dict[str, Any], ...] = ()  # ResourceSlice templates its drivers publish
 
     def touched(self) -> tuple[str, ...]:
         return (group_key(self.name),)
@@ -136,6 +137,7 @@ class PodUnschedulable(Event, tag="PodUnschedulable", frozen=True):
     reason: str
     message: str
     cause: str
+    detail: str = ""  # dralab's evidence for the cause (e.g. the allocator's explanation)
 
     def touched(self) -> tuple[str, ...]:
         return (self.pod,)
@@ -147,6 +149,90 @@ class PodFinished(Event, tag="PodFinished", frozen=True):
 
     def touched(self) -> tuple[str, ...]:
         return (self.pod,)
+
+
+# ---------------------------------------------------------------- DRA (resource.k8s.io/v1)
+
+
+def claim_key(namespace: str, name: str) -> str:
+    return f"claim/{namespace}/{name}"
+
+
+def _meta(manifest: dict[str, Any]) -> tuple[str, str]:
+    meta = manifest.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+
+
+def _pool_keys(allocation: dict[str, Any]) -> tuple[str, ...]:
+    """Allocations in one pool conflict: counters and shared capacity are accounted per pool."""
+    results = (allocation.get("devices") or {}).get("results") or []
+    return tuple(dict.fromkeys(f"pool/{r.get('driver')}/{r.get('pool')}" for r in results))
+
+
+class DeviceClassCreated(Event, tag="DeviceClassCreated", frozen=True):
+    manifest: dict[str, Any]
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"deviceclass/{_meta(self.manifest)[1]}",)
+
+
+class ResourceClaimTemplateCreated(Event, tag="ResourceClaimTemplateCreated", frozen=True):
+    manifest: dict[str, Any]
+
+    def touched(self) -> tuple[str, ...]:
+        ns, name = _meta(self.manifest)
+        return (f"claimtemplate/{ns}/{name}",)
+
+
+class ResourceClaimCreated(Event, tag="ResourceClaimCreated", frozen=True):
+    """A claim exists: a shared one from the scenario, or one the resourceclaim controller made from
+    a template for a pod (`pod` and `pod_claim` then say whose, as pod.status.resourceClaimStatuses)."""
+
+    manifest: dict[str, Any]
+    pod: str = ""  # owner pod key, for generated claims
+    pod_claim: str = ""  # the pod's spec.resourceClaims[].name it was made for
+
+    def touched(self) -> tuple[str, ...]:
+        return (claim_key(*_meta(self.manifest)),) + ((self.pod,) if self.pod else ())
+
+
+class ResourceSlicePublished(Event, tag="ResourceSlicePublished", frozen=True):
+    manifest: dict[str, Any]
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"slice/{_meta(self.manifest)[1]}",)
+
+
+class ClaimAllocated(Event, tag="ClaimAllocated", frozen=True):
+    """The scheduler's allocation of a claim (status.allocation) and its first consumer (reservedFor)."""
+
+    claim: str  # claim key
+    allocation: dict[str, Any]
+    pod: str
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.claim, *_pool_keys(self.allocation))
+
+
+class ClaimReserved(Event, tag="ClaimReserved", frozen=True):
+    """Another consumer of an allocated (shared) claim: appended to reservedFor."""
+
+    claim: str
+    pod: str
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.claim,)
+
+
+class ClaimReleased(Event, tag="ClaimReleased", frozen=True):
+    """A consumer is gone from reservedFor; with `deallocate` the claim's devices are free again."""
+
+    claim: str
+    pod: str
+    deallocate: bool = False
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.claim,)
 
 
 # ---------------------------------------------------------------- autoscaling
@@ -171,6 +257,13 @@ AnyEvent = (
     | PodUnschedulable
     | PodFinished
     | ScaleUpRequested
+    | DeviceClassCreated
+    | ResourceClaimTemplateCreated
+    | ResourceClaimCreated
+    | ResourceSlicePublished
+    | ClaimAllocated
+    | ClaimReserved
+    | ClaimReleased
 )
 
 

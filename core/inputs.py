@@ -11,10 +11,23 @@ import copy
 from typing import Any
 
 from .config import run_config
-from .events import AnyEvent, NodeCreated, NodeGroupDefined, NodeReady, PodCreated, Record, RunStarted
+from .events import (
+    AnyEvent,
+    DeviceClassCreated,
+    NodeCreated,
+    NodeGroupDefined,
+    NodeReady,
+    PodCreated,
+    Record,
+    ResourceClaimCreated,
+    ResourceClaimTemplateCreated,
+    ResourceSlicePublished,
+    RunStarted,
+)
 from .manifests import node_allocatable
 from .reactors.lifecycle import node_from_template, node_name
 from .scenario import Scenario, replica_name
+from .scenario_dra import render_slice_templates
 from .state import NodeGroupState
 
 SOURCE = "scenario"
@@ -34,11 +47,14 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
                 provision_delay_ms=(g.provision_delay_ms[0], g.provision_delay_ms[1]),
                 template=g.template,
                 cost_per_hour=g.cost_per_hour,
+                resource_slices=tuple(g.resource_slices),
             )
         )
         groups[g.name] = NodeGroupState(
-            g.name, g.min, g.max, g.provision_delay_ms, g.template, g.cost_per_hour, node_allocatable(g.template)
+            g.name, g.min, g.max, g.provision_delay_ms, g.template, g.cost_per_hour, node_allocatable(g.template),
+            tuple(g.resource_slices),
         )
+    events.extend(object_events(scenario.objects))
     index: dict[str, int] = {}
     for initial in scenario.nodes:
         for _ in range(initial.count):
@@ -48,7 +64,27 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
             node = node_from_template(groups[initial.group], name)
             events.append(NodeCreated(name=name, group=initial.group, node=node, ready_at=0, initial=True))
             events.append(NodeReady(name=name))
+            events.extend(ResourceSlicePublished(manifest=m)
+                          for m in render_slice_templates(list(groups[initial.group].resource_slices), name))
     return Record(id=f"{SOURCE}/setup", source=SOURCE, view=-1, t=0, events=tuple(events))
+
+
+OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
+
+
+def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
+    """The scenario's starting objects (classes first, then templates, then shared claims)."""
+    ranked = sorted(objects, key=lambda o: OBJECT_ORDER.index(o["kind"]))
+    events: list[AnyEvent] = []
+    for obj in ranked:
+        kind = obj["kind"]
+        if kind == "DeviceClass":
+            events.append(DeviceClassCreated(manifest=obj))
+        elif kind == "ResourceClaimTemplate":
+            events.append(ResourceClaimTemplateCreated(manifest=obj))
+        else:
+            events.append(ResourceClaimCreated(manifest=obj))
+    return events
 
 
 def arrival_records(scenario: Scenario) -> list[Record]:

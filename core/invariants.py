@@ -54,6 +54,32 @@ def group_within_max(state: ClusterState) -> list[str]:
     ]
 
 
+def no_device_allocated_twice(state: ClusterState) -> list[str]:
+    """A dedicated device belongs to at most one allocated claim (admin access aside)."""
+    owner: dict[tuple[str, str, str], str] = {}
+    out = []
+    for key, claim in state.dra.claims.items():
+        for result in ((claim.allocation or {}).get("devices") or {}).get("results") or []:
+            if result.get("adminAccess") or result.get("shareID"):
+                continue
+            dev = (str(result.get("driver")), str(result.get("pool")), str(result.get("device")))
+            if dev in owner and owner[dev] != key:
+                out.append(f"device {'/'.join(dev)} allocated to {owner[dev]} and {key}")
+            owner.setdefault(dev, key)
+    return out
+
+
+def claims_reserved_for_running_pods(state: ClusterState) -> list[str]:
+    """Every pod running with claims is in each claim's reservedFor (kubelet would not start it)."""
+    out = []
+    for key in state.pods_by_phase["Running"]:
+        for claim_key in state.dra.pod_claims.get(key, {}).values():
+            claim = state.dra.claims.get(claim_key)
+            if claim is None or key not in claim.reserved_for:
+                out.append(f"pod {key} runs without being in reservedFor of {claim_key}")
+    return out
+
+
 def log_is_consistent(state: ClusterState) -> list[str]:
     """Every event made sense when applied (no double binding, no unknown objects, no gaps)."""
     return list(state.anomalies)
@@ -63,6 +89,8 @@ INVARIANTS = {
     "no-overcommit": no_overcommit,
     "bound-to-ready-nodes": bound_to_ready_nodes,
     "group-within-max": group_within_max,
+    "no-device-allocated-twice": no_device_allocated_twice,
+    "claims-reserved-for-running-pods": claims_reserved_for_running_pods,
     "log-consistent": log_is_consistent,
 }
 

@@ -34,6 +34,7 @@ from ._fields import (
 from ._yaml import YamlError, load_yaml_file
 from .durations import format_duration
 from .manifests import _check_node, _check_pod
+from .scenario_dra import check_objects, check_pod_claims, check_slice_templates, render_slices
 
 __all__ = [
     "API_VERSION",
@@ -52,6 +53,7 @@ __all__ = [
     "SchedulerSettings",
     "load_scenario",
     "parse_scenario",
+    "render_slices",
     "replica_name",
 ]
 
@@ -109,6 +111,9 @@ class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
     provision_delay_ms: tuple[int, int]  # (low, high); equal when fixed
     cost_per_hour: float = 0.0
     template: dict[str, Any]  # the v1 Node manifest as loaded (apiVersion/kind filled in)
+    # ResourceSlice templates (apiVersion/kind, spec.pool.generation and resourceSliceCount filled in;
+    # metadata.name, spec.nodeName and spec.pool.name left for render_slices to fill per node)
+    resource_slices: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):
@@ -134,6 +139,9 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True):
     nodes: list[InitialNodes]
     workload: list[Arrival]
     source: str
+    # resource.k8s.io/v1 DeviceClasses, ResourceClaimTemplates and ResourceClaims present at t=0, as loaded
+    # (metadata.namespace filled in for claims and templates)
+    objects: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 def replica_name(base: str, count: int, i: int) -> str:
@@ -166,8 +174,8 @@ def parse_scenario(data: object, file: str = "<scenario>") -> Scenario:
 
 _TOP = ("apiVersion", "kind", "metadata", "spec")
 _METADATA = ("name", "labels", "annotations")
-_SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload")
-_GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template")
+_SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects")
+_GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices")
 _ARRIVAL = ("at", "count", "runFor", "pod")
 
 
@@ -201,6 +209,7 @@ def _parse(data: object, file: str) -> Scenario:
     groups = _node_groups(spec["nodeGroups"])
     nodes = _initial_nodes(spec.get("nodes"), {g.name: g for g in groups})
     workload = _workload(spec.get("workload"), duration_ms)
+    objects = check_objects(spec.get("objects"), "spec.objects")
     return Scenario(
         name=name,
         seed=seed,
@@ -212,6 +221,7 @@ def _parse(data: object, file: str) -> Scenario:
         nodes=nodes,
         workload=workload,
         source=file,
+        objects=objects,
     )
 
 
@@ -307,6 +317,7 @@ def _node_groups(value: object) -> list[NodeGroup]:
                 provision_delay_ms=_provision_delay(m.get("provisionDelay"), join(g_path, "provisionDelay")),
                 cost_per_hour=cost,
                 template=template,
+                resource_slices=check_slice_templates(m.get("resourceSlices"), join(g_path, "resourceSlices"), name),
             )
         )
     return groups
@@ -365,6 +376,7 @@ def _workload(value: object, duration_ms: int) -> list[Arrival]:
         pod = checked.get(id(raw))
         if pod is None:  # a pod reached through several YAML aliases is checked once
             pod = _check_pod(raw, join(a_path, "pod"))
+            check_pod_claims(pod, join(a_path, "pod"))
             checked[id(raw)] = pod
         names.claim(pod, count, a_path)
         arrivals.append(Arrival(at_ms=at_ms, count=count, pod=pod, run_for_ms=run_for))

@@ -14,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dra_state import DraState
 from .events import (
+    ClaimReleased,
+    DeviceClassCreated,
     NodeCreated,
     NodeGroupDefined,
     NodeReady,
@@ -23,12 +26,26 @@ from .events import (
     PodFinished,
     PodUnschedulable,
     Record,
+    ResourceClaimCreated,
+    ResourceClaimTemplateCreated,
+    ResourceSlicePublished,
     RunStarted,
     ScaleUpRequested,
 )
 from .manifests import node_allocatable, pod_requests
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+ROOM_EVENTS = (
+    NodeReady,
+    NodeCreated,
+    PodFinished,
+    ClaimReleased,
+    ResourceSlicePublished,
+    DeviceClassCreated,
+    ResourceClaimCreated,
+    ResourceClaimTemplateCreated,
+    NodeGroupDefined,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,8 @@ class Condition:
     message: str
     cause: str
     t: int
+    offset: int = 0  # offset of the view the scheduler decided on (room appearing after it = retry)
+    detail: str = ""
 
 
 @dataclass
@@ -51,6 +70,7 @@ class NodeGroupState:
     template: dict[str, Any]
     cost_per_hour: float
     allocatable: dict[str, int]
+    resource_slices: tuple[dict[str, Any], ...] = ()  # ResourceSlice templates its nodes' drivers publish
     requested: int = 0  # total nodes ever asked for by scale-ups
     created: int = 0  # nodes of this group ever created (initial ones included)
     initial: int = 0  # nodes of the starting cluster
@@ -135,6 +155,11 @@ class ClusterState:
     scale_ups: list[tuple[int, str, int]] = field(default_factory=list)  # (t, group, delta)
     events_applied: int = 0
     anomalies: list[str] = field(default_factory=list)
+    dra: DraState = field(default_factory=DraState)
+    # Last offset at which room may have appeared (a node turned Ready, a pod finished, a claim was
+    # released, slices or classes or claims appeared): unschedulable pods are retried after it.
+    room_offset: int = 0
+    _view: int = 0
 
     def version(self, key: str) -> int:
         return self.versions.get(key, 0)
@@ -156,9 +181,12 @@ class ClusterState:
             self.anomalies.append(f"offset {offset}: gap after {self.offset}")
         self.offset = offset
         self.t = record.t
+        self._view = record.view if record.view >= 0 else offset
         for event in record.events:
             self._apply_event(offset, record.t, event)
             self.events_applied += 1
+            if isinstance(event, ROOM_EVENTS):
+                self.room_offset = offset
         for key in record.writes():
             self.versions[key] = offset
         return True
@@ -174,7 +202,8 @@ class ClusterState:
                 if pod is None:
                     self.anomalies.append(f"offset {offset}: PodUnschedulable for unknown pod {event.pod}")
                     return
-                pod.condition = Condition("False", event.reason, event.message, event.cause, t)
+                pod.condition = Condition("False", event.reason, event.message, event.cause, t, self._view,
+                                          event.detail)
             case PodFinished():
                 self._pod_finished(offset, t, event)
             case NodeCreated():
@@ -201,12 +230,14 @@ class ClusterState:
                     template=event.template,
                     cost_per_hour=event.cost_per_hour,
                     allocatable=node_allocatable(event.template),
+                    resource_slices=event.resource_slices,
                 )
                 self.nodes_by_group.setdefault(event.name, {})
             case RunStarted():
                 self.run = event
             case _:
-                self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
+                if not self.dra.apply(offset, event, self.anomalies):
+                    self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
 
     def _pod_created(self, offset: int, t: int, event: PodCreated) -> None:
         key = event.key

@@ -104,7 +104,7 @@ T0: Keys = (*G0, "template")
 W0: Keys = ("spec", "workload", 0)
 P0: Keys = (*W0, "pod")
 C0: Keys = (*P0, "spec", "containers", 0)
-GROUP_FIELDS = "`name`, `min`, `max`, `provisionDelay`, `costPerHour`, `template`"
+GROUP_FIELDS = "`name`, `min`, `max`, `provisionDelay`, `costPerHour`, `template`, `resourceSlices`"
 INVALID_NAME = (
     "is not a valid name: expected an RFC 1123 label (at most 63 lower case alphanumeric characters or '-', "
     "starting and ending with an alphanumeric character)"
@@ -155,7 +155,7 @@ BAD: list[tuple[Keys, object, str, str]] = [
         [],
         "spec.nodesGroups",
         "unknown field `nodesGroups`; expected one of `seed`, `duration`, `policy`, `scheduler`, "
-        "`autoscaler`, `nodeGroups`, `nodes`, `workload` (did you mean `nodeGroups`?)",
+        "`autoscaler`, `nodeGroups`, `nodes`, `workload`, `objects` (did you mean `nodeGroups`?)",
     ),
     (
         ("spec", "policy"),
@@ -525,7 +525,7 @@ def test_every_field_example() -> None:
     train = next(a for a in s.workload if a.pod["metadata"]["name"] == "train")
     # max(trainer 48 + sidecar 0.5, fetch-data 8) + overhead 0.25
     assert pod_requests(train.pod)["cpu"] == 48_750
-    assert [a.pod["metadata"]["name"] for a in s.workload] == ["web", "train", "eval-smoke", "eval"]
+    assert [a.pod["metadata"]["name"] for a in s.workload] == ["web", "train", "tune", "eval-smoke", "eval"]
 
 
 def test_defaults() -> None:

@@ -187,19 +187,19 @@ def test_message_order_is_upstreams_string_sort() -> None:
 def test_no_nodes() -> None:
     lg = Log()
     event = only_pod_message(lg, pod("p", gpu=1))
-    assert (event.message, event.cause) == ("0/0 nodes are available.", "no-nodes")
+    assert (event.message, event.cause) == ("0/0 nodes are available.", "capacity")
 
 
 @pytest.mark.parametrize(
     "templates, ready, manifest, cause",
     [
         ([node_template(gpu=2)], True, pod("p", gpu=4), "capacity"),
-        ([node_template(pods=0)], True, pod("p"), "capacity"),
-        ([node_template()], False, pod("p", gpu=1), "capacity"),  # only not-ready nodes: wait for them
-        ([node_template(labels={"zone": "a"})], True, pod("p", node_selector={"zone": "b"}), "constraints"),
-        ([node_template(taints=[GPU_TAINT])], True, pod("p", gpu=1), "constraints"),
+        ([node_template(pods=0)], True, pod("p"), "resources"),
+        ([node_template()], False, pod("p", gpu=1), "not-ready"),  # only not-ready nodes: wait for them
+        ([node_template(labels={"zone": "a"})], True, pod("p", node_selector={"zone": "b"}), "selector"),
+        ([node_template(taints=[GPU_TAINT])], True, pod("p", gpu=1), "taint"),
         ([node_template(gpu=2), node_template(taints=[GPU_TAINT])], True, pod("p", gpu=4), "capacity"),
-        ([node_template(unschedulable=True)], True, pod("p"), "constraints"),
+        ([node_template(unschedulable=True)], True, pod("p"), "not-ready"),
     ],
 )
 def test_pending_cause(templates: list[dict[str, Any]], ready: bool, manifest: dict[str, Any], cause: str) -> None:
@@ -208,8 +208,12 @@ def test_pending_cause(templates: list[dict[str, Any]], ready: bool, manifest: d
 
 
 def test_pending_cause_mixed_not_ready_and_constraints() -> None:
-    assert pending_cause(Counter({"node(s) were not ready": 1, "node(s) were unschedulable": 1})) == "constraints"
-    assert pending_cause(Counter()) == "no-nodes"
+    assert pending_cause(Counter({"node(s) were not ready": 1, "node(s) were unschedulable": 1})) == "not-ready"
+    assert pending_cause(Counter()) == "capacity"
+    # the node that came closest decides: resources checked after taints, taints after selectors
+    assert pending_cause(Counter({"Insufficient cpu": 1, "node(s) had untolerated taint {a: b}": 3})) == "resources"
+    assert pending_cause(Counter({"node(s) didn't match Pod's node affinity/selector": 2,
+                                  "node(s) had untolerated taint {a: b}": 1})) == "taint"
 
 
 # ---------------------------------------------------------------- scoring and ties

@@ -52,6 +52,24 @@ class AllocatedState:
             else:
                 self.devices.add(dev)
 
+    def remove_allocation(self, allocation: Mapping[str, Any]) -> None:
+        """Undo `add_allocation` (a claim deallocated): its devices and shares are free again."""
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            if result.get("adminAccess") is True:
+                continue
+            dev = DeviceID(str(result.get("driver", "")), str(result.get("pool", "")), str(result.get("device", "")))
+            share = result.get("shareID")
+            if share:
+                self.shared.discard((dev, str(share)))
+                agg = self.capacity.get(dev)
+                if agg is not None:
+                    for name, qty in (result.get("consumedCapacity") or {}).items():
+                        agg[str(name)] = agg.get(str(name), Fraction(0)) - parse_quantity(qty)
+                    if not any(d == dev for d, _ in self.shared):
+                        del self.capacity[dev]
+            else:
+                self.devices.discard(dev)
+
     def shared_devices(self) -> set[DeviceID]:
         """Multi-allocatable devices with at least one committed share (their counters are consumed)."""
         return {dev for dev, _ in self.shared} | set(self.capacity)

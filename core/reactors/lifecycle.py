@@ -13,8 +13,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import AnyEvent, NodeCreated, NodeReady, PodFinished
+from ..events import AnyEvent, NodeCreated, NodeReady, PodFinished, ResourceSlicePublished
 from ..reactor import Decision, Trigger
+from ..scenario_dra import render_slice_templates
 from ..state import RUNNING, ClusterState, NodeGroupState
 
 GROUP_LABEL = "dralab.io/node-group"
@@ -34,6 +35,13 @@ def node_from_template(group: NodeGroupState, name: str) -> dict[str, Any]:
 
 def node_name(group: str, index: int) -> str:
     return f"{group}-{index}"
+
+
+def publish_slices(view: ClusterState, group: str, node: str) -> list[AnyEvent]:
+    """The node's device drivers publish its ResourceSlices (for now at the moment it turns Ready;
+    separate publishing delays per driver come with the device-driver reactor)."""
+    templates = view.node_groups[group].resource_slices if group in view.node_groups else ()
+    return [ResourceSlicePublished(manifest=m) for m in render_slice_templates(list(templates), node)]
 
 
 @dataclass
@@ -57,6 +65,7 @@ class Lifecycle:
             if not node.ready and node.ready_at >= 0:
                 if node.ready_at <= now:
                     events.append(NodeReady(name=node.name))
+                    events.extend(publish_slices(view, node.group, node.name))
                 else:
                     wake.append(node.ready_at)
         for key in view.pods_by_phase[RUNNING]:

@@ -1,8 +1,14 @@
 """The scheduler reactor: binds pending pods to Ready nodes, one scheduling cycle per view.
 
 Shaped like kube-scheduler's framework (pkg/scheduler/framework): small filter functions that
-return a failure reason or None, a score function, a pure `schedule_one`. Devices are still counted
-as extended resources here (`nvidia.com/gpu`); the DRA allocator replaces that in its own issue.
+return a failure reason or None, a score function, a pure `schedule_one`. Devices come two ways:
+as extended resources (`nvidia.com/gpu`, counted) and through DRA claims, allocated with the
+structured allocator (dra_plugin.py) after the other filters pass, all of a pod's claims together.
+
+Requeueing (a simple form of upstream's queueing hints): a pod already marked unschedulable is tried
+again only when something that can make room happened after its condition was written
+(`ClusterState.room_offset`: a node turned Ready, a pod finished, a claim was released, slices or
+classes appeared).
 
 Queue order is upstream's PrioritySort: higher `spec.priority` first, then earlier arrival. Ties
 between equally scored nodes are broken at random, as upstream's selectHost does, with the
@@ -17,10 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import AnyEvent, PodBound, PodUnschedulable
+from ..dra.allocated import AllocatedState
+from ..dra.allocator import Allocator
+from ..events import AnyEvent, ClaimAllocated, ClaimReserved, PodBound, PodUnschedulable
+from ..nodeselector import node_selector_matches
 from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeState, PodState
+from .dra_plugin import DRA_FAILURE, DraPlugin, PodClaims
 
+PARKED = ("Unschedulable", "PreEnqueue")  # conditions of pods in the unschedulable pool, retried on room
 Filter = Callable[[PodState, NodeState, dict[str, int]], str | None]
 
 
@@ -33,10 +44,15 @@ def node_ready(pod: PodState, node: NodeState, used: dict[str, int]) -> str | No
 
 
 def node_selector(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+    """NodeAffinity: spec.nodeSelector and requiredDuringSchedulingIgnoredDuringExecution."""
     labels = node.labels
     for key, value in pod.node_selector.items():
         if labels.get(key) != value:
             return "node(s) didn't match Pod's node affinity/selector"
+    affinity = (pod.manifest.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None and not node_selector_matches(required, labels, node.name):
+        return "node(s) didn't match Pod's node affinity/selector"
     return None
 
 
@@ -96,16 +112,40 @@ def unschedulable_message(total: int, reasons: Counter[str]) -> str:
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
 
 
+# The stage at which a node failed, from furthest to closest: a pod that failed a later filter on
+# some node came closer there, so that node's failure is the pod's pending reason.
+def _stage(reason: str) -> tuple[int, str]:
+    if reason.startswith(DRA_FAILURE):
+        return 5, "capacity"
+    if reason.startswith("Insufficient") or reason == "Too many pods":
+        extended = "/" in reason.removeprefix("Insufficient ")
+        return 4, "capacity" if extended else "resources"
+    if reason.startswith("node(s) had untolerated taint"):
+        return 3, "taint"
+    if reason.startswith("node(s) didn't match"):
+        return 2, "selector"
+    return 1, "not-ready"
+
+
 def pending_cause(reasons: Counter[str]) -> str:
-    """dralab's structured pending reason. `capacity` when resources are what is missing on some
-    node that passed every other filter, `no-nodes` on an empty cluster, else `constraints`."""
+    """dralab's structured pending reason (issue 4's categories) from the per-node failures:
+    the category of the node that came closest; `capacity` on a cluster with no node at all."""
     if not reasons:
-        return "no-nodes"
-    if any(r.startswith("Insufficient") or r == "Too many pods" for r in reasons):
         return "capacity"
-    if set(reasons) == {"node(s) were not ready"}:
-        return "capacity"
-    return "constraints"
+    return max(_stage(r) for r in reasons)[1]
+
+
+def fragmented(view: ClusterState, pod: PodState) -> bool:
+    """Enough free extended resource in total over Ready nodes, but no node has enough."""
+    wanted = {r: a for r, a in pod.requests.items() if "/" in r and a > 0}
+    if not wanted:
+        return False
+    ready = [n for n in view.nodes.values() if n.ready]
+    for resource, amount in wanted.items():
+        free = [n.free(resource) for n in ready]
+        if sum(free) >= amount and max(free, default=0) < amount:
+            return True
+    return False
 
 
 @dataclass
@@ -117,39 +157,71 @@ class Scheduler:
     def __post_init__(self) -> None:
         if self.score not in SCORERS:
             raise ValueError(f"unknown score policy {self.score!r}; expected one of {sorted(SCORERS)}")
+        self._dra = DraPlugin()
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
-        used = {name: dict(node.used) for name, node in view.nodes.items()}  # the assume cache
-        events: list[AnyEvent] = []
+        cycle = Cycle(view, rng)
         for pod in queue:
-            node_name, reasons = self.schedule_one(view, pod, used, rng)
-            if node_name is not None:
-                events.append(PodBound(pod=pod.key, node=node_name))
-                node_used = used[node_name]
-                for resource, amount in pod.requests.items():
-                    node_used[resource] = node_used.get(resource, 0) + amount
-                node_used["pods"] = node_used.get("pods", 0) + 1
-                continue
-            message = unschedulable_message(len(view.nodes), reasons)
             cond = pod.condition
-            if cond is None or cond.reason != "Unschedulable" or cond.message != message:
-                events.append(
-                    PodUnschedulable(pod=pod.key, reason="Unschedulable", message=message, cause=pending_cause(reasons))
-                )
-        return Decision(tuple(events))
+            if cond is not None and cond.reason in PARKED and cond.offset >= view.room_offset:
+                # nothing that could make room happened after the view it was found unschedulable on
+                continue  # nothing happened since that could make room: stays in the unschedulable pool
+            self._schedule(cycle, pod)
+        return Decision(tuple(cycle.events))
+
+    def _schedule(self, cycle: Cycle, pod: PodState) -> None:
+        view = cycle.view
+        claims = self._dra.prefilter(view, pod, cycle.assumed) if pod_has_claims(pod) else PodClaims()
+        if claims.missing:
+            # Upstream's PreEnqueue keeps such a pod out of the queue without a PodScheduled
+            # condition, so cluster-autoscaler never sees it; dralab records the reason under a
+            # condition reason the autoscaler ignores.
+            cycle.pending(pod, "PreEnqueue", f"waiting for objects: {claims.missing}", "missing", claims.missing)
+            return
+        if claims.waiting:
+            return  # the claim controller has not created the pod's claims yet
+        allocator = self._dra.allocator(view, cycle.allocated) if claims.to_allocate else None
+        node_name, reasons, allocations, near = self.schedule_one(view, pod, cycle.used, cycle.rng, claims, allocator)
+        if node_name is not None:
+            cycle.bind(pod, node_name, claims, allocations)
+            return
+        message = unschedulable_message(len(view.nodes), reasons)
+        cause, detail = pending_cause(reasons), ""
+        if near is not None and allocator is not None:
+            cause, detail = self._dra.explain(allocator, claims, view.nodes[near])
+        elif cause == "capacity" and fragmented(view, pod):
+            cause = "fragmentation"
+        cycle.pending(pod, "Unschedulable", message, cause, detail)
 
     def schedule_one(
-        self, view: ClusterState, pod: PodState, used: dict[str, dict[str, int]], rng: random.Random
-    ) -> tuple[str | None, Counter[str]]:
-        """Filter every node, score the feasible ones, pick the best (random among ties)."""
+        self,
+        view: ClusterState,
+        pod: PodState,
+        used: dict[str, dict[str, int]],
+        rng: random.Random,
+        claims: PodClaims | None = None,
+        allocator: Allocator | None = None,
+    ) -> tuple[str | None, Counter[str], dict[str, dict[str, Any]], str | None]:
+        """Filter every node, score the feasible ones, pick the best (random among ties).
+
+        Returns the node (or None), the failure reasons counted over nodes, the DRA allocations for
+        the chosen node, and the first node that failed only on DRA (the closest, to explain)."""
         reasons: Counter[str] = Counter()
         best: list[str] = []
         best_score = float("-inf")
         scorer = SCORERS[self.score]
+        found: dict[str, dict[str, dict[str, Any]]] = {}
+        near: str | None = None
         for name, node in view.nodes.items():
             node_used = used[name]
             failure = next((r for f in FILTERS if (r := f(pod, node, node_used)) is not None), None)
+            if failure is None and claims is not None and claims.any:
+                allocations, failure = self._dra.filter(allocator, claims, node)
+                if allocations is not None:
+                    found[name] = allocations
+                elif near is None:
+                    near = name
             if failure is not None:
                 reasons[failure] += 1
                 continue
@@ -159,5 +231,50 @@ class Scheduler:
             elif score == best_score:
                 best.append(name)
         if not best:
-            return None, reasons
-        return (best[0] if len(best) == 1 else rng.choice(best)), reasons
+            return None, reasons, {}, near
+        chosen = best[0] if len(best) == 1 else rng.choice(best)
+        return chosen, reasons, found.get(chosen, {}), None
+
+
+def pod_has_claims(pod: PodState) -> bool:
+    return bool(pod.manifest.get("spec", {}).get("resourceClaims"))
+
+
+class Cycle:
+    """One decision's scratch state: the assume cache (resources and devices taken by the bindings
+    made earlier in this decision) and the events so far."""
+
+    def __init__(self, view: ClusterState, rng: random.Random) -> None:
+        self.view = view
+        self.rng = rng
+        self.used = {name: dict(node.used) for name, node in view.nodes.items()}
+        self._allocated: AllocatedState | None = None
+        self.assumed: dict[str, dict[str, Any]] = {}  # claim key -> allocation made in this decision
+        self.events: list[AnyEvent] = []
+
+    @property
+    def allocated(self) -> AllocatedState:
+        if self._allocated is None:
+            self._allocated = self.view.dra.allocated.copy()
+        return self._allocated
+
+    def bind(self, pod: PodState, node: str, claims: PodClaims, allocations: dict[str, dict[str, Any]]) -> None:
+        self.events.append(PodBound(pod=pod.key, node=node))
+        for key, allocation in allocations.items():
+            self.events.append(ClaimAllocated(claim=key, allocation=allocation, pod=pod.key))
+            self.allocated.add_allocation(allocation)
+            self.assumed[key] = allocation
+        for key, _ in claims.allocated:
+            state = self.view.dra.claims[key]
+            if pod.key not in state.reserved_for:
+                self.events.append(ClaimReserved(claim=key, pod=pod.key))
+        node_used = self.used[node]
+        for resource, amount in pod.requests.items():
+            node_used[resource] = node_used.get(resource, 0) + amount
+        node_used["pods"] = node_used.get("pods", 0) + 1
+
+    def pending(self, pod: PodState, reason: str, message: str, cause: str, detail: str) -> None:
+        cond = pod.condition
+        if cond is None or (cond.reason, cond.message, cond.cause, cond.detail) != (reason, message, cause, detail):
+            self.events.append(PodUnschedulable(pod=pod.key, reason=reason, message=message, cause=cause,
+                                                detail=detail))

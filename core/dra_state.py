@@ -1,0 +1,119 @@
+"""The DRA part of the cluster state: device classes, templates, claims, slices, what is allocated.
+
+Folded from the DRA events like the rest of ClusterState. Manifests are converted to the allocator's
+model (core/dra/model.py) once, when they enter the log. A manifest the converter refuses is kept
+out and noted as an anomaly (the log is the truth; a bad object must not crash every reader).
+`generation` moves whenever slices or classes change, so readers can cache per generation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dra.allocated import AllocatedState
+from .dra.claims import convert_claim
+from .dra.convert import convert_device_class, convert_slice
+from .dra.model import Claim, DeviceClass, Slice
+from .events import (
+    ClaimAllocated,
+    ClaimReleased,
+    ClaimReserved,
+    DeviceClassCreated,
+    ResourceClaimCreated,
+    ResourceClaimTemplateCreated,
+    ResourceSlicePublished,
+    claim_key,
+)
+
+RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
+
+
+@dataclass
+class ClaimState:
+    claim: Claim
+    owner: str = ""  # pod key of the pod it was generated for ("" for shared claims)
+    allocation: dict[str, Any] | None = None
+    reserved_for: dict[str, None] = field(default_factory=dict)  # pod keys, ordered
+
+
+@dataclass
+class DraState:
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> manifest
+    claims: dict[str, ClaimState] = field(default_factory=dict)  # claim key -> state
+    slices: dict[str, Slice] = field(default_factory=dict)  # slice name -> slice
+    slices_by_node: dict[str, list[str]] = field(default_factory=dict)
+    pod_claims: dict[str, dict[str, str]] = field(default_factory=dict)  # pod key -> {pod claim name: claim key}
+    allocated: AllocatedState = field(default_factory=AllocatedState)
+    generation: int = 0
+
+    def apply(self, offset: int, event: object, anomalies: list[str]) -> bool:
+        """Apply a DRA event; False if it is not one."""
+        match event:
+            case DeviceClassCreated():
+                try:
+                    cls = convert_device_class(event.manifest, "")
+                except ValueError as exc:
+                    anomalies.append(f"offset {offset}: DeviceClass refused: {exc}")
+                    return True
+                self.classes[cls.name] = cls
+                self.generation += 1
+            case ResourceClaimTemplateCreated():
+                meta = event.manifest.get("metadata") or {}
+                self.templates[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = event.manifest
+            case ResourceClaimCreated():
+                self._claim_created(offset, event, anomalies)
+            case ResourceSlicePublished():
+                try:
+                    sl = convert_slice(event.manifest, "")
+                except ValueError as exc:
+                    anomalies.append(f"offset {offset}: ResourceSlice refused: {exc}")
+                    return True
+                self.slices[sl.name] = sl
+                node = sl.node_selection.node_name if sl.node_selection else None
+                if node:
+                    self.slices_by_node.setdefault(node, []).append(sl.name)
+                self.generation += 1
+            case ClaimAllocated():
+                state = self.claims.get(event.claim)
+                if state is None or state.allocation is not None:
+                    anomalies.append(f"offset {offset}: allocation of {event.claim}: unknown or already allocated")
+                    return True
+                state.allocation = event.allocation
+                state.reserved_for[event.pod] = None
+                self.allocated.add_allocation(event.allocation)
+            case ClaimReserved():
+                state = self.claims.get(event.claim)
+                if state is None or state.allocation is None:
+                    anomalies.append(f"offset {offset}: reservation of {event.claim}: unknown or not allocated")
+                    return True
+                if len(state.reserved_for) >= RESERVED_FOR_MAX:
+                    anomalies.append(f"offset {offset}: {event.claim}: reservedFor over {RESERVED_FOR_MAX}")
+                state.reserved_for[event.pod] = None
+            case ClaimReleased():
+                state = self.claims.get(event.claim)
+                if state is None:
+                    anomalies.append(f"offset {offset}: release of unknown claim {event.claim}")
+                    return True
+                state.reserved_for.pop(event.pod, None)
+                if event.deallocate and state.allocation is not None:
+                    self.allocated.remove_allocation(state.allocation)
+                    state.allocation = None
+            case _:
+                return False
+        return True
+
+    def _claim_created(self, offset: int, event: ResourceClaimCreated, anomalies: list[str]) -> None:
+        try:
+            claim = convert_claim(event.manifest, "")
+        except ValueError as exc:
+            anomalies.append(f"offset {offset}: ResourceClaim refused: {exc}")
+            return
+        key = claim_key(claim.namespace, claim.name)
+        if key in self.claims:
+            anomalies.append(f"offset {offset}: claim {key} created twice")
+            return
+        self.claims[key] = ClaimState(claim, owner=event.pod)
+        if event.pod:
+            self.pod_claims.setdefault(event.pod, {})[event.pod_claim] = key
