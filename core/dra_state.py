@@ -15,6 +15,7 @@ from .dra.allocated import AllocatedState
 from .dra.claims import convert_claim
 from .dra.convert import convert_device_class, convert_slice
 from .dra.model import Claim, DeviceClass, Slice
+from .dra.pools import SliceIndex
 from .events import (
     ClaimAllocated,
     ClaimReleased,
@@ -47,6 +48,13 @@ class DraState:
     pod_claims: dict[str, dict[str, str]] = field(default_factory=dict)  # pod key -> {pod claim name: claim key}
     allocated: AllocatedState = field(default_factory=AllocatedState)
     generation: int = 0
+    _index: SliceIndex | None = None  # derived from `slices`, dropped whenever a slice changes
+
+    def slice_index(self) -> SliceIndex:
+        """The allocator's index of the slices, built once per change of the slices."""
+        if self._index is None:
+            self._index = SliceIndex.build(list(self.slices.values()))
+        return self._index
 
     def apply(self, offset: int, event: object, anomalies: list[str]) -> bool:
         """Apply a DRA event; False if it is not one."""
@@ -71,6 +79,7 @@ class DraState:
                     anomalies.append(f"offset {offset}: ResourceSlice refused: {exc}")
                     return True
                 self.slices[sl.name] = sl
+                self._index = None
                 node = sl.node_selection.node_name if sl.node_selection else None
                 if node:
                     self.slices_by_node.setdefault(node, []).append(sl.name)

@@ -11,6 +11,7 @@ together, all-or-nothing, by the structured allocator).
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,10 +110,40 @@ class Snapshot:
                 self.add_pod(node, pod)
         self.claims: dict[str, Claim] = dict(inv.claims)
         self.allocated = AllocatedState.from_claims(self.claims.values())
+        self._shared = self.allocated.shared_devices()
         self.matcher = CelMatcher()
         self.slices: list[Slice] = list(inv.slices.values())
         self._allocator: Allocator | None = None
         self.complete = complete_devices(self.slices)
+        # Memos (see "Speed" in docs/audit.md). Static filters by the pod's scheduling signature, then node;
+        # DRA outcomes by the shape of the pod's unallocated claims (everything but their names), node and
+        # explain. A DRA outcome does not depend on the claims' names, only its messages name them: callers
+        # of `dra_shape` get the failure reasons and progress of the first pod of that shape, and re-run
+        # `dra` for the node whose messages they report.
+        self._static_memo: dict[str, dict[str, list[Failure]]] = {}
+        self._dra_memo: dict[tuple[str, str, bool], NodeResult] = {}
+        self._match_memo: dict[tuple[Device, str, tuple[str, ...]], bool] = {}
+        self._matching_memo: dict[tuple[str, tuple[str, ...]], list[tuple[Slice, Device]]] = {}
+        # (driver, pool) -> the one node all its slices name, or None when some slice is not node-local
+        # or they name several nodes
+        self._pool_node: dict[tuple[str, str], str | None] = {}
+        self._node_slices: dict[str, list[Slice]] = {}
+        for slc in self.slices:
+            local = (slc.node_selection.node_name if not slc.per_device_node_selection
+                     and slc.node_selection is not None else None) or None
+            key = (slc.driver, slc.pool)
+            if key in self._pool_node and self._pool_node[key] != local:
+                local = None
+            self._pool_node[key] = local
+            if local is not None:
+                self._node_slices.setdefault(local, []).append(slc)
+        # nodes whose DRA state is the same, pool and node names aside, get the same allocator outcome
+        # (reasons, progress, explanations' counts) when every pool is local to one node
+        self._share_nodes = all(n is not None for n in self._pool_node.values())
+        self._node_sig: dict[str, str | None] = {}
+        self._corpus: str | None = None  # the text of every class, claim and template (see _referenced_only)
+        self._iterates = True
+        self._named: dict[str, bool] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -121,12 +152,60 @@ class Snapshot:
         for res, amount in pod_requests(pod).items():
             used[res] = used.get(res, 0) + amount
         used["pods"] = used.get("pods", 0) + 1
+        for memo in getattr(self, "_static_memo", {}).values():
+            memo.pop(node, None)
 
     def commit(self, allocations: dict[str, dict[str, Any]], claims: dict[str, Claim]) -> None:
         for key, alloc in allocations.items():
             self.claims[key] = dataclasses.replace(claims[key], allocation=alloc)
             self.allocated.add_allocation(alloc)
+            self._forget_devices(alloc)
+        self._shared = self.allocated.shared_devices()
         self._allocator = None
+
+    def _forget_devices(self, alloc: dict[str, Any]) -> None:
+        """Drop the memoized DRA outcomes an allocation may change: those of the node whose node-local
+        pools hold its devices, or all of them when a device may be reachable from other nodes."""
+        nodes = set()
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            node = self._pool_node.get((str(r.get("driver")), str(r.get("pool"))))
+            if node is None:
+                self._dra_memo.clear()
+                self._node_sig.clear()
+                return
+            nodes.add(node)
+        if nodes:
+            self._dra_memo = {k: v for k, v in self._dra_memo.items() if k[1] not in nodes}
+            for node in nodes:
+                self._node_sig.pop(node, None)
+
+    def node_signature(self, node: str) -> str | None:
+        """The DRA state of ``node`` with pool and node names left out (its slices in allocation order,
+        and which of their devices are in use), or None when nodes may not share allocator outcomes
+        (some pool is not local to one node; a device on the node has shares or consumed capacity)."""
+        if not self._share_nodes:
+            return None
+        if node in self._node_sig:
+            return self._node_sig[node]
+        parts: list[Any] = []
+        for slc in sorted(self._node_slices.get(node, []), key=lambda s: (s.driver, s.pool, s.name)):
+            spec = dict(slc.manifest.get("spec") or {})
+            spec.pop("nodeName", None)
+            pool = dict(spec.get("pool") or {})
+            pool.pop("name", None)
+            spec["pool"] = pool
+            if isinstance(spec.get("devices"), list):
+                spec["devices"] = [self._referenced_only(d) for d in spec["devices"]]
+            used = []
+            for d in slc.devices:
+                if d.id in self._shared or d.id in self.allocated.capacity:
+                    self._node_sig[node] = None
+                    return None
+                used.append(d.id in self.allocated.devices)
+            parts.append([spec, used])
+        sig = json.dumps(parts, sort_keys=True, default=str)
+        self._node_sig[node] = sig
+        return sig
 
     @property
     def allocator(self) -> Allocator:
@@ -176,7 +255,22 @@ class Snapshot:
 
     # ------------------------------------------------------------------ filters
 
-    def static_failures(self, pod: dict[str, Any], node: Node) -> list[Failure]:
+    def node_statics(self, pod: dict[str, Any]) -> dict[str, list[Failure]]:
+        """`static_failures` of ``pod`` on every node (by node name, in node order), memoized by what the
+        filters read of the pod: requests, nodeSelector, affinity, tolerations. Do not modify the lists."""
+        requests = pod_requests(pod)
+        sig = static_signature(pod, requests)
+        memo = self._static_memo.setdefault(sig, {})
+        if len(memo) != len(self.nodes):
+            for name, node in self.nodes.items():
+                if name not in memo:
+                    memo[name] = self.static_failures(pod, node, requests=requests)
+            memo = {name: memo[name] for name in self.nodes}  # node order
+            self._static_memo[sig] = memo
+        return memo
+
+    def static_failures(self, pod: dict[str, Any], node: Node, *,
+                        requests: dict[str, int] | None = None) -> list[Failure]:
         """Every non-DRA filter that fails for ``pod`` on ``node`` (not only the first)."""
         spec = pod.get("spec") or {}
         out: list[Failure] = []
@@ -196,15 +290,16 @@ class Snapshot:
                 out.append(Failure("taint", f"node {node.name} has untolerated taint "
                                             f"{{{taint.get('key')}: {taint.get('value', '')}}}"))
                 break
-        out.extend(self.resource_failures(pod, node.name))
+        out.extend(self.resource_failures(pod, node.name, requests=requests))
         return out
 
-    def resource_failures(self, pod: dict[str, Any], node: str) -> list[Failure]:
+    def resource_failures(self, pod: dict[str, Any], node: str, *,
+                          requests: dict[str, int] | None = None) -> list[Failure]:
         used, alloc = self.used[node], self.allocatable[node]
         missing = []
         if used.get("pods", 0) + 1 > alloc.get("pods", 110):
             missing.append("pods")
-        for res, amount in sorted(pod_requests(pod).items()):
+        for res, amount in sorted((pod_requests(pod) if requests is None else requests).items()):
             if amount and used.get(res, 0) + amount > alloc.get(res, 0):
                 missing.append(res)
         if not missing:
@@ -246,9 +341,66 @@ class Snapshot:
         result.failures.append(Failure(reason, f"node {node.name}: {message}"))
         return result
 
+    def _referenced_only(self, device: Any) -> Any:
+        """A device of a slice manifest without the attributes that no selector or constraint of the dump
+        can read (a GPU's uuid, PCI address...): when no expression iterates over attributes, one whose
+        name occurs in no DeviceClass, ResourceClaim or ResourceClaimTemplate cannot change an outcome."""
+        if self._corpus is None:
+            docs = [c.manifest for c in self.inv.classes.values()] + [c.manifest for c in self.inv.claims.values()]
+            docs += list(self.inv.templates.values())
+            self._corpus = json.dumps(docs, default=str)
+            self._iterates = any(token in self._corpus
+                                 for token in ("exists", "all(", "size(", "map(", "filter(", "attributes)"))
+        if self._iterates or not isinstance(device, dict) or not isinstance(device.get("attributes"), dict):
+            return device
+        out = dict(device)
+        out["attributes"] = {k: v for k, v in device["attributes"].items() if self._referenced(str(k))}
+        return out
+
+    def _referenced(self, attribute: str) -> bool:
+        name = attribute.rsplit("/", 1)[-1]
+        hit = self._named.get(name)
+        if hit is None:
+            hit = self._named[name] = name in (self._corpus or "")
+        return hit
+
+    def dra_shape(self, claims: list[tuple[str, Claim]], node: Node, *, explain: bool,
+                  shape: str | None = None, share_nodes: bool = False) -> NodeResult:
+        """`dra`, memoized by the shape of the claims (see ``__init__``): the failure reasons, progress and
+        allocated devices are those of ``claims``; the messages, and the claim keys of ``allocations``, may
+        name the claims of an earlier pod of the same shape. Do not modify the result. ``shape``:
+        ``claims_shape(claims)``, when the caller has it. ``share_nodes``: the result may be that of
+        another node with the same `node_signature` (then ``allocations`` name that node's devices, and
+        messages that node)."""
+        where: str | None = None
+        if share_nodes and all(c.allocation is None for _, c in claims):
+            sig = self.node_signature(node.name)
+            where = None if sig is None else "\x00" + sig  # never a node name
+        key = (claims_shape(claims) if shape is None else shape, node.name if where is None else where, explain)
+        hit = self._dra_memo.get(key)
+        if hit is None:
+            hit = self._dra_memo[key] = self.dra(claims, node, explain=explain)
+        return hit
+
     # ------------------------------------------------------------------ devices
 
+    def matching_devices(self, class_name: str, selectors: tuple[str, ...]) -> list[tuple[Slice, Device]]:
+        """The devices of ``complete`` that `device_matches` (memoized; do not modify the list)."""
+        key = (class_name, tuple(selectors))
+        hit = self._matching_memo.get(key)
+        if hit is None:
+            hit = self._matching_memo[key] = [(slc, d) for slc, d in self.complete
+                                              if self.device_matches(d, class_name, selectors)]
+        return hit
+
     def device_matches(self, device: Device, class_name: str, selectors: tuple[str, ...]) -> bool:
+        key = (device, class_name, tuple(selectors))
+        hit = self._match_memo.get(key)
+        if hit is None:
+            hit = self._match_memo[key] = self._device_matches(device, class_name, selectors)
+        return hit
+
+    def _device_matches(self, device: Device, class_name: str, selectors: tuple[str, ...]) -> bool:
         cls = self.inv.classes.get(class_name)
         if cls is None:
             return False
@@ -259,7 +411,22 @@ class Snapshot:
             return False
 
     def in_use(self, dev: DeviceID) -> bool:
-        return dev in self.allocated.devices or dev in self.allocated.shared_devices()
+        return dev in self.allocated.devices or dev in self._shared
+
+
+def static_signature(pod: dict[str, Any], requests: dict[str, int] | None = None) -> str:
+    """What the non-DRA filters read of a pod: requests, nodeSelector, affinity, tolerations."""
+    spec = pod.get("spec") or {}
+    return json.dumps([sorted((pod_requests(pod) if requests is None else requests).items()),
+                       spec.get("nodeSelector") or {}, spec.get("affinity") or {}, spec.get("tolerations") or []],
+                      sort_keys=True, default=str)
+
+
+def claims_shape(claims: list[tuple[str, Claim]]) -> str:
+    """What the allocator reads of a pod's claims, names aside: for the allocated ones their
+    nodeSelector, for the others namespace, requests, constraints and config (in order)."""
+    return repr([(c.allocation.get("nodeSelector"),) if c.allocation is not None
+                 else (c.namespace, c.requests, c.constraints, c.config) for _, c in claims])
 
 
 def complete_devices(slices: list[Slice]) -> list[tuple[Slice, Device]]:
@@ -276,6 +443,32 @@ def complete_devices(slices: list[Slice]) -> list[tuple[Slice, Device]]:
         for slc in sorted(newest, key=lambda s: s.name):
             out.extend((slc, d) for d in slc.devices)
     return out
+
+
+def reached_nodes(slc: Slice, device: Device, names: set[str], nodes: list[Node]) -> list[str]:
+    """The names of the ``nodes`` (whose names are ``names``) from which ``device`` is reachable, in
+    ``nodes`` order: what ``[n.name for n in nodes if device_reachable(slc, device, n)]`` gives, without
+    a loop over the nodes for a node-local device."""
+    selection = device.node_selection if slc.per_device_node_selection else slc.node_selection
+    if selection is None:
+        return []
+    if selection.node_name:
+        return [selection.node_name] if selection.node_name in names else []
+    if selection.all_nodes:
+        return [n.name for n in nodes]
+    return [n.name for n in nodes if node_matches(selection, n)]
+
+
+def reachable_from_any(slc: Slice, device: Device, names: set[str], nodes: list[Node]) -> bool:
+    """``any(device_reachable(slc, device, n) for n in nodes)``, without a loop for a node-local device."""
+    selection = device.node_selection if slc.per_device_node_selection else slc.node_selection
+    if selection is None:
+        return False
+    if selection.node_name:
+        return selection.node_name in names
+    if selection.all_nodes:
+        return bool(nodes)
+    return any(node_matches(selection, n) for n in nodes)
 
 
 def device_reachable(slc: Slice, device: Device, node: Node) -> bool:

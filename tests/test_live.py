@@ -56,7 +56,7 @@ async def test_killed_actor_restarts_and_resumes_from_its_group(redis_url: str, 
         if "killed_pid" in seen:
             if "after" not in seen:
                 status = (await run.actor_status())["scheduler"]
-                if status.get("pid") not in (None, seen["killed_pid"]) and "resumed_from" in status:
+                if status.get("pid") not in (None, seen["killed_pid"]) and status.get("ready"):
                     seen["after"] = status
             return
         if state.pods and state.pods_by_phase["Pending"] and len(state.pods_by_phase["Running"]) >= 1:

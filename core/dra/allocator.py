@@ -76,8 +76,11 @@ class Allocator:
         *,
         features: Features | None = None,
         max_allocate_one_calls: int | None = DEFAULT_MAX_CALLS,
+        index: SliceIndex | None = None,
     ) -> None:
-        self._index = SliceIndex.build(slices)
+        # `index`: a SliceIndex.build(slices) the caller keeps while the slices do not change
+        # (the scheduler builds one per slice generation instead of one per pod).
+        self._index = index if index is not None else SliceIndex.build(slices)
         self._classes = dict(classes)
         self._allocated = allocated
         self._shared = allocated.shared_devices()

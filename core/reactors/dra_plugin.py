@@ -50,6 +50,12 @@ class PodClaims:
     def any(self) -> bool:
         return bool(self.to_allocate or self.allocated)
 
+    def shape(self) -> str:
+        """What the DRA filter's answer depends on, names aside: claims with the same requests and
+        constraints, and the same already-allocated node constraints, get the same answer on a node."""
+        return repr(([(c.requests, c.constraints) for c in self.to_allocate],
+                     [a.get("nodeSelector") for _, a in self.allocated]))
+
 
 class DraPlugin:
     """Holds the compiled-selector cache across decisions; a cache only, it never changes an answer."""
@@ -93,7 +99,7 @@ class DraPlugin:
         return out
 
     def allocator(self, view: ClusterState, allocated: AllocatedState) -> Allocator:
-        return Allocator(list(view.dra.slices.values()), view.dra.classes, allocated, self.matcher)
+        return Allocator([], view.dra.classes, allocated, self.matcher, index=view.dra.slice_index())
 
     def filter(
         self, allocator: Allocator | None, claims: PodClaims, node: NodeState

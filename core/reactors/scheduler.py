@@ -88,6 +88,23 @@ def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> str 
 
 
 FILTERS: tuple[Filter, ...] = (node_ready, node_selector, taints, fits_resources)
+# The filters whose answer depends only on the node and the pod's placement constraints, not on
+# what is in use: within one decision they are evaluated once per distinct set of constraints.
+STATIC_FILTERS: tuple[Filter, ...] = (node_ready, node_selector, taints)
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int) -> int:
+    """percentageOfNodesToScore's adaptive default (pkg/scheduler/schedule_one.go,
+    numFeasibleNodesToFind): all nodes below 100, else 50% - nodes/125 (at least 5%), at least 100."""
+    if num_all_nodes < 100:
+        return num_all_nodes
+    percentage = max(50 - num_all_nodes // 125, 5)
+    return max(num_all_nodes * percentage // 100, 100)
+
+
+def static_shape(pod: PodState) -> str:
+    spec = pod.manifest.get("spec", {})
+    return repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity"), pod.tolerations))
 
 
 def _utilisation(pod: PodState, node: NodeState, used: dict[str, int]) -> float:
@@ -182,7 +199,9 @@ class Scheduler:
         if claims.waiting:
             return  # the claim controller has not created the pod's claims yet
         allocator = self._dra.allocator(view, cycle.allocated) if claims.to_allocate else None
-        node_name, reasons, allocations, near = self.schedule_one(view, pod, cycle.used, cycle.rng, claims, allocator)
+        node_name, reasons, allocations, near = self.schedule_one(
+            view, pod, cycle.used, cycle.rng, claims, allocator, cycle.dra_failed, cycle.static, cycle.cursor
+        )
         if node_name is not None:
             cycle.bind(pod, node_name, claims, allocations)
             return
@@ -202,38 +221,105 @@ class Scheduler:
         rng: random.Random,
         claims: PodClaims | None = None,
         allocator: Allocator | None = None,
+        dra_failed: set[tuple[str, str]] | None = None,
+        static: dict[str, list[tuple[str, str | None]]] | None = None,
+        cursor: list[int] | None = None,
     ) -> tuple[str | None, Counter[str], dict[str, dict[str, Any]], str | None]:
-        """Filter every node, score the feasible ones, pick the best (random among ties).
+        """Filter, score, pick the best node (random among equals), as upstream's schedulePod.
 
-        Returns the node (or None), the failure reasons counted over nodes, the DRA allocations for
-        the chosen node, and the first node that failed only on DRA (the closest, to explain)."""
+        The DRA filter is the expensive one, and in 1.35 DRA scores nothing but firstAvailable
+        ranks, so it runs last and lazily: nodes that pass the cheap filters are visited from the
+        best score down, each group of equal scores in a random order (the seeded source), and the
+        first node whose claims can be allocated is the choice. That is the node upstream would pick
+        (the best score among feasible nodes, uniformly at random among equals) without running
+        the allocator on every node. Returns the node (or None), the failure reasons counted over
+        nodes, the DRA allocations for the chosen node, and the closest node that failed only on DRA.
+        """
         reasons: Counter[str] = Counter()
-        best: list[str] = []
-        best_score = float("-inf")
-        scorer = SCORERS[self.score]
-        found: dict[str, dict[str, dict[str, Any]]] = {}
+        nodes = self._static(view, pod, static)
+        # Like upstream, stop once enough feasible nodes are found, starting where the last search
+        # stopped (a rotating start, here carried by the decision's cycle); if none of them can take
+        # the pod's claims, look at the rest too.
+        want = num_feasible_nodes_to_find(len(nodes))
+        start = cursor[0] % len(nodes) if cursor is not None and nodes else 0
+        order = nodes[start:] + nodes[:start]
+        scanned = 0
         near: str | None = None
-        for name, node in view.nodes.items():
-            node_used = used[name]
-            failure = next((r for f in FILTERS if (r := f(pod, node, node_used)) is not None), None)
-            if failure is None and claims is not None and claims.any:
-                allocations, failure = self._dra.filter(allocator, claims, node)
-                if allocations is not None:
-                    found[name] = allocations
-                elif near is None:
-                    near = name
-            if failure is not None:
+        while scanned < len(order):
+            scored: dict[float, list[str]] = {}
+            found = 0
+            while scanned < len(order) and found < want:
+                name, failure = order[scanned]
+                scanned += 1
+                if failure is None:
+                    node, node_used = view.nodes[name], used[name]
+                    failure = fits_resources(pod, node, node_used)
+                    if failure is None:
+                        scored.setdefault(SCORERS[self.score](pod, node, node_used), []).append(name)
+                        found += 1
+                        continue
                 reasons[failure] += 1
-                continue
-            score = scorer(pod, node, node_used)
-            if score > best_score:
-                best, best_score = [name], score
-            elif score == best_score:
-                best.append(name)
-        if not best:
-            return None, reasons, {}, near
-        chosen = best[0] if len(best) == 1 else rng.choice(best)
-        return chosen, reasons, found.get(chosen, {}), None
+            if cursor is not None:
+                cursor[0] = start + scanned
+            chosen, allocations, near_here = self._pick(view, scored, rng, claims, allocator, dra_failed, reasons)
+            near = near or near_here
+            if chosen is not None:
+                return chosen, reasons, allocations, None
+        return None, reasons, {}, near
+
+    def _pick(
+        self,
+        view: ClusterState,
+        scored: dict[float, list[str]],
+        rng: random.Random,
+        claims: PodClaims | None,
+        allocator: Allocator | None,
+        dra_failed: set[tuple[str, str]] | None,
+        reasons: Counter[str],
+    ) -> tuple[str | None, dict[str, dict[str, Any]], str | None]:
+        """The best-scored node among `scored` whose claims can be allocated (random among equals)."""
+        needs_dra = claims is not None and claims.any
+        near: str | None = None
+        for score in sorted(scored, reverse=True):
+            group = scored[score]
+            if len(group) > 1:
+                group = list(group)
+                rng.shuffle(group)
+            if not needs_dra:
+                return group[0], {}, None
+            assert claims is not None
+            shape = claims.shape()
+            for name in group:
+                if dra_failed is not None and (name, shape) in dra_failed:
+                    reasons[DRA_FAILURE] += 1  # same claims failed on this unchanged node earlier in the cycle
+                    near = near or name
+                    continue
+                allocations, failure = self._dra.filter(allocator, claims, view.nodes[name])
+                if allocations is not None:
+                    return name, allocations, None
+                if dra_failed is not None and failure == DRA_FAILURE:
+                    dra_failed.add((name, shape))
+                reasons[failure or DRA_FAILURE] += 1
+                near = near or name
+        return None, {}, near
+
+
+    @staticmethod
+    def _static(
+        view: ClusterState, pod: PodState, cache: dict[str, list[tuple[str, str | None]]] | None
+    ) -> list[tuple[str, str | None]]:
+        """(node, first failing static filter or None) for every node, memoised per decision."""
+        key = static_shape(pod) if cache is not None else ""
+        if cache is not None and key in cache:
+            return cache[key]
+        empty: dict[str, int] = {}
+        out = [
+            (name, next((r for f in STATIC_FILTERS if (r := f(pod, node, empty)) is not None), None))
+            for name, node in view.nodes.items()
+        ]
+        if cache is not None:
+            cache[key] = out
+        return out
 
 
 def pod_has_claims(pod: PodState) -> bool:
@@ -250,6 +336,11 @@ class Cycle:
         self.used = {name: dict(node.used) for name, node in view.nodes.items()}
         self._allocated: AllocatedState | None = None
         self.assumed: dict[str, dict[str, Any]] = {}  # claim key -> allocation made in this decision
+        # (node, claims shape) pairs that failed DRA in this decision; devices only get scarcer within
+        # a decision (bindings take, nothing frees), so a failure stays a failure until the cycle ends.
+        self.dra_failed: set[tuple[str, str]] = set()
+        self.static: dict[str, list[tuple[str, str | None]]] = {}  # static_shape -> per-node static filter
+        self.cursor = [view.offset]  # where the next node search starts (upstream: nextStartNodeIndex)
         self.events: list[AnyEvent] = []
 
     @property
