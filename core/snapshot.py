@@ -21,6 +21,7 @@ from .dra.cel import CelMatcher, SelectorError
 from .dra.model import Claim, Device, DeviceID, Inventory, Node, Slice
 from .dra.pools import node_matches
 from .nodeselector import node_selector_matches
+from .reactors.scheduler import tolerates
 from .resources import node_allocatable, pod_requests
 
 # DRA explanation kinds -> pending reason
@@ -81,19 +82,6 @@ def node_ready(node: Node) -> bool:
         if isinstance(cond, dict) and cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return True
-
-
-def _tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    for tol in tolerations:
-        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-            continue
-        if tol.get("key") and tol.get("key") != taint.get("key"):
-            continue
-        if tol.get("operator", "Equal") == "Exists":
-            return True
-        if tol.get("key") and tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
 
 
 class Snapshot:
@@ -286,7 +274,7 @@ class Snapshot:
             out.append(Failure("selector", f"node {node.name} didn't match Pod's node affinity/selector"))
         tolerations = spec.get("tolerations") or []
         for taint in (node.manifest.get("spec") or {}).get("taints") or []:
-            if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(taint, tolerations):
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint, tolerations):
                 out.append(Failure("taint", f"node {node.name} has untolerated taint "
                                             f"{{{taint.get('key')}: {taint.get('value', '')}}}"))
                 break
