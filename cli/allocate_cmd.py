@@ -7,11 +7,10 @@ error, 2 when the input is invalid (file, path to the field, what was expected).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-import yaml
+from .inputs import InputError, emit, load_inventory
 
 
 def add_parser(sub: Any) -> None:
@@ -38,21 +37,16 @@ def render_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def cmd_allocate(args: argparse.Namespace, input_error: type[Exception]) -> int:
+def cmd_allocate(args: argparse.Namespace) -> int:
     from dralab.core.dra.allocate import NodeChoiceError, allocate_inventory
-    from dralab.core.dra.api import ManifestError, load_objects
 
+    inventory = load_inventory(args.files)
     try:
-        inventory = load_objects(args.files)
         report = allocate_inventory(inventory, args.node).to_json()
-    except (ManifestError, NodeChoiceError) as exc:
-        raise input_error(str(exc)) from None
-    except OSError as exc:
-        raise input_error(f"{getattr(exc, 'filename', '')}: cannot read: {exc.strerror or exc}") from None
-    if args.output == "json":
-        sys.stdout.write(json.dumps(report) + "\n")
-    elif args.output == "yaml":
-        sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
-    else:
+    except NodeChoiceError as exc:
+        raise InputError(str(exc)) from None
+    if args.output == "text":
         sys.stdout.write(render_text(report) + "\n")
+    else:
+        emit(report, args.output)
     return 0 if report["outcome"] == "allocated" else 1

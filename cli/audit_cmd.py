@@ -7,13 +7,10 @@ Both read what `kubectl get nodes,pods,resourceslices,resourceclaims,resourcecla
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-import yaml
-
-EXIT_INPUT = 2
+from .inputs import emit, load_inventory
 
 
 def _files(p: Any) -> None:
@@ -51,27 +48,12 @@ def render_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _load(args: argparse.Namespace) -> Any:
-    from dralab.core.dra.api import ManifestError, load_objects
-
-    try:
-        return load_objects(args.files)
-    except ManifestError as exc:
-        sys.stderr.write(f"dralab: error: {exc}\n")
-    except OSError as exc:
-        sys.stderr.write(f"dralab: error: {getattr(exc, 'filename', '')}: cannot read: {exc.strerror or exc}\n")
-    return None
-
-
 def cmd_audit(args: argparse.Namespace) -> int:
     from dralab.core.audit import audit
 
-    inv = _load(args)
-    if inv is None:
-        return EXIT_INPUT
-    report = audit(inv)
+    report = audit(load_inventory(args.files))
     if args.output == "json":
-        sys.stdout.write(json.dumps(report) + "\n")
+        emit(report, "json")
     else:
         sys.stdout.write(render_table(report) + "\n")
     return 0
@@ -80,14 +62,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_schedule(args: argparse.Namespace) -> int:
     from dralab.core.audit import schedule
 
-    inv = _load(args)
-    if inv is None:
-        return EXIT_INPUT
-    report = schedule(inv)
-    if args.output == "yaml":
-        sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
-    else:
-        sys.stdout.write(json.dumps(report) + "\n")
+    emit(schedule(load_inventory(args.files)), args.output)
     return 0
 
 

@@ -20,14 +20,11 @@ import structlog
 from dralab.actors.logs import configure
 
 from . import __version__, allocate_cmd, audit_cmd
+from .inputs import InputError
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
 log = structlog.get_logger("dralab")
-
-
-class InputError(Exception):
-    """Bad input from the user; the message names what and where."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -210,11 +207,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FOUND
 
 
-def cmd_allocate(args: argparse.Namespace) -> int:
-    return allocate_cmd.cmd_allocate(args, InputError)
-
-
-COMMANDS = {"sim": cmd_sim, "run": cmd_run, "replay": cmd_replay, "allocate": cmd_allocate, **audit_cmd.COMMANDS}
+COMMANDS = {
+    "sim": cmd_sim, "run": cmd_run, "replay": cmd_replay, "allocate": allocate_cmd.cmd_allocate,
+    **audit_cmd.COMMANDS,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,13 +3,13 @@
 Folded from the DRA events like the rest of ClusterState. Manifests are converted to the allocator's
 model (core/dra/model.py) once, when they enter the log. A manifest the converter refuses is kept
 out and noted as an anomaly (the log is the truth; a bad object must not crash every reader).
-`generation` moves whenever slices or classes change, so readers can cache per generation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .dra.allocated import AllocatedState
 from .dra.claims import convert_claim
@@ -27,6 +27,7 @@ from .events import (
     claim_key,
 )
 
+T = TypeVar("T")
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
 
 
@@ -44,10 +45,8 @@ class DraState:
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> manifest
     claims: dict[str, ClaimState] = field(default_factory=dict)  # claim key -> state
     slices: dict[str, Slice] = field(default_factory=dict)  # slice name -> slice
-    slices_by_node: dict[str, list[str]] = field(default_factory=dict)
     pod_claims: dict[str, dict[str, str]] = field(default_factory=dict)  # pod key -> {pod claim name: claim key}
     allocated: AllocatedState = field(default_factory=AllocatedState)
-    generation: int = 0
     _index: SliceIndex | None = None  # derived from `slices`, dropped whenever a slice changes
 
     def slice_index(self) -> SliceIndex:
@@ -60,30 +59,19 @@ class DraState:
         """Apply a DRA event; False if it is not one."""
         match event:
             case DeviceClassCreated():
-                try:
-                    cls = convert_device_class(event.manifest, "")
-                except ValueError as exc:
-                    anomalies.append(f"offset {offset}: DeviceClass refused: {exc}")
-                    return True
-                self.classes[cls.name] = cls
-                self.generation += 1
+                cls = _convert(convert_device_class, event.manifest, offset, anomalies)
+                if cls is not None:
+                    self.classes[cls.name] = cls
             case ResourceClaimTemplateCreated():
                 meta = event.manifest.get("metadata") or {}
                 self.templates[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = event.manifest
             case ResourceClaimCreated():
                 self._claim_created(offset, event, anomalies)
             case ResourceSlicePublished():
-                try:
-                    sl = convert_slice(event.manifest, "")
-                except ValueError as exc:
-                    anomalies.append(f"offset {offset}: ResourceSlice refused: {exc}")
-                    return True
-                self.slices[sl.name] = sl
-                self._index = None
-                node = sl.node_selection.node_name if sl.node_selection else None
-                if node:
-                    self.slices_by_node.setdefault(node, []).append(sl.name)
-                self.generation += 1
+                sl = _convert(convert_slice, event.manifest, offset, anomalies)
+                if sl is not None:
+                    self.slices[sl.name] = sl
+                    self._index = None
             case ClaimAllocated():
                 state = self.claims.get(event.claim)
                 if state is None or state.allocation is not None:
@@ -114,10 +102,8 @@ class DraState:
         return True
 
     def _claim_created(self, offset: int, event: ResourceClaimCreated, anomalies: list[str]) -> None:
-        try:
-            claim = convert_claim(event.manifest, "")
-        except ValueError as exc:
-            anomalies.append(f"offset {offset}: ResourceClaim refused: {exc}")
+        claim = _convert(convert_claim, event.manifest, offset, anomalies)
+        if claim is None:
             return
         key = claim_key(claim.namespace, claim.name)
         if key in self.claims:
@@ -126,3 +112,13 @@ class DraState:
         self.claims[key] = ClaimState(claim, owner=event.pod)
         if event.pod:
             self.pod_claims.setdefault(event.pod, {})[event.pod_claim] = key
+
+
+def _convert(convert: Callable[[dict[str, Any], str], T], manifest: dict[str, Any], offset: int,
+             anomalies: list[str]) -> T | None:
+    """Convert a manifest to the model; one the converter refuses is noted and left out."""
+    try:
+        return convert(manifest, "")
+    except ValueError as exc:
+        anomalies.append(f"offset {offset}: {manifest.get('kind', 'object')} refused: {exc}")
+        return None

@@ -1,0 +1,34 @@
+"""What the subcommands share about user input: the error that means exit 2, and reading manifests."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+
+class InputError(Exception):
+    """Bad input from the user; the message names what and where. The CLI prints it and exits 2."""
+
+
+def load_inventory(files: Sequence[str]) -> Any:
+    """Kubernetes manifests (multi-document YAML or kind: List) as a DRA Inventory, or InputError."""
+    from dralab.core.dra.api import ManifestError, load_objects
+
+    try:
+        return load_objects(files)
+    except ManifestError as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"{getattr(exc, 'filename', '') or ''}: cannot read: {exc.strerror or exc}") from None
+
+
+def emit(report: dict[str, Any], fmt: str) -> None:
+    """One machine-readable object on stdout, as JSON or YAML."""
+    if fmt == "yaml":
+        sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
+    else:
+        sys.stdout.write(json.dumps(report) + "\n")
