@@ -19,7 +19,11 @@ from .scenario import Scenario
 def run_config(scenario: Scenario) -> dict[str, Any]:
     return {
         "duration_ms": scenario.duration_ms,
-        "scheduler": {"score": scenario.scheduler.score},
+        "scheduler": {
+            "score": scenario.scheduler.score,
+            "gang_timeout_ms": scenario.scheduler.gang_timeout_ms,
+            "feature_gates": dict(scenario.scheduler.feature_gates),
+        },
         "autoscaler": {
             "policy": scenario.policy.autoscaler,
             "scan_interval_ms": scenario.autoscaler.scan_interval_ms,

@@ -23,6 +23,7 @@ from .events import (
     ResourceClaimTemplateCreated,
     ResourceSlicePublished,
     RunStarted,
+    WorkloadCreated,
 )
 from .manifests import node_allocatable
 from .reactors.lifecycle import node_from_template, node_name
@@ -69,11 +70,11 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
     return Record(id=f"{SOURCE}/setup", source=SOURCE, view=-1, t=0, events=tuple(events))
 
 
-OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
+OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload")
 
 
 def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
-    """The scenario's starting objects (classes first, then templates, then shared claims)."""
+    """The scenario's starting objects (classes first, then templates, shared claims, Workloads)."""
     ranked = sorted(objects, key=lambda o: OBJECT_ORDER.index(o["kind"]))
     events: list[AnyEvent] = []
     for obj in ranked:
@@ -82,6 +83,8 @@ def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
             events.append(DeviceClassCreated(manifest=obj))
         elif kind == "ResourceClaimTemplate":
             events.append(ResourceClaimTemplateCreated(manifest=obj))
+        elif kind == "Workload":
+            events.append(WorkloadCreated(manifest=obj))
         else:
             events.append(ResourceClaimCreated(manifest=obj))
     return events

@@ -22,13 +22,17 @@ class Violation:
 
 
 def no_overcommit(state: ClusterState) -> list[str]:
-    """No node holds pods whose requests exceed its allocatable (the scheduler's core promise)."""
+    """No node holds pods whose requests exceed its allocatable (the scheduler's core promise), counting
+    what gang members waiting at Permit hold there."""
     out = []
     for node in state.nodes.values():
-        for resource, used in sorted(node.used.items()):
+        for resource in sorted(node.used.keys() | node.reserved.keys()):
+            used = node.used.get(resource, 0) + node.reserved.get(resource, 0)
             limit = node.allocatable.get(resource, 110 if resource == "pods" else 0)
             if used > limit:
-                out.append(f"node {node.name}: {resource} {used} in use > {limit} allocatable")
+                held = f" ({node.reserved[resource]} held for waiting gang members)" if node.reserved.get(
+                    resource) else ""
+                out.append(f"node {node.name}: {resource} {used} in use > {limit} allocatable{held}")
     return out
 
 
@@ -55,11 +59,14 @@ def group_within_max(state: ClusterState) -> list[str]:
 
 
 def no_device_allocated_twice(state: ClusterState) -> list[str]:
-    """A dedicated device belongs to at most one allocated claim (admin access aside)."""
+    """A dedicated device belongs to at most one allocated claim (admin access aside), counting the
+    in-flight allocations of gang members waiting at Permit."""
     owner: dict[tuple[str, str, str], str] = {}
     out = []
-    for key, claim in state.dra.claims.items():
-        for result in ((claim.allocation or {}).get("devices") or {}).get("results") or []:
+    allocations = [(key, claim.allocation) for key, claim in state.dra.claims.items()]
+    allocations += [(key, a) for r in state.gang.reservations.values() for key, a in r.allocations.items()]
+    for key, allocation in allocations:
+        for result in ((allocation or {}).get("devices") or {}).get("results") or []:
             if result.get("adminAccess") or result.get("shareID"):
                 continue
             dev = (str(result.get("driver")), str(result.get("pool")), str(result.get("device")))
@@ -80,6 +87,11 @@ def claims_reserved_for_running_pods(state: ClusterState) -> list[str]:
     return out
 
 
+def gang_never_partially_bound(state: ClusterState) -> list[str]:
+    """A record that binds members of a gang leaves at least minCount of them running (KEP-4671)."""
+    return list(state.gang_violations)
+
+
 def log_is_consistent(state: ClusterState) -> list[str]:
     """Every event made sense when applied (no double binding, no unknown objects, no gaps)."""
     return list(state.anomalies)
@@ -91,6 +103,7 @@ INVARIANTS = {
     "group-within-max": group_within_max,
     "no-device-allocated-twice": no_device_allocated_twice,
     "claims-reserved-for-running-pods": claims_reserved_for_running_pods,
+    "gang-never-partially-bound": gang_never_partially_bound,
     "log-consistent": log_is_consistent,
 }
 

@@ -43,6 +43,7 @@ from .resources import (
     node_allocatable,
     pod_requests,
 )
+from .workloads import check_workload_ref
 
 __all__ = [
     "TAINT_EFFECTS",
@@ -264,6 +265,7 @@ def _check_pod(pod: object, path: str) -> dict[str, Any]:
         for key, item in expect_map(spec["nodeSelector"], join(spec_path, "nodeSelector")).items():
             expect_str(item, join(join(spec_path, "nodeSelector"), key))
     _check_tolerations(spec.get("tolerations"), join(spec_path, "tolerations"))
+    check_workload_ref(spec, spec_path)
     if spec.get("nodeName") not in (None, ""):
         error = dns1123_subdomain_error(expect_str(spec["nodeName"], join(spec_path, "nodeName")))
         if error is not None:

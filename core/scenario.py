@@ -19,6 +19,7 @@ from ._fields import (
     check_fields,
     dns1123_label_error,
     dns1123_subdomain_error,
+    expect_bool,
     expect_duration,
     expect_enum,
     expect_int,
@@ -35,6 +36,7 @@ from ._yaml import YamlError, load_yaml_file
 from .durations import format_duration
 from .manifests import _check_node, _check_pod
 from .scenario_dra import check_objects, check_pod_claims, check_slice_templates, render_slices
+from .workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 
 __all__ = [
     "API_VERSION",
@@ -96,6 +98,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
 
 class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True):
     score: ScoreStrategy = "most-allocated"
+    gang_timeout_ms: int = DEFAULT_GANG_TIMEOUT_MS  # the Permit deadline of a gang (upstream: fixed 5m)
+    feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)  # kube-scheduler feature gates set
 
 
 class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -242,11 +246,18 @@ def _policy(value: object) -> Policy:
 
 
 def _scheduler(value: object) -> SchedulerSettings:
-    m = _optional_map(value, "spec.scheduler", ("score",))
-    if m.get("score") is None:
-        return SchedulerSettings()
-    score = expect_enum(m["score"], "spec.scheduler.score", SCORE_STRATEGIES)
-    return SchedulerSettings(score=cast(ScoreStrategy, score))
+    m = _optional_map(value, "spec.scheduler", ("score", "gangTimeout", "featureGates"))
+    score = "most-allocated" if m.get("score") is None else expect_enum(
+        m["score"], "spec.scheduler.score", SCORE_STRATEGIES)
+    timeout = (DEFAULT_GANG_TIMEOUT_MS if m.get("gangTimeout") is None
+               else expect_duration(m["gangTimeout"], "spec.scheduler.gangTimeout", positive=True))
+    gates: dict[str, bool] = {}
+    if m.get("featureGates") is not None:
+        g_path = "spec.scheduler.featureGates"
+        given = expect_map(m["featureGates"], g_path)
+        check_fields(given, g_path, tuple(SCHEDULER_FEATURE_GATES))
+        gates = {k: expect_bool(v, join(g_path, k)) for k, v in given.items()}
+    return SchedulerSettings(score=cast(ScoreStrategy, score), gang_timeout_ms=timeout, feature_gates=gates)
 
 
 def _autoscaler(value: object) -> AutoscalerSettings:

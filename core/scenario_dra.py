@@ -1,7 +1,7 @@
 """The DRA parts of a scenario: objects present at t=0, ResourceSlice templates, pod claims.
 
 - ``spec.objects``: resource.k8s.io/v1 DeviceClasses, ResourceClaimTemplates and ResourceClaims (shared
-  claims) that exist when the run starts;
+  claims), and scheduling.k8s.io/v1alpha1 Workloads (gangs), that exist when the run starts;
 - ``spec.nodeGroups[].resourceSlices``: the ResourceSlices the device drivers of every node of the group
   publish, as templates (:func:`render_slices` makes one node's concrete slices);
 - ``spec.workload[].pod``: ``spec.resourceClaims`` and the containers' ``resources.claims``.
@@ -25,6 +25,7 @@ from .dra.model import Node as DraNode
 from .dra.model import Slice
 from .dra.pools import SliceIndex, gather_pools
 from .dra.validation import check_driver_name, required
+from .workloads import WORKLOAD_API_VERSION, WORKLOAD_KIND, check_workload
 
 if TYPE_CHECKING:
     from .scenario import NodeGroup
@@ -41,8 +42,9 @@ __all__ = [
 ]
 
 DRA_API_VERSION = "resource.k8s.io/v1"
-OBJECT_KINDS = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
-_NAMESPACED = ("ResourceClaimTemplate", "ResourceClaim")
+DRA_KINDS = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
+OBJECT_KINDS = (*DRA_KINDS, WORKLOAD_KIND)
+_NAMESPACED = ("ResourceClaimTemplate", "ResourceClaim", WORKLOAD_KIND)
 _ELSEWHERE = {
     "ResourceSlice": "ResourceSlices are published by the nodes: put them in `spec.nodeGroups[].resourceSlices`",
     "Pod": "pods arrive through `spec.workload`",
@@ -122,7 +124,8 @@ def check_objects(value: object, path: str = "spec.objects") -> list[dict[str, A
         return []
     out: list[dict[str, Any]] = []
     seen: dict[tuple[str, str], str] = {}
-    allowed = ", ".join(f"`{k}`" for k in OBJECT_KINDS)
+    allowed = (", ".join(f"`{k}`" for k in DRA_KINDS)
+               + f" ({DRA_API_VERSION}) and `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION})")
     for i, item in enumerate(expect_list(value, path)):
         o_path = index(path, i)
         if not isinstance(item, dict):
@@ -133,19 +136,23 @@ def check_objects(value: object, path: str = "spec.objects") -> list[dict[str, A
             hint = _ELSEWHERE.get(kind)
             raise FieldError(
                 join(o_path, "kind"),
-                f"unsupported kind `{kind}`; expected one of {allowed} ({DRA_API_VERSION})"
+                f"unsupported kind `{kind}`; expected one of {allowed}"
                 + (f": {hint}" if hint else ""),
             )
-        if api_version != DRA_API_VERSION:
+        expected = WORKLOAD_API_VERSION if kind == WORKLOAD_KIND else DRA_API_VERSION
+        if api_version != expected:
             raise FieldError(
-                join(o_path, "apiVersion"), f"expected `{DRA_API_VERSION}` (Kubernetes 1.35), got `{api_version}`"
+                join(o_path, "apiVersion"), f"expected `{expected}` (Kubernetes 1.35), got `{api_version}`"
             )
         if kind == "ResourceClaim" and obj.get("status") is not None:
             raise FieldError(
                 join(o_path, "status"),
                 "a claim of the scenario starts unallocated (the scheduler allocates it); leave `status` out",
             )
-        _parse(obj, o_path)
+        if kind == WORKLOAD_KIND:
+            obj = check_workload(obj, o_path)
+        else:
+            _parse(obj, o_path)
         meta = obj["metadata"]
         key = meta["name"]
         if kind in _NAMESPACED:

@@ -11,7 +11,7 @@ at-least-once delivery needs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .dra_state import DraState
@@ -24,6 +24,8 @@ from .events import (
     PodBound,
     PodCreated,
     PodFinished,
+    PodReserved,
+    PodUnreserved,
     PodUnschedulable,
     Record,
     ResourceClaimCreated,
@@ -31,7 +33,9 @@ from .events import (
     ResourceSlicePublished,
     RunStarted,
     ScaleUpRequested,
+    WorkloadCreated,
 )
+from .gang_state import GangState
 from .manifests import node_allocatable, pod_requests
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
@@ -45,6 +49,8 @@ ROOM_EVENTS = (
     ResourceClaimCreated,
     ResourceClaimTemplateCreated,
     NodeGroupDefined,
+    WorkloadCreated,
+    PodUnreserved,
 )
 
 
@@ -96,6 +102,7 @@ class NodeState:
     ready: bool = False
     ready_t: int = -1
     used: dict[str, int] = field(default_factory=dict)
+    reserved: dict[str, int] = field(default_factory=dict)  # held by gang members waiting at Permit
     pods: dict[str, None] = field(default_factory=dict)  # ordered set of pod keys bound here
 
     @property
@@ -155,7 +162,9 @@ class ClusterState:
     scale_ups: list[tuple[int, str, int]] = field(default_factory=list)  # (t, group, delta)
     events_applied: int = 0
     anomalies: list[str] = field(default_factory=list)
+    gang_violations: list[str] = field(default_factory=list)  # partial gang bindings (see invariants)
     dra: DraState = field(default_factory=DraState)
+    gang: GangState = field(default_factory=GangState)
     # Last offset at which room may have appeared (a node turned Ready, a pod finished, a claim was
     # released, slices or classes or claims appeared): unschedulable pods are retried after it.
     room_offset: int = 0
@@ -187,9 +196,30 @@ class ClusterState:
             self.events_applied += 1
             if isinstance(event, ROOM_EVENTS):
                 self.room_offset = offset
+        if self.gang.bound_now:
+            self._check_gang_bindings(offset)
         for key in record.writes():
             self.versions[key] = offset
         return True
+
+    def gang_running(self, gang: str) -> int:
+        """Members of a gang that are bound and not finished (upstream's AssignedPods: the scheduler's
+        cache drops pods once they terminate)."""
+        running = self.pods_by_phase[RUNNING]
+        return sum(1 for key in self.gang.members.get(gang, ()) if key in running)
+
+    def _check_gang_bindings(self, offset: int) -> None:
+        """No partial gang: a record that binds members of a gang leaves at least minCount of them running."""
+        for gang in self.gang.bound_now:
+            some = next(iter(self.gang.members.get(gang, {})), None)
+            ref = self.gang.refs.get(some or "")
+            needed = self.gang.min_count(ref) if ref is not None else None
+            running = self.gang_running(gang)
+            if needed is not None and running < needed:
+                self.gang_violations.append(
+                    f"offset {offset}: gang {gang} bound with {running} of minCount {needed} members running"
+                )
+        self.gang.bound_now.clear()
 
     def _apply_event(self, offset: int, t: int, event: object) -> None:
         match event:
@@ -235,6 +265,12 @@ class ClusterState:
                 self.nodes_by_group.setdefault(event.name, {})
             case RunStarted():
                 self.run = event
+            case WorkloadCreated():
+                self.gang.workload_created(event)
+            case PodReserved():
+                self._pod_reserved(offset, event)
+            case PodUnreserved():
+                self._pod_unreserved(offset, event)
             case _:
                 if not self.dra.apply(offset, event, self.anomalies):
                     self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
@@ -255,6 +291,7 @@ class ClusterState:
             run_for_ms=event.run_for_ms,
         )
         self.pods_by_phase[PENDING][key] = None
+        self.gang.pod_created(offset, key, event.pod)
 
     def _pod_bound(self, offset: int, t: int, event: PodBound) -> None:
         pod = self.pods.get(event.pod)
@@ -265,6 +302,12 @@ class ClusterState:
         if pod.node is not None:
             self.anomalies.append(f"offset {offset}: pod {pod.key} bound twice ({pod.node}, {event.node})")
             return
+        reservation = self.gang.reservations.pop(pod.key, None)
+        if reservation is not None:
+            self._unhold(reservation.node, reservation.requests)
+        ref = self.gang.refs.get(pod.key)
+        if ref is not None:
+            self.gang.bound_now[ref.key] = None
         pod.node, pod.bound_t, pod.phase = event.node, t, RUNNING
         pod.condition = Condition("True", "", "", "", t)
         del self.pods_by_phase[PENDING][pod.key]
@@ -273,6 +316,37 @@ class ClusterState:
         for resource, amount in pod.requests.items():
             node.used[resource] = node.used.get(resource, 0) + amount
         node.used["pods"] = node.used.get("pods", 0) + 1
+
+    def _pod_reserved(self, offset: int, event: PodReserved) -> None:
+        pod = self.pods.get(event.pod)
+        node = self.nodes.get(event.node)
+        if pod is None or node is None or pod.phase != PENDING or event.pod in self.gang.reservations:
+            self.anomalies.append(f"offset {offset}: reservation {event.pod} -> {event.node}: unknown, "
+                                  "not pending or already reserved")
+            return
+        self.gang.reserve(event, pod.requests)
+        for resource, amount in pod.requests.items():
+            node.reserved[resource] = node.reserved.get(resource, 0) + amount
+        node.reserved["pods"] = node.reserved.get("pods", 0) + 1
+
+    def _pod_unreserved(self, offset: int, event: PodUnreserved) -> None:
+        reservation = self.gang.reservations.pop(event.pod, None)
+        if reservation is None:
+            self.anomalies.append(f"offset {offset}: {event.pod} unreserved but was not reserved")
+            return
+        self._unhold(reservation.node, reservation.requests)
+        pod = self.pods[event.pod]
+        if pod.condition is not None:
+            # Its own release is no reason to retry it: only room appearing after this record is.
+            pod.condition = replace(pod.condition, offset=offset)
+
+    def _unhold(self, node_name: str, requests: dict[str, int]) -> None:
+        node = self.nodes.get(node_name)
+        if node is None:
+            return
+        for resource, amount in requests.items():
+            node.reserved[resource] = node.reserved.get(resource, 0) - amount
+        node.reserved["pods"] = node.reserved.get("pods", 0) - 1
 
     def _pod_finished(self, offset: int, t: int, event: PodFinished) -> None:
         pod = self.pods.get(event.pod)

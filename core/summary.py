@@ -11,7 +11,7 @@ from typing import Any
 
 from .config import policies
 from .invariants import Violation
-from .state import ClusterState
+from .state import ClusterState, PodState
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -23,11 +23,19 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
+def pending_cause(state: ClusterState, pod: PodState) -> str:
+    """dralab's pending reason of a pod: `gang` while it waits at Permit for the rest of its gang
+    (its PodScheduled condition is left as it was, as upstream leaves it), else its condition's cause."""
+    if pod.key in state.gang.reservations:
+        return "gang"
+    return pod.condition.cause if pod.condition and pod.condition.cause else "not-yet-tried"
+
+
 def summarize(state: ClusterState, violations: list[Violation], *, seed: int | None = None) -> dict[str, Any]:
     run = state.run
     config = run.config if run else {}
     pending = state.pending_pods()
-    by_reason = Counter(p.condition.cause if p.condition and p.condition.cause else "not-yet-tried" for p in pending)
+    by_reason = Counter(pending_cause(state, p) for p in pending)
     waits = [(p.bound_t - p.created_t) / 1000 for p in state.pods.values() if p.bound_t >= 0]
     added: dict[str, int] = {name: g.created - g.initial for name, g in sorted(state.node_groups.items())}
     p50, p99 = percentile(waits, 50), percentile(waits, 99)

@@ -525,7 +525,9 @@ def test_every_field_example() -> None:
     train = next(a for a in s.workload if a.pod["metadata"]["name"] == "train")
     # max(trainer 48 + sidecar 0.5, fetch-data 8) + overhead 0.25
     assert pod_requests(train.pod)["cpu"] == 48_750
-    assert [a.pod["metadata"]["name"] for a in s.workload] == ["web", "train", "tune", "eval-smoke", "eval"]
+    assert [a.pod["metadata"]["name"] for a in s.workload] == [
+        "web", "train", "tune", "eval-smoke", "pretrain-worker", "eval"]
+    assert s.scheduler.gang_timeout_ms == 600_000
 
 
 def test_defaults() -> None:
@@ -537,6 +539,7 @@ def test_defaults() -> None:
     assert s.policy == Policy()
     assert s.policy.autoscaler == "count"
     assert s.scheduler.score == "most-allocated"
+    assert s.scheduler.gang_timeout_ms == 300_000
     assert s.autoscaler == AutoscalerSettings(
         scan_interval_ms=10_000, max_node_provision_time_ms=900_000, expander="least-waste"
     )

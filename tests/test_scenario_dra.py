@@ -154,7 +154,7 @@ def test_objects_are_kept_with_the_namespace_filled_in() -> None:
     assert [o["metadata"].get("namespace") for o in s.objects] == [None, "default", "default", "ml"]
     assert s.objects[1]["metadata"]["labels"] == {"team": "ml"}
     assert s.objects[2]["spec"] == claim()["spec"]
-    assert OBJECT_KINDS == ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
+    assert OBJECT_KINDS == ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload")
     # What the scenario keeps is what the DRA loader reads.
     inv = parse_documents(list(s.objects))
     assert set(inv.classes) == {"gpu.example.com"}
@@ -371,7 +371,10 @@ def test_scenario_structs_default_the_new_fields() -> None:
 OBJ: Keys = ("spec", "objects")
 S: Keys = ("spec", "nodeGroups", 0, "resourceSlices")
 P: Keys = ("spec", "workload", 0, "pod", "spec")
-KINDS = "expected one of `DeviceClass`, `ResourceClaimTemplate`, `ResourceClaim` (resource.k8s.io/v1)"
+KINDS = (
+    "expected one of `DeviceClass`, `ResourceClaimTemplate`, `ResourceClaim` (resource.k8s.io/v1) "
+    "and `Workload` (scheduling.k8s.io/v1alpha1)"
+)
 PER_NODE = "leave it out: each node of the group publishes its own slices; dralab fills it with the node's name"
 NODE_LOCAL = (
     "a node group's slices describe the node's own devices (dralab sets `spec.nodeName` to each node's name); "

@@ -83,7 +83,7 @@ def test_missing_template_is_pending_with_a_reason_naming_it_not_a_crash() -> No
     result = run(doc)
     (p,) = [p for p in result.state.pending_pods() if p.key.endswith("/long-a")]
     assert p.condition is not None
-    assert (p.condition.reason, p.condition.cause) == ("PreEnqueue", "missing")
+    assert (p.condition.reason, p.condition.cause) == ("NotReadyForScheduling", "missing")
     assert "ResourceClaimTemplate default/no-such-template does not exist" in p.condition.message
 
 

@@ -102,8 +102,10 @@ class Autoscaler:
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms
+        nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
         unschedulable = sorted(
-            (p for p in view.pending_pods() if p.condition is not None and p.condition.reason == "Unschedulable"),
+            (p for p in view.pending_pods()
+             if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated),
             key=lambda p: (-p.priority, p.created_offset),
         )
         remaining = self._not_helped_by_upcoming(view, self._filter_out_schedulable(view, unschedulable))
@@ -125,8 +127,12 @@ class Autoscaler:
 
     def _filter_out_schedulable(self, view: ClusterState, pods: list[PodState]) -> list[PodState]:
         """CA's FilterOutSchedulable: pods that fit a Ready node as it is now (the scheduler has not
-        caught up yet) need no new node; they are placed in a scratch copy of the nodes' usage."""
+        caught up yet) need no new node; they are placed in a scratch copy of the nodes' usage. Pods
+        with a nominated node count as placed there (CA force-places them into its snapshot)."""
         used = {name: dict(node.used) for name, node in view.nodes.items()}
+        for reservation in view.gang.reservations.values():
+            if reservation.nominated and reservation.node in used:
+                _place(view.pods[reservation.pod], view.nodes[reservation.node], used[reservation.node])
         remaining = []
         for pod in pods:
             fit = next((n for n in view.nodes.values() if all(f(pod, n, used[n.name]) is None for f in FILTERS)), None)

@@ -24,6 +24,7 @@ from ..nodeselector import node_selector_matches
 from ..state import ClusterState, NodeState, PodState
 
 DRA_FAILURE = "cannot allocate all claims"
+Held = dict[str, tuple[str, dict[str, Any]]]  # claim key -> (gang key, allocation) of members waiting at Permit
 # Allocator explanation kinds -> dralab's pending reasons.
 EXPLANATION_CAUSE = {
     "capacity": "capacity",
@@ -63,7 +64,10 @@ class DraPlugin:
     def __init__(self) -> None:
         self.matcher = CelMatcher()
 
-    def prefilter(self, view: ClusterState, pod: PodState, assumed: dict[str, dict[str, Any]]) -> PodClaims:
+    def prefilter(self, view: ClusterState, pod: PodState, assumed: dict[str, dict[str, Any]],
+                  held: Held | None = None, gang: str | None = None) -> PodClaims:
+        """Resolve the pod's claims. A claim that a gang member waiting at Permit allocated (in flight,
+        not yet written) is usable by members of the same gang only; other pods wait for it."""
         out = PodClaims()
         namespace = pod.key.split("/")[1]
         generated = view.dra.pod_claims.get(pod.key, {})
@@ -83,6 +87,13 @@ class DraPlugin:
                     continue
                 key = generated[entry["name"]]
             state = view.dra.claims[key]
+            if held and key in held:
+                holder, in_flight = held[key]
+                if holder != gang:
+                    out.waiting = True
+                    continue
+                out.allocated.append((key, in_flight))
+                continue
             allocation = assumed.get(key, state.allocation)
             if allocation is not None:
                 if pod.key not in state.reserved_for and len(state.reserved_for) >= RESERVED_FOR_MAX:

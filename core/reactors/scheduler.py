@@ -20,18 +20,21 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..dra.allocated import AllocatedState
 from ..dra.allocator import Allocator
 from ..events import AnyEvent, ClaimAllocated, ClaimReserved, PodBound, PodUnschedulable
+from ..gang_state import Reservation
 from ..nodeselector import node_selector_matches
 from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeState, PodState
-from .dra_plugin import DRA_FAILURE, DraPlugin, PodClaims
+from ..workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
+from .dra_plugin import DRA_FAILURE, DraPlugin, Held, PodClaims
+from .gang import NOT_READY, GangCycle, Placed
 
-PARKED = ("Unschedulable", "PreEnqueue")  # conditions of pods in the unschedulable pool, retried on room
+PARKED = ("Unschedulable", NOT_READY)  # conditions of pods in the unschedulable pool, retried on room
 Filter = Callable[[PodState, NodeState, dict[str, int]], str | None]
 
 
@@ -165,45 +168,77 @@ def fragmented(view: ClusterState, pod: PodState) -> bool:
     return False
 
 
+def retry_offset(view: ClusterState, pod: PodState) -> int:
+    """The last offset at which something happened that can make this parked pod schedulable: room
+    appearing anywhere, or (for a gang member) another member of its gang arriving (upstream's
+    GangScheduling queueing hint on Pod/Add)."""
+    ref = view.gang.refs.get(pod.key)
+    if ref is None:
+        return view.room_offset
+    return max(view.room_offset, view.gang.member_offset.get(ref.key, 0))
+
+
 @dataclass
 class Scheduler:
     score: str = "most-allocated"
+    gang_timeout_ms: int = DEFAULT_GANG_TIMEOUT_MS
+    feature_gates: dict[str, bool] = field(default_factory=dict)
     name: str = "scheduler"
     trigger: Trigger = "events"
 
     def __post_init__(self) -> None:
         if self.score not in SCORERS:
             raise ValueError(f"unknown score policy {self.score!r}; expected one of {sorted(SCORERS)}")
+        if self.gang_timeout_ms <= 0:
+            raise ValueError("the gang timeout must be positive")
+        unknown = sorted(set(self.feature_gates) - set(SCHEDULER_FEATURE_GATES))
+        if unknown:
+            raise ValueError(f"unknown scheduler feature gates {unknown}; "
+                             f"expected some of {list(SCHEDULER_FEATURE_GATES)}")
         self._dra = DraPlugin()
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
-        cycle = Cycle(view, rng)
+        gangs = GangCycle(view, now, self.gang_timeout_ms,
+                          self.feature_gates.get("NominatedNodeNameForExpectation", True))
+        cycle = Cycle(view, rng, gangs.held)
+        gangs.expire(cycle)
+        busy = gangs.busy  # waiting at Permit, or just released: not in the queue this decision
         for pod in queue:
+            if pod.key in busy:
+                continue
             cond = pod.condition
-            if cond is not None and cond.reason in PARKED and cond.offset >= view.room_offset:
-                # nothing that could make room happened after the view it was found unschedulable on
+            if cond is not None and cond.reason in PARKED and cond.offset >= retry_offset(view, pod):
                 continue  # nothing happened since that could make room: stays in the unschedulable pool
-            self._schedule(cycle, pod)
-        return Decision(tuple(cycle.events))
+            self._schedule(cycle, pod, gangs)
+        gangs.finish(cycle, self._dra)
+        return Decision(tuple(cycle.events), gangs.wake_at())
 
-    def _schedule(self, cycle: Cycle, pod: PodState) -> None:
+    def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle) -> None:
         view = cycle.view
-        claims = self._dra.prefilter(view, pod, cycle.assumed) if pod_has_claims(pod) else PodClaims()
+        gang, rejection = gangs.admit(pod)
+        if rejection is not None:
+            # Upstream's PreEnqueue keeps such a pod out of the queue; with KEP-5501 the rejection is
+            # written as reason NotReadyForScheduling, which the autoscaler does not act on.
+            cycle.pending(pod, NOT_READY, rejection.message, rejection.cause, rejection.detail)
+            return
+        claims = (self._dra.prefilter(view, pod, cycle.assumed, cycle.held, gang) if pod_has_claims(pod)
+                  else PodClaims())
         if claims.missing:
-            # Upstream's PreEnqueue keeps such a pod out of the queue without a PodScheduled
-            # condition, so cluster-autoscaler never sees it; dralab records the reason under a
-            # condition reason the autoscaler ignores.
-            cycle.pending(pod, "PreEnqueue", f"waiting for objects: {claims.missing}", "missing", claims.missing)
+            cycle.pending(pod, NOT_READY, f"waiting for objects: {claims.missing}", "missing", claims.missing)
             return
         if claims.waiting:
-            return  # the claim controller has not created the pod's claims yet
+            return  # the claim controller has not created the pod's claims yet, or a waiting gang holds one
         allocator = self._dra.allocator(view, cycle.allocated) if claims.to_allocate else None
         node_name, reasons, allocations, near = self.schedule_one(
             view, pod, cycle.used, cycle.rng, claims, allocator, cycle.dra_failed, cycle.static, cycle.cursor
         )
         if node_name is not None:
-            cycle.bind(pod, node_name, claims, allocations)
+            if gang is None:
+                cycle.bind(pod, node_name, claims, allocations)
+            else:  # Reserve, then wait at Permit for the rest of the gang
+                cycle.hold(pod, node_name, allocations, gang)
+                gangs.place(gang, Placed(pod, node_name, claims, allocations))
             return
         message = unschedulable_message(len(view.nodes), reasons)
         cause, detail = pending_cause(reasons), ""
@@ -330,18 +365,22 @@ class Cycle:
     """One decision's scratch state: the assume cache (resources and devices taken by the bindings
     made earlier in this decision) and the events so far."""
 
-    def __init__(self, view: ClusterState, rng: random.Random) -> None:
+    def __init__(self, view: ClusterState, rng: random.Random, held: list[Reservation] | None = None) -> None:
         self.view = view
         self.rng = rng
         self.used = {name: dict(node.used) for name, node in view.nodes.items()}
         self._allocated: AllocatedState | None = None
         self.assumed: dict[str, dict[str, Any]] = {}  # claim key -> allocation made in this decision
+        self.held: Held = {}  # claim key -> (gang, allocation) of gang members waiting at Permit
         # (node, claims shape) pairs that failed DRA in this decision; devices only get scarcer within
         # a decision (bindings take, nothing frees), so a failure stays a failure until the cycle ends.
         self.dra_failed: set[tuple[str, str]] = set()
         self.static: dict[str, list[tuple[str, str | None]]] = {}  # static_shape -> per-node static filter
         self.cursor = [view.offset]  # where the next node search starts (upstream: nextStartNodeIndex)
         self.events: list[AnyEvent] = []
+        for reservation in held or ():
+            self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
+            self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())
 
     @property
     def allocated(self) -> AllocatedState:
@@ -353,12 +392,21 @@ class Cycle:
         self.events.append(PodBound(pod=pod.key, node=node))
         for key, allocation in allocations.items():
             self.events.append(ClaimAllocated(claim=key, allocation=allocation, pod=pod.key))
-            self.allocated.add_allocation(allocation)
             self.assumed[key] = allocation
         for key, _ in claims.allocated:
             state = self.view.dra.claims[key]
             if pod.key not in state.reserved_for:
                 self.events.append(ClaimReserved(claim=key, pod=pod.key))
+        self._take(pod, node, allocations)
+
+    def hold(self, pod: PodState, node: str, allocations: dict[str, dict[str, Any]], gang: str) -> None:
+        """Reserve without binding: a gang member waiting at Permit (see gang.py)."""
+        self._take(pod, node, allocations)
+        self.held.update((k, (gang, a)) for k, a in allocations.items())
+
+    def _take(self, pod: PodState, node: str, allocations: dict[str, dict[str, Any]]) -> None:
+        for allocation in allocations.values():
+            self.allocated.add_allocation(allocation)
         node_used = self.used[node]
         for resource, amount in pod.requests.items():
             node_used[resource] = node_used.get(resource, 0) + amount
