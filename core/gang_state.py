@@ -35,6 +35,8 @@ class GangState:
     member_offset: dict[str, int] = field(default_factory=dict)  # gang key -> offset its last member arrived
     reservations: dict[str, Reservation] = field(default_factory=dict)  # pod key -> reservation
     bound_now: dict[str, None] = field(default_factory=dict)  # gangs with a binding in the record being applied
+    bound: dict[str, None] = field(default_factory=dict)  # gangs that have had members bound (for the summary)
+    timeouts: int = 0  # waiting members released at their gang's deadline
 
     def workload_created(self, event: WorkloadCreated) -> None:
         meta = event.manifest.get("metadata") or {}
@@ -60,6 +62,11 @@ class GangState:
             event.pod, event.node, ref.key if ref else "", event.allocations, event.deadline, requests,
             event.nominated,
         )
+
+    def gangs(self) -> list[str]:
+        """Keys of the groups with a gang policy (basic groups and unknown Workloads left out)."""
+        return [g for g, members in self.members.items()
+                if self.min_count(self.refs[next(iter(members))]) is not None]
 
     def by_gang(self) -> dict[str, list[Reservation]]:
         out: dict[str, list[Reservation]] = {}

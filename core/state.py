@@ -219,6 +219,7 @@ class ClusterState:
                 self.gang_violations.append(
                     f"offset {offset}: gang {gang} bound with {running} of minCount {needed} members running"
                 )
+            self.gang.bound[gang] = None
         self.gang.bound_now.clear()
 
     def _apply_event(self, offset: int, t: int, event: object) -> None:
@@ -335,6 +336,7 @@ class ClusterState:
             self.anomalies.append(f"offset {offset}: {event.pod} unreserved but was not reserved")
             return
         self._unhold(reservation.node, reservation.requests)
+        self.gang.timeouts += 1
         pod = self.pods[event.pod]
         if pod.condition is not None:
             # Its own release is no reason to retry it: only room appearing after this record is.

@@ -39,6 +39,7 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
     waits = [(p.bound_t - p.created_t) / 1000 for p in state.pods.values() if p.bound_t >= 0]
     added: dict[str, int] = {name: g.created - g.initial for name, g in sorted(state.node_groups.items())}
     p50, p99 = percentile(waits, 50), percentile(waits, 99)
+    gangs = state.gang.gangs()
     return {
         "scenario": run.scenario if run else None,
         "seed": run.seed if run else seed,
@@ -48,6 +49,12 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
             "scheduled": sum(1 for p in state.pods.values() if p.bound_t >= 0),
             "pending": len(pending),
             "pending_by_reason": dict(sorted(by_reason.items())),
+        },
+        "gangs": {
+            "total": len(gangs),
+            "bound": sum(1 for g in gangs if g in state.gang.bound),
+            "waiting": len({r.gang for r in state.gang.reservations.values()}),
+            "timeouts": state.gang.timeouts,
         },
         "nodes_added": added,
         "time_to_schedule_s": {"p50": p50, "p99": p99},
@@ -69,6 +76,9 @@ def render_text(summary: dict[str, Any]) -> str:
         f"scenario {summary['scenario']}  seed {summary['seed']}  autoscaler policy {summary['policy']['autoscaler']}",
         f"pods       {pods['scheduled']}/{pods['total']} scheduled, {pods['pending']} pending"
         + (f" ({', '.join(f'{k}: {v}' for k, v in pods['pending_by_reason'].items())})" if pods["pending"] else ""),
+        *([f"gangs      {summary['gangs']['bound']}/{summary['gangs']['total']} bound, "
+           f"{summary['gangs']['waiting']} waiting at Permit, {summary['gangs']['timeouts']} member(s) timed out"]
+          if summary.get("gangs", {}).get("total") else []),
         "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
         f"log        {summary['events']} events in {summary['records']} records, "
