@@ -65,7 +65,7 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_ARRIVAL_COUNT = 1_000_000
 
 AutoscalerPolicy = Literal["count", "dra", "atomic"]
-ScoreStrategy = Literal["most-allocated", "least-allocated"]
+ScoreStrategy = Literal["most-allocated", "least-allocated", "fragmentation"]
 Expander = Literal["least-waste", "most-pods", "price", "priority", "random"]
 AUTOSCALER_POLICIES: tuple[str, ...] = get_args(AutoscalerPolicy)
 SCORE_STRATEGIES: tuple[str, ...] = get_args(ScoreStrategy)

@@ -173,7 +173,7 @@ BAD: list[tuple[Keys, object, str, str]] = [
         ("spec", "scheduler"),
         {"score": "balanced"},
         "spec.scheduler.score",
-        "expected one of `most-allocated`, `least-allocated`, got `balanced`",
+        "expected one of `most-allocated`, `least-allocated`, `fragmentation`, got `balanced`",
     ),
     (
         ("spec", "autoscaler"),

@@ -32,6 +32,7 @@ from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeState, PodState
 from ..workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 from .dra_plugin import DRA_FAILURE, DraPlugin, Held, PodClaims
+from .fragmentation import FreeDevices, dra_fragmentation, fragmentation_score, pod_demand, workload_histogram
 from .gang import NOT_READY, GangCycle, Placed
 
 PARKED = ("Unschedulable", NOT_READY)  # conditions of pods in the unschedulable pool, retried on room
@@ -122,6 +123,7 @@ SCORERS: dict[str, Callable[[PodState, NodeState, dict[str, int]], float]] = {
     "most-allocated": _utilisation,
     "least-allocated": lambda pod, node, used: 1.0 - _utilisation(pod, node, used),
 }
+SCORE_POLICIES = (*SCORERS, "fragmentation")  # fragmentation.py: needs the decision's device counts
 
 
 def unschedulable_message(total: int, reasons: Counter[str]) -> str:
@@ -155,14 +157,15 @@ def pending_cause(reasons: Counter[str]) -> str:
     return max(_stage(r) for r in reasons)[1]
 
 
-def fragmented(view: ClusterState, pod: PodState) -> bool:
-    """Enough free extended resource in total over Ready nodes, but no node has enough."""
+def fragmented(view: ClusterState, pod: PodState, used: dict[str, dict[str, int]]) -> bool:
+    """Enough free extended resource in total over Ready nodes, but no node has enough (`used`: the
+    decision's usage, bindings made earlier in it included)."""
     wanted = {r: a for r, a in pod.requests.items() if "/" in r and a > 0}
     if not wanted:
         return False
     ready = [n for n in view.nodes.values() if n.ready]
     for resource, amount in wanted.items():
-        free = [n.free(resource) for n in ready]
+        free = [n.allocatable.get(resource, 0) - used[n.name].get(resource, 0) for n in ready]
         if sum(free) >= amount and max(free, default=0) < amount:
             return True
     return False
@@ -187,8 +190,8 @@ class Scheduler:
     trigger: Trigger = "events"
 
     def __post_init__(self) -> None:
-        if self.score not in SCORERS:
-            raise ValueError(f"unknown score policy {self.score!r}; expected one of {sorted(SCORERS)}")
+        if self.score not in SCORE_POLICIES:
+            raise ValueError(f"unknown score policy {self.score!r}; expected one of {list(SCORE_POLICIES)}")
         if self.gang_timeout_ms <= 0:
             raise ValueError("the gang timeout must be positive")
         unknown = sorted(set(self.feature_gates) - set(SCHEDULER_FEATURE_GATES))
@@ -196,6 +199,7 @@ class Scheduler:
             raise ValueError(f"unknown scheduler feature gates {unknown}; "
                              f"expected some of {list(SCHEDULER_FEATURE_GATES)}")
         self._dra = DraPlugin()
+        self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see fragmentation.py)
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
@@ -230,9 +234,7 @@ class Scheduler:
         if claims.waiting:
             return  # the claim controller has not created the pod's claims yet, or a waiting gang holds one
         allocator = self._dra.allocator(view, cycle.allocated) if claims.to_allocate else None
-        node_name, reasons, allocations, near = self.schedule_one(
-            view, pod, cycle.used, cycle.rng, claims, allocator, cycle.dra_failed, cycle.static, cycle.cursor
-        )
+        node_name, reasons, allocations, dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
         if node_name is not None:
             if gang is None:
                 cycle.bind(pod, node_name, claims, allocations)
@@ -242,24 +244,19 @@ class Scheduler:
             return
         message = unschedulable_message(len(view.nodes), reasons)
         cause, detail = pending_cause(reasons), ""
-        if near is not None and allocator is not None:
-            cause, detail = self._dra.explain(allocator, claims, view.nodes[near])
-        elif cause == "capacity" and fragmented(view, pod):
+        if dra_nodes and allocator is not None:
+            cause, detail = self._dra.explain(allocator, claims, view.nodes[dra_nodes[0]])
+            if cause == "capacity":
+                split = dra_fragmentation(view, self._dra.matcher, cycle.allocated, claims.to_allocate, dra_nodes)
+                if split is not None:
+                    cause, detail = "fragmentation", split
+        elif cause == "capacity" and fragmented(view, pod, cycle.used):
             cause = "fragmentation"
         cycle.pending(pod, "Unschedulable", message, cause, detail)
 
     def schedule_one(
-        self,
-        view: ClusterState,
-        pod: PodState,
-        used: dict[str, dict[str, int]],
-        rng: random.Random,
-        claims: PodClaims | None = None,
-        allocator: Allocator | None = None,
-        dra_failed: set[tuple[str, str]] | None = None,
-        static: dict[str, list[tuple[str, str | None]]] | None = None,
-        cursor: list[int] | None = None,
-    ) -> tuple[str | None, Counter[str], dict[str, dict[str, Any]], str | None]:
+        self, cycle: Cycle, pod: PodState, claims: PodClaims, allocator: Allocator | None
+    ) -> tuple[str | None, Counter[str], dict[str, dict[str, Any]], list[str]]:
         """Filter, score, pick the best node (random among equals), as upstream's schedulePod.
 
         The DRA filter is the expensive one, and in 1.35 DRA scores nothing but firstAvailable
@@ -268,18 +265,21 @@ class Scheduler:
         first node whose claims can be allocated is the choice. That is the node upstream would pick
         (the best score among feasible nodes, uniformly at random among equals) without running
         the allocator on every node. Returns the node (or None), the failure reasons counted over
-        nodes, the DRA allocations for the chosen node, and the closest node that failed only on DRA.
+        nodes, the DRA allocations for the chosen node, and the nodes that failed only on DRA, the
+        closest first.
         """
+        view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
-        nodes = self._static(view, pod, static)
+        nodes = self._static(view, pod, cycle.static)
+        score = self._scorer(cycle, pod)
         # Like upstream, stop once enough feasible nodes are found, starting where the last search
-        # stopped (a rotating start, here carried by the decision's cycle); if none of them can take
-        # the pod's claims, look at the rest too.
+        # stopped (a rotating start, carried by the decision's cycle); if none of them can take the
+        # pod's claims, look at the rest too.
         want = num_feasible_nodes_to_find(len(nodes))
-        start = cursor[0] % len(nodes) if cursor is not None and nodes else 0
+        start = cycle.cursor[0] % len(nodes) if nodes else 0
         order = nodes[start:] + nodes[:start]
         scanned = 0
-        near: str | None = None
+        dra_nodes: list[str] = []
         while scanned < len(order):
             scored: dict[float, list[str]] = {}
             found = 0
@@ -290,54 +290,58 @@ class Scheduler:
                     node, node_used = view.nodes[name], used[name]
                     failure = fits_resources(pod, node, node_used)
                     if failure is None:
-                        scored.setdefault(SCORERS[self.score](pod, node, node_used), []).append(name)
+                        scored.setdefault(score(node, node_used), []).append(name)
                         found += 1
                         continue
                 reasons[failure] += 1
-            if cursor is not None:
-                cursor[0] = start + scanned
-            chosen, allocations, near_here = self._pick(view, scored, rng, claims, allocator, dra_failed, reasons)
-            near = near or near_here
+            cycle.cursor[0] = start + scanned
+            chosen, allocations = self._pick(cycle, scored, claims, allocator, reasons, dra_nodes)
             if chosen is not None:
-                return chosen, reasons, allocations, None
-        return None, reasons, {}, near
+                return chosen, reasons, allocations, []
+        return None, reasons, {}, dra_nodes
+
+    def _scorer(self, cycle: Cycle, pod: PodState) -> Callable[[NodeState, dict[str, int]], float]:
+        if self.score != "fragmentation":
+            scorer = SCORERS[self.score]
+            return lambda node, used: scorer(pod, node, used)
+        demand = pod_demand(cycle.view, pod)
+        histogram = cycle.histogram(self._demand)
+        free = cycle.free_devices
+        return lambda node, used: fragmentation_score(
+            demand, free.free(node, used), histogram, _utilisation(pod, node, used))
 
     def _pick(
         self,
-        view: ClusterState,
+        cycle: Cycle,
         scored: dict[float, list[str]],
-        rng: random.Random,
-        claims: PodClaims | None,
+        claims: PodClaims,
         allocator: Allocator | None,
-        dra_failed: set[tuple[str, str]] | None,
         reasons: Counter[str],
-    ) -> tuple[str | None, dict[str, dict[str, Any]], str | None]:
-        """The best-scored node among `scored` whose claims can be allocated (random among equals)."""
-        needs_dra = claims is not None and claims.any
-        near: str | None = None
+        dra_nodes: list[str],
+    ) -> tuple[str | None, dict[str, dict[str, Any]]]:
+        """The best-scored node among `scored` whose claims can be allocated (random among equals);
+        the nodes where DRA failed are appended to `dra_nodes`."""
         for score in sorted(scored, reverse=True):
             group = scored[score]
             if len(group) > 1:
                 group = list(group)
-                rng.shuffle(group)
-            if not needs_dra:
-                return group[0], {}, None
-            assert claims is not None
+                cycle.rng.shuffle(group)
+            if not claims.any:
+                return group[0], {}
             shape = claims.shape()
             for name in group:
-                if dra_failed is not None and (name, shape) in dra_failed:
+                if (name, shape) in cycle.dra_failed:
                     reasons[DRA_FAILURE] += 1  # same claims failed on this unchanged node earlier in the cycle
-                    near = near or name
+                    dra_nodes.append(name)
                     continue
-                allocations, failure = self._dra.filter(allocator, claims, view.nodes[name])
+                allocations, failure = self._dra.filter(allocator, claims, cycle.view.nodes[name])
                 if allocations is not None:
-                    return name, allocations, None
-                if dra_failed is not None and failure == DRA_FAILURE:
-                    dra_failed.add((name, shape))
+                    return name, allocations
+                if failure == DRA_FAILURE:
+                    cycle.dra_failed.add((name, shape))
                 reasons[failure or DRA_FAILURE] += 1
-                near = near or name
-        return None, {}, near
-
+                dra_nodes.append(name)
+        return None, {}
 
     @staticmethod
     def _static(
@@ -377,6 +381,8 @@ class Cycle:
         self.dra_failed: set[tuple[str, str]] = set()
         self.static: dict[str, list[tuple[str, str | None]]] = {}  # static_shape -> per-node static filter
         self.cursor = [view.offset]  # where the next node search starts (upstream: nextStartNodeIndex)
+        self._free: FreeDevices | None = None
+        self._histogram: dict[int, float] | None = None
         self.events: list[AnyEvent] = []
         for reservation in held or ():
             self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
@@ -387,6 +393,18 @@ class Cycle:
         if self._allocated is None:
             self._allocated = self.view.dra.allocated.copy()
         return self._allocated
+
+    @property
+    def free_devices(self) -> FreeDevices:
+        if self._free is None:
+            self._free = FreeDevices(self.view, self.allocated)
+        return self._free
+
+    def histogram(self, demand: dict[str, int]) -> dict[int, float]:
+        """The workload's device demand, once per decision (fragmentation score)."""
+        if self._histogram is None:
+            self._histogram = workload_histogram(self.view, demand)
+        return self._histogram
 
     def bind(self, pod: PodState, node: str, claims: PodClaims, allocations: dict[str, dict[str, Any]]) -> None:
         self.events.append(PodBound(pod=pod.key, node=node))
@@ -407,6 +425,8 @@ class Cycle:
     def _take(self, pod: PodState, node: str, allocations: dict[str, dict[str, Any]]) -> None:
         for allocation in allocations.values():
             self.allocated.add_allocation(allocation)
+        if allocations and self._free is not None:
+            self._free.forget(node)
         node_used = self.used[node]
         for resource, amount in pod.requests.items():
             node_used[resource] = node_used.get(resource, 0) + amount
