@@ -133,6 +133,7 @@ class PodState:
     bound_t: int = -1
     finished_t: int = -1
     condition: Condition | None = None
+    attempts: int = 0  # failed scheduling attempts (PodScheduled=False, Unschedulable, written each time)
 
     @property
     def node_selector(self) -> dict[str, str]:
@@ -235,6 +236,8 @@ class ClusterState:
                     return
                 pod.condition = Condition("False", event.reason, event.message, event.cause, t, self._view,
                                           event.detail)
+                if event.reason == "Unschedulable":
+                    pod.attempts += 1
             case PodFinished():
                 self._pod_finished(offset, t, event)
             case NodeCreated():

@@ -34,8 +34,8 @@ from ..workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 from .dra_plugin import DRA_FAILURE, DraPlugin, Held, PodClaims
 from .fragmentation import FreeDevices, dra_fragmentation, fragmentation_score, pod_demand, workload_histogram
 from .gang import NOT_READY, GangCycle, Placed
+from .queue import due
 
-PARKED = ("Unschedulable", NOT_READY)  # conditions of pods in the unschedulable pool, retried on room
 Filter = Callable[[PodState, NodeState, dict[str, int]], str | None]
 
 
@@ -171,16 +171,6 @@ def fragmented(view: ClusterState, pod: PodState, used: dict[str, dict[str, int]
     return False
 
 
-def retry_offset(view: ClusterState, pod: PodState) -> int:
-    """The last offset at which something happened that can make this parked pod schedulable: room
-    appearing anywhere, or (for a gang member) another member of its gang arriving (upstream's
-    GangScheduling queueing hint on Pod/Add)."""
-    ref = view.gang.refs.get(pod.key)
-    if ref is None:
-        return view.room_offset
-    return max(view.room_offset, view.gang.member_offset.get(ref.key, 0))
-
-
 @dataclass
 class Scheduler:
     score: str = "most-allocated"
@@ -208,15 +198,20 @@ class Scheduler:
         cycle = Cycle(view, rng, gangs.held)
         gangs.expire(cycle)
         busy = gangs.busy  # waiting at Permit, or just released: not in the queue this decision
+        wake = gangs.wake_at()
         for pod in queue:
             if pod.key in busy:
                 continue
-            cond = pod.condition
-            if cond is not None and cond.reason in PARKED and cond.offset >= retry_offset(view, pod):
-                continue  # nothing happened since that could make room: stays in the unschedulable pool
+            ready, later = due(view, pod, now)  # the unschedulable pool and backoff (queue.py)
+            if not ready:
+                wake = later if wake is None or (later is not None and later < wake) else wake
+                continue
             self._schedule(cycle, pod, gangs)
         gangs.finish(cycle, self._dra)
-        return Decision(tuple(cycle.events), gangs.wake_at())
+        finished = gangs.wake_at()
+        if finished is not None and (wake is None or finished < wake):
+            wake = finished
+        return Decision(tuple(cycle.events), wake)
 
     def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle) -> None:
         view = cycle.view
@@ -433,7 +428,10 @@ class Cycle:
         node_used["pods"] = node_used.get("pods", 0) + 1
 
     def pending(self, pod: PodState, reason: str, message: str, cause: str, detail: str) -> None:
+        """Write the PodScheduled condition: always after a failed attempt (`Unschedulable`, which counts
+        attempts and times the backoff), only when it changed for a PreEnqueue rejection."""
         cond = pod.condition
-        if cond is None or (cond.reason, cond.message, cond.cause, cond.detail) != (reason, message, cause, detail):
+        if cond is None or reason == "Unschedulable" or (
+                cond.reason, cond.message, cond.cause, cond.detail) != (reason, message, cause, detail):
             self.events.append(PodUnschedulable(pod=pod.key, reason=reason, message=message, cause=cause,
                                                 detail=detail))
