@@ -1,6 +1,7 @@
 """End-to-end speed of `dralab audit` and `dralab schedule` on a synthetic cluster dump (issue 4, Speed).
 
 Run: python benchmarks/audit_bench.py [--nodes N] [--pending P] [--seed S] [--skip-schedule] [--profile]
+[--profile-schedule]
 
 The dump (built in memory, deterministic for a seed): N nodes with 64 cpu, each with one ResourceSlice
 of 8 GPUs in 2 NVLink domains (4 GPUs each; each GPU with a unique uuid, as drivers publish); a
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--skip-schedule", action="store_true", help="time audit only")
     parser.add_argument("--profile", action="store_true", help="cProfile audit; print the top 25 by cumtime")
+    parser.add_argument("--profile-schedule", action="store_true", help="cProfile schedule, likewise")
     args = parser.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -163,9 +165,16 @@ def main(argv: list[str] | None = None) -> int:
                  + f"; devices {report['devices']}"))
     if not args.skip_schedule:
         inv = parse(args.nodes, args.pending, args.seed)
+        if args.profile_schedule:
+            prof = cProfile.Profile()
+            prof.enable()
         t0 = time.perf_counter()
         sched = schedule(inv)
         sched_s = time.perf_counter() - t0
+        if args.profile_schedule:
+            prof.disable()
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+            pstats.Stats(prof).sort_stats("tottime").print_stats(15)
         rows.append(("schedule", f"{sched_s:.2f}",
                      f"{len(sched['bindings'])} bound, {len(sched['pending'])} still pending"))
     widths = [max(len(r[i]) for r in rows) for i in range(2)]

@@ -16,7 +16,7 @@ from .inputs import emit, load_inventory
 def _files(p: Any) -> None:
     p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
                    help="a cluster dump: Nodes, Pods, ResourceSlices, ResourceClaims, ResourceClaimTemplates, "
-                        "DeviceClasses (repeatable; multi-document or kind: List)")
+                        "DeviceClasses, Workloads (repeatable; multi-document or kind: List)")
     p.add_argument("--log-format", choices=["console", "json"], default="console")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")
 
@@ -25,8 +25,8 @@ def add_parsers(sub: Any) -> None:
     a = sub.add_parser("audit", help="say why each pending pod is pending, and count free and stranded devices")
     _files(a)
     a.add_argument("-o", "--output", choices=["table", "json"], default="table")
-    s = sub.add_parser("schedule", help="one greedy scheduling pass over a cluster dump: bindings and what stays "
-                                        "pending, with reasons")
+    s = sub.add_parser("schedule", help="one greedy scheduling pass over a cluster dump (gangs all-or-nothing): "
+                                        "bindings and what stays pending, with reasons")
     _files(s)
     s.add_argument("-o", "--output", choices=["json", "yaml"], default="json")
 

@@ -19,7 +19,7 @@ from .dra.allocator import AllocatedState, AllocationError, Allocator
 from .dra.api import ManifestError, claim_from_template
 from .dra.cel import CelMatcher, SelectorError
 from .dra.model import Claim, Device, DeviceID, Inventory, Node, Slice
-from .dra.pools import node_matches
+from .dra.pools import SliceIndex, node_matches
 from .nodeselector import node_selector_matches
 from .reactors.scheduler import tolerates
 from .resources import node_allocatable, pod_requests
@@ -59,6 +59,15 @@ class NodeResult:
 
 
 @dataclass
+class Checkpoint:
+    """Where `Snapshot.rollback` returns to: the version, the journal's length, the devices in use."""
+
+    version: int
+    journal: int
+    allocated: AllocatedState
+
+
+@dataclass
 class PodClaims:
     """A pod's claims resolved: (pod claim name, Claim); ``missing`` names what does not exist."""
 
@@ -90,18 +99,20 @@ class Snapshot:
     def __init__(self, inv: Inventory) -> None:
         self.inv = inv
         self.nodes: dict[str, Node] = dict(sorted(inv.nodes.items()))
+        self.node_index = {name: i for i, name in enumerate(self.nodes)}  # position in node order
         self.allocatable = {name: node_allocatable(n.manifest) for name, n in self.nodes.items()}
         self.used: dict[str, dict[str, int]] = {name: {} for name in self.nodes}
         for pod in inv.pods.values():
             node = (pod.get("spec") or {}).get("nodeName")
             if node in self.used and (pod.get("status") or {}).get("phase") not in _DONE:
-                self.add_pod(node, pod)
+                self._add_used(node, pod)
         self.claims: dict[str, Claim] = dict(inv.claims)
         self.allocated = AllocatedState.from_claims(self.claims.values())
         self._shared = self.allocated.shared_devices()
         self.matcher = CelMatcher()
         self.slices: list[Slice] = list(inv.slices.values())
         self._allocator: Allocator | None = None
+        self._index = SliceIndex.build(self.slices)  # the slices never change: one index for every Allocator
         self.complete = complete_devices(self.slices)
         # Memos (see "Speed" in docs/audit.md). Static filters by the pod's scheduling signature, then node;
         # DRA outcomes by the shape of the pod's unallocated claims (everything but their names), node and
@@ -109,7 +120,9 @@ class Snapshot:
         # of `dra_shape` get the failure reasons and progress of the first pod of that shape, and re-run
         # `dra` for the node whose messages they report.
         self._static_memo: dict[str, dict[str, list[Failure]]] = {}
-        self._dra_memo: dict[tuple[str, str, bool], NodeResult] = {}
+        # where (a node name, or "\x00" + a node signature) -> (claims shape, explain) -> outcome; by node
+        # first so that a binding drops its node's entries without a walk over the others
+        self._dra_memo: dict[str, dict[tuple[str, bool], NodeResult]] = {}
         self._match_memo: dict[tuple[Device, str, tuple[str, ...]], bool] = {}
         self._matching_memo: dict[tuple[str, tuple[str, ...]], list[tuple[Slice, Device]]] = {}
         # (driver, pool) -> the one node all its slices name, or None when some slice is not node-local
@@ -132,40 +145,122 @@ class Snapshot:
         self._corpus: str | None = None  # the text of every class, claim and template (see _referenced_only)
         self._iterates = True
         self._named: dict[str, bool] = {}
+        self._by_node_memo: dict[tuple[str, tuple[str, ...]], dict[str, list[Device]] | None] = {}
+        # What changed since the snapshot was built: ``version`` counts the changes, ``_changes[v]`` names
+        # the nodes whose filter outcomes change v -> v+1 may have changed (None: possibly every node).
+        # Callers that keep per-node results (`audit.evaluate`) redo only those nodes.
+        self.version = 0
+        self._changes: list[frozenset[str] | None] = []
+        # open checkpoints (see `checkpoint`) and the journal of what to restore: ("used", node, old dict)
+        # or ("claim", key, old Claim or None)
+        self._checkpoints: list[Checkpoint] = []
+        self._journal: list[tuple[str, str, Any]] = []
 
     # ------------------------------------------------------------------ state
 
-    def add_pod(self, node: str, pod: dict[str, Any]) -> None:
+    def _add_used(self, node: str, pod: dict[str, Any]) -> None:
         used = self.used[node]
         for res, amount in pod_requests(pod).items():
             used[res] = used.get(res, 0) + amount
         used["pods"] = used.get("pods", 0) + 1
-        for memo in getattr(self, "_static_memo", {}).values():
-            memo.pop(node, None)
+
+    def add_pod(self, node: str, pod: dict[str, Any]) -> None:
+        """Bind ``pod`` to ``node``: its requests count against the node's allocatable."""
+        if self._checkpoints:
+            self._journal.append(("used", node, dict(self.used[node])))
+        self._add_used(node, pod)
+        self._forget_nodes({node}, statics=True, dra=False)
 
     def commit(self, allocations: dict[str, dict[str, Any]], claims: dict[str, Claim]) -> None:
+        nodes: set[str] | None = set()
         for key, alloc in allocations.items():
+            if self._checkpoints:
+                self._journal.append(("claim", key, self.claims.get(key)))
             self.claims[key] = dataclasses.replace(claims[key], allocation=alloc)
             self.allocated.add_allocation(alloc)
-            self._forget_devices(alloc)
+            touched = self._device_nodes(alloc)
+            nodes = None if touched is None or nodes is None else nodes | touched
         self._shared = self.allocated.shared_devices()
         self._allocator = None
+        if allocations:
+            self._forget_nodes(nodes)
 
-    def _forget_devices(self, alloc: dict[str, Any]) -> None:
-        """Drop the memoized DRA outcomes an allocation may change: those of the node whose node-local
-        pools hold its devices, or all of them when a device may be reachable from other nodes."""
+    def _device_nodes(self, alloc: dict[str, Any]) -> set[str] | None:
+        """The nodes whose node-local pools hold the devices of ``alloc``; None when a device may be
+        reachable from other nodes (a network-attached or per-device pool)."""
         nodes = set()
         for r in (alloc.get("devices") or {}).get("results") or []:
             node = self._pool_node.get((str(r.get("driver")), str(r.get("pool"))))
             if node is None:
-                self._dra_memo.clear()
-                self._node_sig.clear()
-                return
+                return None
             nodes.add(node)
-        if nodes:
-            self._dra_memo = {k: v for k, v in self._dra_memo.items() if k[1] not in nodes}
+        return nodes
+
+    def _forget_nodes(self, nodes: set[str] | None, *, statics: bool = False, dra: bool = True) -> None:
+        """Record a change of ``nodes`` (None: any node) and drop what was memoized about them: with ``dra``
+        the DRA outcomes and signatures, with ``statics`` the non-DRA filter outcomes."""
+        if dra and nodes is None:
+            self._dra_memo.clear()
+            self._node_sig.clear()
+        elif dra and nodes is not None:
             for node in nodes:
+                self._dra_memo.pop(node, None)
                 self._node_sig.pop(node, None)
+        if statics and nodes is None:
+            self._static_memo.clear()
+        elif statics and nodes is not None:
+            for memo in self._static_memo.values():
+                for node in nodes:
+                    memo.pop(node, None)
+        self._changes.append(None if nodes is None else frozenset(nodes))
+        self.version += 1
+
+    def pool_node(self, driver: str, pool: str) -> str | None:
+        """The one node all slices of the pool name (None: not node-local, or unknown)."""
+        return self._pool_node.get((driver, pool))
+
+    def changed_since(self, version: int) -> set[str] | None:
+        """The nodes that may have changed since ``version`` (None: possibly all of them)."""
+        out: set[str] = set()
+        for change in self._changes[version:]:
+            if change is None:
+                return None
+            out |= change
+        return out
+
+    def checkpoint(self) -> Checkpoint:
+        """Start a tentative change (a gang's placements): `rollback` undoes every `add_pod` and `commit`
+        made since, `release` keeps them. Checkpoints nest."""
+        cp = Checkpoint(self.version, len(self._journal), self.allocated.copy())
+        self._checkpoints.append(cp)
+        return cp
+
+    def release(self, cp: Checkpoint) -> None:
+        """Keep what was done since ``cp``."""
+        assert self._checkpoints and self._checkpoints[-1] is cp, "checkpoints are released in order"
+        self._checkpoints.pop()
+        if not self._checkpoints:
+            self._journal.clear()
+
+    def rollback(self, cp: Checkpoint) -> None:
+        """Undo what was done since ``cp``: the snapshot is as it was then (a new version, with the touched
+        nodes recorded as changed)."""
+        assert self._checkpoints and self._checkpoints[-1] is cp, "checkpoints are rolled back in order"
+        self._checkpoints.pop()
+        touched = self.changed_since(cp.version)
+        while len(self._journal) > cp.journal:
+            what, key, old = self._journal.pop()
+            if what == "used":
+                self.used[key] = old
+            elif old is None:
+                self.claims.pop(key, None)
+            else:
+                self.claims[key] = old
+        self.allocated = cp.allocated
+        self._shared = self.allocated.shared_devices()
+        self._allocator = None
+        if touched is None or touched:
+            self._forget_nodes(touched, statics=True)
 
     def node_signature(self, node: str) -> str | None:
         """The DRA state of ``node`` with pool and node names left out (its slices in allocation order,
@@ -198,7 +293,7 @@ class Snapshot:
     @property
     def allocator(self) -> Allocator:
         if self._allocator is None:
-            self._allocator = Allocator(self.slices, self.inv.classes, self.allocated, self.matcher)
+            self._allocator = Allocator(self.slices, self.inv.classes, self.allocated, self.matcher, index=self._index)
         return self._allocator
 
     # ------------------------------------------------------------------ claims
@@ -242,6 +337,15 @@ class Snapshot:
         return out
 
     # ------------------------------------------------------------------ filters
+
+    def node_static(self, pod: dict[str, Any], node: str) -> list[Failure]:
+        """`static_failures` of ``pod`` on the node named ``node``, memoized as `node_statics` (do not modify)."""
+        requests = pod_requests(pod)
+        memo = self._static_memo.setdefault(static_signature(pod, requests), {})
+        hit = memo.get(node)
+        if hit is None:
+            hit = memo[node] = self.static_failures(pod, self.nodes[node], requests=requests)
+        return hit
 
     def node_statics(self, pod: dict[str, Any]) -> dict[str, list[Failure]]:
         """`static_failures` of ``pod`` on every node (by node name, in node order), memoized by what the
@@ -346,10 +450,9 @@ class Snapshot:
         return out
 
     def _referenced(self, attribute: str) -> bool:
-        name = attribute.rsplit("/", 1)[-1]
-        hit = self._named.get(name)
+        hit = self._named.get(attribute)  # by the attribute as published: one lookup per attribute seen
         if hit is None:
-            hit = self._named[name] = name in (self._corpus or "")
+            hit = self._named[attribute] = attribute.rsplit("/", 1)[-1] in (self._corpus or "")
         return hit
 
     def dra_shape(self, claims: list[tuple[str, Claim]], node: Node, *, explain: bool,
@@ -364,10 +467,11 @@ class Snapshot:
         if share_nodes and all(c.allocation is None for _, c in claims):
             sig = self.node_signature(node.name)
             where = None if sig is None else "\x00" + sig  # never a node name
-        key = (claims_shape(claims) if shape is None else shape, node.name if where is None else where, explain)
-        hit = self._dra_memo.get(key)
+        memo = self._dra_memo.setdefault(node.name if where is None else where, {})
+        key = (claims_shape(claims) if shape is None else shape, explain)
+        hit = memo.get(key)
         if hit is None:
-            hit = self._dra_memo[key] = self.dra(claims, node, explain=explain)
+            hit = memo[key] = self.dra(claims, node, explain=explain)
         return hit
 
     # ------------------------------------------------------------------ devices
@@ -380,6 +484,22 @@ class Snapshot:
             hit = self._matching_memo[key] = [(slc, d) for slc, d in self.complete
                                               if self.device_matches(d, class_name, selectors)]
         return hit
+
+    def matching_by_node(self, class_name: str, selectors: tuple[str, ...]) -> dict[str, list[Device]] | None:
+        """`matching_devices` by the node whose node-local slice publishes them (memoized; do not modify);
+        None when one of them is not node-local (reachable from several nodes)."""
+        key = (class_name, tuple(selectors))
+        if key not in self._by_node_memo:
+            out: dict[str, list[Device]] | None = {}
+            for slc, d in self.matching_devices(class_name, selectors):
+                name = slc.node_selection.node_name if slc.node_selection is not None else None
+                if slc.per_device_node_selection or not name:
+                    out = None
+                    break
+                assert out is not None
+                out.setdefault(name, []).append(d)
+            self._by_node_memo[key] = out
+        return self._by_node_memo[key]
 
     def device_matches(self, device: Device, class_name: str, selectors: tuple[str, ...]) -> bool:
         key = (device, class_name, tuple(selectors))

@@ -211,4 +211,6 @@ class Inventory:
     claims: dict[str, Claim] = field(default_factory=dict)  # key namespace/name
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # ResourceClaimTemplates, key ns/name
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # key ns/name
+    # scheduling.k8s.io/v1alpha1 Workloads (KEP-4671 gangs), key ns/name, manifests as read
+    workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     other: list[dict[str, Any]] = field(default_factory=list)  # kinds dralab does not model, kept as-is
