@@ -103,3 +103,23 @@ async def test_embedded_bus_run_without_redis(ray_session: None) -> None:
     assert _pods(live.state) == _pods(simulate(scenario, 7).state)
     result = verify(LogFile("live", {}, live.entries))
     assert result.ok, result.divergence and result.divergence.render()
+
+
+async def test_live_gang_times_out_then_binds_whole(redis_url: str, ray_session: None) -> None:
+    """scenarios/gang-quickstart.yaml on Redis and Ray: the scheduler actor wakes itself at the gang's
+    deadline (no event arrives then), releases the waiting members together, and binds the gang in one
+    record once the slow node is Ready; the log verifies."""
+    from dralab.core.events import PodUnreserved
+
+    scenario = load_scenario(QUICKSTART.parent / "gang-quickstart.yaml")
+    options = LiveOptions(seed=4, redis_url=redis_url, stream=f"t-gang-{uuid.uuid4().hex[:6]}", speed=150.0,
+                          timeout_s=120)
+    live = await run_live_async(scenario, options)
+    assert live.completed and live.violations == []
+    events = [(o, decode_record(p, o)) for o, p in live.entries]
+    released = [(r.t, e) for _, r in events for e in r.events if isinstance(e, PodUnreserved)]
+    bound = [o for o, r in events for e in r.events if isinstance(e, PodBound)]
+    assert len(released) == 2 and all(t >= 300_000 for t, _ in released)
+    assert len(bound) == 4 and len(set(bound)) == 1
+    result = verify(LogFile("live", {}, live.entries))
+    assert result.ok, result.divergence and result.divergence.render()
