@@ -285,7 +285,7 @@ class Scheduler:
                     node, node_used = view.nodes[name], used[name]
                     failure = fits_resources(pod, node, node_used)
                     if failure is None:
-                        scored.setdefault(score(node, node_used), []).append(name)
+                        scored.setdefault(score(pod, node, node_used), []).append(name)
                         found += 1
                         continue
                 reasons[failure] += 1
@@ -295,15 +295,15 @@ class Scheduler:
                 return chosen, reasons, allocations, []
         return None, reasons, {}, dra_nodes
 
-    def _scorer(self, cycle: Cycle, pod: PodState) -> Callable[[NodeState, dict[str, int]], float]:
+    def _scorer(self, cycle: Cycle, pod: PodState) -> Callable[[PodState, NodeState, dict[str, int]], float]:
+        """The score function for this pod (called per node: the plain function where there is one)."""
         if self.score != "fragmentation":
-            scorer = SCORERS[self.score]
-            return lambda node, used: scorer(pod, node, used)
+            return SCORERS[self.score]
         demand = pod_demand(cycle.view, pod)
         histogram = cycle.histogram(self._demand)
         free = cycle.free_devices
-        return lambda node, used: fragmentation_score(
-            demand, free.free(node, used), histogram, _utilisation(pod, node, used))
+        return lambda p, node, used: fragmentation_score(
+            demand, free.free(node, used), histogram, _utilisation(p, node, used))
 
     def _pick(
         self,
