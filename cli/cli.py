@@ -27,6 +27,11 @@ STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
 log = structlog.get_logger("dralab")
 
 
+def _policy_override(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--autoscaler", choices=["count", "dra", "atomic"], metavar="POLICY",
+                   help="override the scenario's spec.policy.autoscaler: count, dra or atomic")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=["text", "json"], default="text",
                    help="summary format on stdout (json: one object; logs stay on stderr)")
@@ -50,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("scenario", help="scenario YAML file")
     sim.add_argument("--seed", type=int, help="random seed (default: the scenario's, else 0)")
     sim.add_argument("--log", dest="log_file", metavar="FILE", help="write the run's log to FILE (.dralog)")
+    _policy_override(sim)
     _common(sim)
 
     run = sub.add_parser("run", help="run a scenario live: reactors as Ray actors, events on Redis")
@@ -66,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                      help="give up after this much wall time (default 600)")
     run.add_argument("--embedded", action="store_true", help="use the embedded bus even if redis-server exists")
+    _policy_override(run)
     _common(run)
 
     rep = sub.add_parser("replay", help="inspect or check a recorded log")
@@ -87,15 +94,20 @@ def _emit(args: argparse.Namespace, summary: dict[str, Any], text: str) -> None:
     sys.stdout.flush()
 
 
-def _load(path: str) -> Any:
-    from dralab.core.scenario import ScenarioError, load_scenario
+def _load(path: str, autoscaler: str | None = None) -> Any:
+    import msgspec
+
+    from dralab.core.scenario import Policy, ScenarioError, load_scenario
 
     try:
-        return load_scenario(path)
+        scenario = load_scenario(path)
     except ScenarioError as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read scenario: {exc.strerror or exc}") from None
+    if autoscaler is not None:  # --autoscaler: recorded in RunStarted's config like the scenario's own
+        scenario = msgspec.structs.replace(scenario, policy=Policy(autoscaler=autoscaler))  # type: ignore[arg-type]
+    return scenario
 
 
 def _seed(args: argparse.Namespace, scenario: Any) -> int:
@@ -110,7 +122,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from dralab.replay.logfile import make_header, write_log
     from dralab.replay.sim import Simulator
 
-    scenario = _load(args.scenario)
+    scenario = _load(args.scenario, args.autoscaler)
     seed = _seed(args, scenario)
     log.info("sim.start", scenario=scenario.name, seed=seed, duration_s=scenario.duration_ms / 1000)
     from dralab.replay.sim import SimulationStuck
@@ -136,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dralab.core.summary import render_text, summarize
     from dralab.replay.logfile import make_header, write_log
 
-    scenario = _load(args.scenario)
+    scenario = _load(args.scenario, args.autoscaler)
     if args.speed <= 0:
         raise InputError(f"--speed: must be > 0, got {args.speed}")
     if args.stream is not None and not STREAM_NAME.fullmatch(args.stream):

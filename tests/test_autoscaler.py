@@ -11,6 +11,8 @@ from builders import GPU, GPU_TAINT, GPU_TOLERATION, Log, node_template, pod
 from dralab.core.events import NodeCreated, PodUnschedulable, ScaleUpRequested
 from dralab.core.reactor import decision_rng
 from dralab.core.reactors.autoscaler import Autoscaler, binpack
+from dralab.core.reactors.capacity import Simulation
+from dralab.core.reactors.dra_plugin import DraPlugin
 from dralab.core.reactors.scheduler import Scheduler
 from dralab.core.state import ClusterState
 
@@ -199,10 +201,10 @@ def test_binpack_waste() -> None:
     lg = groups(gpu=g(gpu=8))
     state = lg.state
     pods = [lg.state.pods[pending(lg, pod(f"p{i}", gpu=3))] for i in range(3)]
-    count, placed, waste = binpack(pods, state.node_groups["gpu"], limit=5)
+    count, placed, waste = binpack(pods, state.node_groups["gpu"], 5, Simulation(state, "count", DraPlugin(), {}))
     assert (count, len(placed)) == (2, 3)
     assert waste == pytest.approx(1 - 9 / 16)
-    count, placed, _ = binpack(pods, state.node_groups["gpu"], limit=1)
+    count, placed, _ = binpack(pods, state.node_groups["gpu"], 1, Simulation(state, "count", DraPlugin(), {}))
     assert (count, len(placed)) == (1, 2)
 
 

@@ -10,7 +10,14 @@ from typing import Any
 
 import yaml
 
-from dralab.core.events import ClaimAllocated, ClaimReleased, ResourceClaimCreated, decode_record
+from dralab.core.events import (
+    ClaimAllocated,
+    ClaimReleased,
+    PodUnschedulable,
+    ResourceClaimCreated,
+    ScaleUpRequested,
+    decode_record,
+)
 from dralab.core.scenario import parse_scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import simulate
@@ -47,23 +54,44 @@ def test_template_claims_are_created_like_the_resourceclaim_controller() -> None
     assert meta["annotations"]["resource.kubernetes.io/pod-claim-name"] == first.pod_claim
 
 
+def count_policy(trains: int = 2) -> dict[str, Any]:
+    doc = base()
+    doc["spec"]["policy"]["autoscaler"] = "count"
+    next(a for a in doc["spec"]["workload"] if a["pod"]["metadata"]["name"] == "train")["count"] = trains
+    return doc
+
+
 def test_topology_mismatch_is_the_pending_reason_with_evidence() -> None:
     """After the short pods end, 5 GPUs are free on the node but split 3/2 across NVLink domains:
-    the 4-GPU-one-domain pods stay pending for topology, not capacity (no autoscaling policy that
-    understands DRA exists yet, so no node comes)."""
+    a 4-GPU-one-domain pod stays pending for topology, not capacity; the count-based autoscaler
+    believes 5 free GPUs take a 4-GPU pod, so no node comes until the eval pods (3m) fill the node
+    and the count no longer fits."""
+    result = run(count_policy(trains=1))
+    conditions = [e for e in events_of(result, PodUnschedulable) if e.pod == "pod/default/train"]
+    first = conditions[0]
+    assert (first.reason, first.cause) == ("Unschedulable", "topology")
+    assert first.message == "0/1 nodes are available: 1 cannot allocate all claims."
+    assert "nvlinkDomain" in first.detail and "at most 3 free devices share one value" in first.detail
+    scale_ups = [(o, decode_record(p, o).t) for o, p in result.entries
+                 if any(isinstance(e, ScaleUpRequested) for e in decode_record(p, o).events)]
+    assert scale_ups and scale_ups[0][1] >= 180_000  # blind for a whole minute
+
+
+def test_the_dra_policy_adds_the_node_the_topology_needs() -> None:
+    """dra-quickstart as written (`policy.autoscaler: dra`): the autoscaler runs the allocator on a
+    template node's slices, adds one node, and the two `train` pods take one NVLink domain each there."""
     result = run(base())
-    pending = result.state.pending_pods()
-    assert {p.key.split("/")[2] for p in pending} == {"train-0", "train-1"}
-    for pod in pending:
-        assert pod.condition is not None
-        assert (pod.condition.reason, pod.condition.cause) == ("Unschedulable", "topology")
-        assert pod.condition.message == "0/1 nodes are available: 1 cannot allocate all claims."
-        assert "nvlinkDomain" in pod.condition.detail
-        assert "at most 3 free devices share one value" in pod.condition.detail
+    assert result.state.pending_pods() == [] or all(
+        p.key.split("/")[2].startswith("eval") for p in result.state.pending_pods())
+    trains = [p for p in result.state.pods.values() if p.key.split("/")[2].startswith("train")]
+    assert {p.node for p in trains} == {"h100-8x-1"}
+    allocated = [e for e in events_of(result, ClaimAllocated) if e.pod in {p.key for p in trains}]
+    domains = {tuple(sorted(r["device"] for r in e.allocation["devices"]["results"])) for e in allocated}
+    assert domains == {("gpu-0", "gpu-1", "gpu-2", "gpu-3"), ("gpu-4", "gpu-5", "gpu-6", "gpu-7")}
 
 
 def test_allocations_are_exactly_what_the_claims_ask_and_devices_return_on_completion() -> None:
-    result = run(base())
+    result = run(count_policy())
     allocated = events_of(result, ClaimAllocated)
     released = events_of(result, ClaimReleased)
     # every short and eval pod finished: its claim released and deallocated
@@ -72,8 +100,10 @@ def test_allocations_are_exactly_what_the_claims_ask_and_devices_return_on_compl
     # a device freed by a finished pod is allocated again later
     devices = [r["device"] for a in allocated for r in a.allocation["devices"]["results"]]
     assert len(devices) > len(set(devices))
-    for a in allocated:
-        assert a.allocation["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["h100-8x-0"]
+    for a in allocated:  # each allocation pins its claim to the node of its devices
+        (node,) = a.allocation["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"]
+        assert {r["pool"] for r in a.allocation["devices"]["results"]} == {node}
+        assert result.state.pods[a.pod].node == node
 
 
 def test_missing_template_is_pending_with_a_reason_naming_it_not_a_crash() -> None:

@@ -7,8 +7,10 @@ scan interval (10 s by default), looks only at pods whose PodScheduled condition
 each node group's template node with the scheduler's own filters to pick one scale-up (an
 expander chooses between groups; ties go to the seeded random source, as CA falls back to random).
 
-Policy `count` treats devices as integer counts (extended resources); the DRA-aware and atomic
-policies, backoff, max-node-provision-time and scale-down come with the provisioning issue.
+What the simulation knows about devices is the policy (capacity.py): `count` treats them as integer
+counts, `dra` runs the scheduler's allocator on the template node's slices and waits for drivers to
+publish, `atomic` is `dra` with gangs scaled up whole (a gang's pending members all fit the new nodes
+of one group, or none is counted). Backoff, max-node-provision-time and scale-down come next.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ..dra.model import Slice
 from ..events import ScaleUpRequested
+from ..gang_state import Reservation
 from ..reactor import Decision, Trigger
-from ..state import ClusterState, NodeGroupState, NodeState, PodState
-from .scheduler import FILTERS, node_ready
+from ..state import ClusterState, NodeGroupState, PodState
+from .capacity import POLICIES, SimNode, Simulation
+from .dra_plugin import DraPlugin
 
-TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
 EXPANDERS = ("least-waste", "most-pods", "price", "priority", "random")
 
 
@@ -35,51 +39,53 @@ class Option:
     waste: float
 
 
-def template_node(group: NodeGroupState) -> NodeState:
-    """What a new node of the group will look like (CA's TemplateNodeInfo)."""
-    return NodeState(
-        name=f"template-{group.name}",
-        group=group.name,
-        manifest=group.template,
-        allocatable=group.allocatable,
-        created_t=0,
-        ready_at=0,
-        ready=True,
-    )
-
-
-def _fits(pod: PodState, node: NodeState, used: dict[str, int]) -> bool:
-    return all(f(pod, node, used) is None for f in TEMPLATE_FILTERS)
-
-
-def _place(pod: PodState, node: NodeState, used: dict[str, int]) -> None:
-    for resource, amount in pod.requests.items():
-        used[resource] = used.get(resource, 0) + amount
-    used["pods"] = used.get("pods", 0) + 1
-
-
-def binpack(pods: list[PodState], group: NodeGroupState, limit: int) -> tuple[int, list[str], float]:
+def binpack(pods: list[PodState], group: NodeGroupState, limit: int, sim: Simulation,
+            gangs: dict[str, list[PodState]] | None = None) -> tuple[int, list[str], float]:
     """First-fit onto new template nodes, at most `limit` of them (CA's binpacking estimator).
 
-    Returns the node count, the pods placed, and the waste: mean unused fraction of each resource
-    the pods ask for, over the new nodes (the least-waste expander's score)."""
-    node = template_node(group)
-    nodes: list[dict[str, int]] = []
+    With `gangs` (the atomic policy: gang key -> its pods among `pods`), a gang's pods are placed all
+    together or not at all. Returns the node count, the pods placed, and the waste: mean unused fraction
+    of each resource the pods ask for, over the new nodes (the least-waste expander's score)."""
+    nodes: list[SimNode] = []
     placed: list[str] = []
+    done: set[str] = set()
+    gang_of = {p.key: g for g, members in (gangs or {}).items() for p in members}
     for pod in pods:
-        target = next((used for used in nodes if _fits(pod, node, used)), None)
-        if target is None:
-            if len(nodes) >= limit or not _fits(pod, node, {}):
-                continue
-            target = {}
-            nodes.append(target)
-        _place(pod, node, target)
-        placed.append(pod.key)
+        if pod.key in done:
+            continue
+        gang = gang_of.get(pod.key)
+        unit = gangs[gang] if gangs and gang is not None else [pod]
+        done.update(p.key for p in unit)
+        saved = (([(n, dict(n.used), n.devices_used) for n in nodes], len(nodes), sim.allocated.copy())
+                 if gang is not None else None)
+        ok = True
+        for member in unit:
+            spot = next(((n, a) for n in nodes if (a := sim.fits(member, n)) is not None), None)
+            if spot is None and len(nodes) < limit:
+                fresh = sim.template(group, f"template-{group.name}-{len(nodes)}")
+                allocations = sim.fits(member, fresh)
+                if allocations is not None:
+                    nodes.append(fresh)
+                    spot = (fresh, allocations)
+            if spot is None:
+                ok = False
+                break
+            sim.place(member, spot[0], spot[1])
+        if ok:
+            placed.extend(p.key for p in unit)
+            continue
+        if saved is None:
+            continue  # a single pod that fits nowhere: nothing was placed
+        old, count, allocated = saved  # roll the gang back: no partial scale-up
+        for node, used, devices in old:
+            node.used, node.devices_used = used, devices
+        del nodes[count:]
+        sim.allocated = allocated
     resources = sorted({r for p in pods if p.key in placed for r in p.requests if group.allocatable.get(r)})
     if not nodes or not resources:
         return len(nodes), placed, 1.0
     waste = sum(
-        1 - sum(used.get(r, 0) for used in nodes) / (group.allocatable[r] * len(nodes)) for r in resources
+        1 - sum(n.used.get(r, 0) for n in nodes) / (group.allocatable[r] * len(nodes)) for r in resources
     ) / len(resources)
     return len(nodes), placed, waste
 
@@ -97,8 +103,12 @@ class Autoscaler:
     def __post_init__(self) -> None:
         if self.expander not in EXPANDERS:
             raise ValueError(f"unknown expander {self.expander!r}; expected one of {list(EXPANDERS)}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown autoscaler policy {self.policy!r}; expected one of {list(POLICIES)}")
         if self.scan_interval_ms <= 0:
             raise ValueError("scan interval must be positive")
+        self._dra = DraPlugin()  # compiled selectors, a cache
+        self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms
@@ -108,16 +118,21 @@ class Autoscaler:
              if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated),
             key=lambda p: (-p.priority, p.created_offset),
         )
-        remaining = self._not_helped_by_upcoming(view, self._filter_out_schedulable(view, unschedulable))
+        if not unschedulable:
+            return Decision((), wake)
+        sim = Simulation(view, self.policy, self._dra, self._templates)
+        ready = self._ready_nodes(view, sim, nominated)
+        remaining = self._not_helped_by_upcoming(view, sim, self._filter_out_schedulable(sim, ready, unschedulable))
         if not remaining:
             return Decision((), wake)
+        gangs = self._gangs(view, remaining) if self.policy == "atomic" else None
         options = []
         for name in sorted(view.node_groups):
             group = view.node_groups[name]
             room = group.max - group.target_size
             if room <= 0:
                 continue
-            count, pods, waste = binpack(remaining, group, room)
+            count, pods, waste = binpack(remaining, group, room, sim, gangs)
             if count:
                 options.append(Option(group, count, tuple(pods), waste))
         if not options:
@@ -125,40 +140,58 @@ class Autoscaler:
         best = self._expand(options, rng)
         return Decision((ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods),), wake)
 
-    def _filter_out_schedulable(self, view: ClusterState, pods: list[PodState]) -> list[PodState]:
-        """CA's FilterOutSchedulable: pods that fit a Ready node as it is now (the scheduler has not
-        caught up yet) need no new node; they are placed in a scratch copy of the nodes' usage. Pods
-        with a nominated node count as placed there (CA force-places them into its snapshot)."""
-        used = {name: dict(node.used) for name, node in view.nodes.items()}
-        for reservation in view.gang.reservations.values():
-            if reservation.nominated and reservation.node in used:
-                _place(view.pods[reservation.pod], view.nodes[reservation.node], used[reservation.node])
+    @staticmethod
+    def _ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Reservation]) -> list[SimNode]:
+        """The snapshot's ready nodes, with the pods bound there and those nominated to them (CA
+        force-places nominated pods into its snapshot)."""
+        nodes = {name: sim.existing(node, node.used) for name, node in view.nodes.items() if sim.ready(node)}
+        for reservation in nominated.values():
+            node = nodes.get(reservation.node)
+            if node is not None:
+                sim.place(view.pods[reservation.pod], node, reservation.allocations)
+        return list(nodes.values())
+
+    @staticmethod
+    def _filter_out_schedulable(sim: Simulation, nodes: list[SimNode], pods: list[PodState]) -> list[PodState]:
+        """CA's FilterOutSchedulable: pods that fit a ready node as it is now (the scheduler has not
+        caught up yet) need no new node; they are placed in the snapshot."""
         remaining = []
         for pod in pods:
-            fit = next((n for n in view.nodes.values() if all(f(pod, n, used[n.name]) is None for f in FILTERS)), None)
-            if fit is None:
+            spot = next(((n, a) for n in nodes if (a := sim.fits(pod, n)) is not None), None)
+            if spot is None:
                 remaining.append(pod)
             else:
-                _place(pod, fit, used[fit.name])
+                sim.place(pod, spot[0], spot[1])
         return remaining
 
-    def _not_helped_by_upcoming(self, view: ClusterState, pods: list[PodState]) -> list[PodState]:
-        """Pods that upcoming nodes (not yet Ready, or not yet created) will not absorb."""
-        upcoming: list[tuple[NodeState, dict[str, int]]] = []
+    @staticmethod
+    def _not_helped_by_upcoming(view: ClusterState, sim: Simulation, pods: list[PodState]) -> list[PodState]:
+        """Pods that upcoming nodes (not ready yet, or not created yet) will not absorb: each is counted
+        as a template node of its group."""
+        upcoming: list[SimNode] = []
         for node in view.nodes.values():
-            if not node.ready and node.group in view.node_groups:
-                upcoming.append((template_node(view.node_groups[node.group]), {}))
+            if not sim.ready(node) and node.group in view.node_groups:
+                upcoming.append(sim.template(view.node_groups[node.group], f"upcoming-{node.name}"))
         for name in sorted(view.node_groups):
             group = view.node_groups[name]
-            upcoming.extend((template_node(group), {}) for _ in range(max(group.outstanding, 0)))
+            upcoming.extend(sim.template(group, f"upcoming-{name}-{i}") for i in range(max(group.outstanding, 0)))
         remaining = []
         for pod in pods:
-            slot = next(((n, used) for n, used in upcoming if _fits(pod, n, used)), None)
-            if slot is None:
+            spot = next(((n, a) for n in upcoming if (a := sim.fits(pod, n)) is not None), None)
+            if spot is None:
                 remaining.append(pod)
             else:
-                _place(pod, slot[0], slot[1])
+                sim.place(pod, spot[0], spot[1])
         return remaining
+
+    @staticmethod
+    def _gangs(view: ClusterState, pods: list[PodState]) -> dict[str, list[PodState]]:
+        out: dict[str, list[PodState]] = {}
+        for pod in pods:
+            ref = view.gang.refs.get(pod.key)
+            if ref is not None and view.gang.min_count(ref) is not None:
+                out.setdefault(ref.key, []).append(pod)
+        return out
 
     def _expand(self, options: list[Option], rng: random.Random) -> Option:
         """The expander's choice; among equally good options, random (CA's fallback)."""

@@ -1,0 +1,156 @@
+"""The autoscaler's simulated cluster: would this pod fit on that node (real or template), per policy.
+
+Cluster-autoscaler forks a snapshot of the cluster (ClusterSnapshot) and runs the scheduler's filters on
+it, both to drop pods that fit existing nodes (FilterOutSchedulable) and to binpack pods onto template
+nodes of each node group (the binpacking estimator). What the snapshot knows about devices is what the
+policies differ in:
+
+- `count`: devices are integer counts, as extended resources are. A pod's DRA claims become a number of
+  devices (the sum of its requests' counts), a node's devices are how many its ResourceSlices list (for
+  a template node, the group's slice templates), whatever their attributes: topology constraints,
+  selectors and partitions are invisible. A node that is Ready counts as ready even if its drivers have
+  not published their slices yet. This is the failure mode dralab exists to show.
+- `dra`: the pod's claims go through the very allocator the scheduler uses, on the node's published
+  slices, or on the template node's slices rendered as its drivers would publish them (CA's
+  TemplateNodeInfo with sanitized ResourceSlices). A Ready node whose drivers have not published every
+  slice of its group is not ready (upstream's FilterOutNodesWithUnreadyResources, DRA part): it is
+  counted as an upcoming template node instead.
+- `atomic`: `dra`, and a gang is scaled up for whole (see autoscaler.py).
+
+Pure: a scratch copy of usage and device allocations per simulation, nothing written back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dra.allocated import AllocatedState
+from ..dra.allocator import AllocationError, Allocator
+from ..dra.cel import SelectorError
+from ..dra.convert import convert_slice
+from ..dra.model import Slice
+from ..dra.pools import SliceIndex
+from ..scenario_dra import render_slice_templates
+from ..state import ClusterState, NodeGroupState, NodeState, PodState
+from .dra_plugin import DraPlugin, PodClaims, dra_node
+from .fragmentation import claim_demand
+from .scheduler import FILTERS, node_ready
+
+TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
+POLICIES = ("count", "dra", "atomic")
+
+
+def template_node(group: NodeGroupState, name: str | None = None) -> NodeState:
+    """What a new node of the group will look like (CA's TemplateNodeInfo)."""
+    name = name or f"template-{group.name}"
+    manifest = {**group.template, "metadata": {**(group.template.get("metadata") or {}), "name": name}}
+    return NodeState(name=name, group=group.name, manifest=manifest, allocatable=group.allocatable, created_t=0,
+                     ready_at=0, ready=True)
+
+
+def devices_unpublished(view: ClusterState, node: NodeState) -> bool:
+    """A node whose group's drivers have not published all of its ResourceSlices yet."""
+    group = view.node_groups.get(node.group)
+    if group is None or not group.resource_slices:
+        return False
+    names = (m["metadata"]["name"] for m in render_slice_templates(list(group.resource_slices), node.name))
+    return any(name not in view.dra.slices for name in names)
+
+
+@dataclass
+class SimNode:
+    """A node of the simulation: its usage so far, and for a template node, its own rendered slices."""
+
+    node: NodeState
+    used: dict[str, int]
+    slices: list[Slice] = field(default_factory=list)  # template nodes only
+    index: SliceIndex | None = None  # template nodes only
+    devices_used: int = 0  # count policy: devices taken by pods placed in the simulation
+
+
+class Simulation:
+    """One autoscaler loop's forked snapshot."""
+
+    def __init__(self, view: ClusterState, policy: str, dra: DraPlugin, templates: dict[tuple[str, str], list[Slice]]):
+        self.view = view
+        self.policy = policy
+        self.dra = dra
+        self._templates = templates  # (group, node name) -> converted slices, a cache kept by the autoscaler
+        self.allocated: AllocatedState = view.dra.allocated.copy()
+        self._claims: dict[str, PodClaims] = {}
+
+    # ------------------------------------------------------------------ nodes
+
+    def existing(self, node: NodeState, used: dict[str, int]) -> SimNode:
+        return SimNode(node, dict(used))
+
+    def template(self, group: NodeGroupState, name: str) -> SimNode:
+        node = template_node(group, name)
+        sim = SimNode(node, {})
+        if group.resource_slices:
+            key = (group.name, name)
+            slices = self._templates.get(key)
+            if slices is None:
+                slices = [convert_slice(m, "") for m in render_slice_templates(list(group.resource_slices), name)]
+                self._templates[key] = slices
+            sim.slices, sim.index = slices, SliceIndex.build(slices)
+        return sim
+
+    def ready(self, node: NodeState) -> bool:
+        """Whether the autoscaler treats the node as ready (else it is an upcoming node)."""
+        if not node.ready:
+            return False
+        return self.policy == "count" or not devices_unpublished(self.view, node)
+
+    # ------------------------------------------------------------------ pods
+
+    def claims(self, pod: PodState) -> PodClaims:
+        hit = self._claims.get(pod.key)
+        if hit is None:
+            hit = self._claims[pod.key] = (
+                self.dra.prefilter(self.view, pod, {}) if pod.manifest.get("spec", {}).get("resourceClaims")
+                else PodClaims())
+        return hit
+
+    def fits(self, pod: PodState, sim: SimNode) -> dict[str, dict[str, Any]] | None:
+        """The pod's device allocations on this node if it fits there ({} without claims), else None."""
+        if any(f(pod, sim.node, sim.used) is not None for f in TEMPLATE_FILTERS):
+            return None
+        claims = self.claims(pod)
+        if claims.missing or claims.waiting:
+            return None
+        if not claims.to_allocate:
+            return {}
+        if self.policy == "count":
+            demand = sum(claim_demand(c) for c in claims.to_allocate)
+            return {} if demand <= self._device_count(sim) - sim.devices_used - self._in_use(sim) else None
+        allocator = Allocator(sim.slices, self.view.dra.classes, self.allocated, self.dra.matcher,
+                              index=sim.index if sim.index is not None else self.view.dra.slice_index())
+        try:
+            outcome = allocator.allocate(dra_node(sim.node), claims.to_allocate, explain=False)
+        except (AllocationError, SelectorError):
+            return None
+        return dict(outcome.allocations) if outcome.outcome == "allocated" else None
+
+    def place(self, pod: PodState, sim: SimNode, allocations: dict[str, dict[str, Any]]) -> None:
+        for resource, amount in pod.requests.items():
+            sim.used[resource] = sim.used.get(resource, 0) + amount
+        sim.used["pods"] = sim.used.get("pods", 0) + 1
+        if self.policy == "count":
+            sim.devices_used += sum(claim_demand(c) for c in self.claims(pod).to_allocate)
+        for allocation in allocations.values():
+            self.allocated.add_allocation(allocation)
+
+    # ------------------------------------------------------------------ count policy
+
+    def _device_count(self, sim: SimNode) -> int:
+        if sim.index is not None:
+            return sum(len(s.devices) for s in sim.slices)
+        return sum(len(slc.devices) for _, slc in self.view.dra.slice_index().by_node.get(sim.node.name, ()))
+
+    def _in_use(self, sim: SimNode) -> int:
+        if sim.index is not None:
+            return 0
+        return sum(1 for _, slc in self.view.dra.slice_index().by_node.get(sim.node.name, ())
+                   for d in slc.devices if d.id in self.allocated.devices)
