@@ -1,0 +1,59 @@
+"""The provisioning scenarios of scenarios/ (issue 5), each with its expected outcome per autoscaler
+policy, as the scenario file documents it. Every run keeps the invariants and replays exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from dralab.core.events import ScaleUpRequested, decode_record
+from dralab.core.scenario import Policy, load_scenario
+from dralab.replay.logfile import LogFile
+from dralab.replay.sim import SimResult, simulate
+from dralab.replay.verify import verify
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def run(name: str, policy: str, seed: int | None = None) -> SimResult:
+    scenario = load_scenario(SCENARIOS / f"{name}.yaml")
+    scenario = msgspec.structs.replace(scenario, policy=Policy(autoscaler=policy))  # type: ignore[arg-type]
+    result = simulate(scenario, scenario.seed if seed is None else seed)
+    assert result.violations == [], result.violations
+    checked = verify(LogFile(name, {}, result.entries))
+    assert checked.ok, checked.divergence and checked.divergence.render()
+    return result
+
+
+def scale_ups(result: SimResult) -> list[tuple[int, ScaleUpRequested]]:
+    return [(decode_record(p, o).t, e) for o, p in result.entries for e in decode_record(p, o).events
+            if isinstance(e, ScaleUpRequested)]
+
+
+def added(result: SimResult) -> dict[str, int]:
+    return {name: g.created - g.initial for name, g in sorted(result.state.node_groups.items())}
+
+
+def causes(result: SimResult) -> dict[str, Any]:
+    out: dict[str, int] = {}
+    for pod in result.state.pending_pods():
+        cause = pod.condition.cause if pod.condition else "not-yet-tried"
+        out[cause] = out.get(cause, 0) + 1
+    return out
+
+
+def test_topology_mismatch_count_adds_wrong_shaped_nodes_and_pods_stay_pending() -> None:
+    result = run("topology-mismatch", "count")
+    assert added(result) == {"split": 4, "whole": 0}
+    assert len(scale_ups(result)) == 1  # and never again: it believes the pods fit the nodes it added
+    assert causes(result) == {"topology": 4}
+
+
+@pytest.mark.parametrize("policy", ["dra", "atomic"])
+def test_topology_mismatch_dra_adds_the_right_nodes(policy: str) -> None:
+    result = run("topology-mismatch", policy)
+    assert added(result) == {"split": 0, "whole": 2}
+    assert result.state.pending_pods() == []
