@@ -1,7 +1,9 @@
 """`dralab audit` (why is each pod pending?) and `dralab schedule` (one scheduling pass) over a cluster dump.
 
 Both read what `kubectl get nodes,pods,resourceslices,resourceclaims,resourceclaimtemplates,deviceclasses
--A -o yaml` prints. Exit 0; exit 2 when the input is invalid (file, path to the field, what was expected).
+-A -o yaml` prints, plus optional gangs: Workloads (KEP-4671) and scheduler-plugins PodGroups
+(`podgroups.scheduling.x-k8s.io`). Exit 0; exit 2 when the input is invalid (file, path to the field, what
+was expected).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from .inputs import emit, load_inventory
 def _files(p: Any) -> None:
     p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
                    help="a cluster dump: Nodes, Pods, ResourceSlices, ResourceClaims, ResourceClaimTemplates, "
-                        "DeviceClasses, Workloads (repeatable; multi-document or kind: List)")
+                        "DeviceClasses, Workloads, PodGroups (scheduling.x-k8s.io) (repeatable; multi-document or "
+                        "kind: List)")
     p.add_argument("--log-format", choices=["console", "json"], default="console")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")
 

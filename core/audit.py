@@ -9,8 +9,9 @@ Reasons: ``capacity`` (no node has enough free matching devices), ``topology`` (
 constraint cannot be met), ``fragmentation`` (enough free matching devices across the nodes the pod may
 use, but not on one node), ``resources`` (cpu/memory/pods/extended resources), ``taint``, ``selector``,
 ``not-ready`` (node not Ready or cordoned, or its devices not fully published), ``missing`` (a referenced
-claim, template, class, Workload or pod group does not exist), ``gang`` (KEP-4671: fewer than
-``minCount`` pods of its gang exist, or no room for ``minCount`` of them at once; see
+claim, template, class, Workload, pod group or PodGroup does not exist), ``gang`` (a KEP-4671 Workload
+gang or a scheduler-plugins PodGroup: fewer than ``minCount``/``minMember`` pods of its gang exist, a
+PodGroup's ``minResources`` are not free, or no room for ``minCount`` of them at once; see
 :mod:`dralab.core.audit_gang`). A pending pod that fits somewhere has reason None.
 """
 
@@ -30,9 +31,9 @@ from .snapshot import (
     claims_shape,
     is_pending,
     pod_key,
-    reachable_from_any,
     static_signature,
 )
+from .snapshot_devices import reachable_from_any
 
 __all__ = ["Placer", "PodVerdict", "audit", "evaluate", "queue_order", "schedule"]
 
@@ -119,7 +120,7 @@ def device_totals(snap: Snapshot, verdicts: Iterable[PodVerdict]) -> dict[str, i
         if used:
             continue
         if not any(reachable_from_any(slc, d, names, nodes)
-                   and any(snap.device_matches(d, cls, sels) for cls, sels in subs)
+                   and any(snap.devices.device_matches(d, cls, sels) for cls, sels in subs)
                    for subs, names, nodes in wants):
             stranded += 1
     return {"total": total, "allocated": allocated, "free": total - allocated, "stranded": stranded}
@@ -143,7 +144,7 @@ def audit(inv: Inventory) -> dict[str, Any]:
     memo: dict[tuple[str, str], Shape] = {}
     for key, pod in inv.pods.items():
         if is_pending(pod):
-            verdicts[key] = gangs.blocked.get(key) or evaluate(snap, pod, memo, share_nodes=True)
+            verdicts[key] = gangs.held(snap, pod) or evaluate(snap, pod, memo, share_nodes=True)
         else:
             ns, name = _names(pod)
             node = (pod.get("spec") or {}).get("nodeName")
@@ -151,7 +152,8 @@ def audit(inv: Inventory) -> dict[str, Any]:
     if gangs.groups:  # after every other pod: each gang is tried in a scratch state, then rolled back
         placer = Placer(snap)
         for gang in gangs.distinct():
-            audit_gang(placer, gang, verdicts)
+            if gangs.held(snap, gang.pending[0]) is None:  # held: every member already says why
+                audit_gang(placer, gang, verdicts)
     ordered = sorted(verdicts.values(), key=lambda v: (v.namespace, v.name))
     return {"pods": [v.to_json() for v in ordered], "devices": device_totals(snap, ordered)}
 
@@ -190,8 +192,8 @@ class Placer:
 
 
 def schedule(inv: Inventory) -> dict[str, Any]:
-    """One greedy pass in queue order. A gang (KEP-4671) is placed when its first pending pod's turn
-    comes, all-or-nothing (see :mod:`dralab.core.audit_gang`)."""
+    """One greedy pass in queue order. A gang (KEP-4671 Workload or scheduler-plugins PodGroup) is placed
+    when its first pending pod's turn comes, all-or-nothing (see :mod:`dralab.core.audit_gang`)."""
     from .audit_gang import GangIndex, schedule_gang
 
     snap = Snapshot(inv)
@@ -204,11 +206,15 @@ def schedule(inv: Inventory) -> dict[str, Any]:
         key = pod_key(pod)
         if key in done:
             continue
-        blocked = gangs.blocked.get(key)
-        if blocked is not None:
-            pending.append(blocked.to_json())
-            continue
         gang = gangs.groups.get(key)
+        held = gangs.held(snap, pod)  # a PodGroup's minResources: on the snapshot as this pass left it
+        if held is not None and gang is None:
+            pending.append(held.to_json())
+            continue
+        if held is not None and gang is not None:  # the check is group-wide: every member is held now
+            done.update(pod_key(p) for p in gang.pending)
+            pending += [(gangs.held(snap, p) or held).to_json() for p in gang.pending]
+            continue
         if gang is not None:
             done.update(pod_key(p) for p in gang.pending)
             placed, waiting = schedule_gang(placer, gang)

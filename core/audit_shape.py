@@ -11,7 +11,8 @@ from collections import Counter
 from typing import Any
 
 from .dra.model import Claim, DeviceID, SubRequest
-from .snapshot import Failure, NodeResult, Snapshot, reachable_from_any, reached_nodes
+from .snapshot import Failure, NodeResult, Snapshot
+from .snapshot_devices import reachable_from_any, reached_nodes
 
 __all__ = ["LocalDevices", "Shape", "fragmentation", "score"]
 
@@ -206,7 +207,7 @@ class Shape:
         subs = exact_requests(claims)
         if subs is None:
             return None
-        by_node = [snap.matching_by_node(sub.device_class, sub.selectors) for sub in subs]
+        by_node = [snap.devices.matching_by_node(sub.device_class, sub.selectors) for sub in subs]
         if not subs or any(b is None for b in by_node):
             return fragmentation(snap, claims, self.usable)
         if not self.frag_totals:
@@ -268,7 +269,7 @@ def fragmentation(snap: Snapshot, claims: list[tuple[str, Claim]], usable: list[
     if subs is None:
         return None
     for sub in subs:
-        matching = [(slc, d) for slc, d in snap.matching_devices(sub.device_class, sub.selectors)
+        matching = [(slc, d) for slc, d in snap.devices.matching_devices(sub.device_class, sub.selectors)
                     if not snap.in_use(d.id)]
         reach = [(slc, d) for slc, d in matching if reachable_from_any(slc, d, names, nodes)]
         if len(reach) < sub.count:

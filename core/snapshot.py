@@ -1,6 +1,8 @@
 """A static cluster snapshot and the scheduler's filters over it, for `dralab audit` and `dralab schedule`.
 
-Built from an :class:`~dralab.core.dra.model.Inventory` (a cluster dump). Pure: no clock, no I/O.
+Built from an :class:`~dralab.core.dra.model.Inventory` (a cluster dump). Pure: no clock, no I/O. Change
+tracking and rollback live in :mod:`dralab.core.snapshot_journal`, device reachability in
+:mod:`dralab.core.snapshot_devices`.
 The filters follow kube-scheduler's order: node readiness (the Ready condition; a node without conditions
 counts as Ready) and ``spec.unschedulable``, nodeSelector and required node affinity, taints and
 tolerations, cpu/memory/pods/extended resources against allocatable minus the requests of the pods bound
@@ -18,11 +20,13 @@ from typing import Any
 from .dra.allocator import AllocatedState, AllocationError, Allocator
 from .dra.api import ManifestError, claim_from_template
 from .dra.cel import CelMatcher, SelectorError
-from .dra.model import Claim, Device, DeviceID, Inventory, Node, Slice
-from .dra.pools import SliceIndex, node_matches
+from .dra.model import Claim, DeviceID, Inventory, Node, Slice
+from .dra.pools import SliceIndex
 from .nodeselector import node_selector_matches
 from .reactors.scheduler import tolerates
 from .resources import node_allocatable, pod_requests
+from .snapshot_devices import DeviceCatalog
+from .snapshot_journal import ChangeJournal, Checkpoint
 
 # DRA explanation kinds -> pending reason
 _DRA_REASON = {
@@ -56,15 +60,6 @@ class NodeResult:
     @property
     def feasible(self) -> bool:
         return not self.failures
-
-
-@dataclass
-class Checkpoint:
-    """Where `Snapshot.rollback` returns to: the version, the journal's length, the devices in use."""
-
-    version: int
-    journal: int
-    allocated: AllocatedState
 
 
 @dataclass
@@ -113,7 +108,8 @@ class Snapshot:
         self.slices: list[Slice] = list(inv.slices.values())
         self._allocator: Allocator | None = None
         self._index = SliceIndex.build(self.slices)  # the slices never change: one index for every Allocator
-        self.complete = complete_devices(self.slices)
+        self.devices = DeviceCatalog(self.slices, inv.classes, self.matcher)  # which devices match what
+        self.complete = self.devices.complete
         # Memos (see "Speed" in docs/audit.md). Static filters by the pod's scheduling signature, then node;
         # DRA outcomes by the shape of the pod's unallocated claims (everything but their names), node and
         # explain. A DRA outcome does not depend on the claims' names, only its messages name them: callers
@@ -123,8 +119,6 @@ class Snapshot:
         # where (a node name, or "\x00" + a node signature) -> (claims shape, explain) -> outcome; by node
         # first so that a binding drops its node's entries without a walk over the others
         self._dra_memo: dict[str, dict[tuple[str, bool], NodeResult]] = {}
-        self._match_memo: dict[tuple[Device, str, tuple[str, ...]], bool] = {}
-        self._matching_memo: dict[tuple[str, tuple[str, ...]], list[tuple[Slice, Device]]] = {}
         # (driver, pool) -> the one node all its slices name, or None when some slice is not node-local
         # or they name several nodes
         self._pool_node: dict[tuple[str, str], str | None] = {}
@@ -145,16 +139,9 @@ class Snapshot:
         self._corpus: str | None = None  # the text of every class, claim and template (see _referenced_only)
         self._iterates = True
         self._named: dict[str, bool] = {}
-        self._by_node_memo: dict[tuple[str, tuple[str, ...]], dict[str, list[Device]] | None] = {}
-        # What changed since the snapshot was built: ``version`` counts the changes, ``_changes[v]`` names
-        # the nodes whose filter outcomes change v -> v+1 may have changed (None: possibly every node).
-        # Callers that keep per-node results (`audit.evaluate`) redo only those nodes.
-        self.version = 0
-        self._changes: list[frozenset[str] | None] = []
-        # open checkpoints (see `checkpoint`) and the journal of what to restore: ("used", node, old dict)
-        # or ("claim", key, old Claim or None)
-        self._checkpoints: list[Checkpoint] = []
-        self._journal: list[tuple[str, str, Any]] = []
+        # What changed since the snapshot was built (see `version`, `changed_since`) and, while a checkpoint
+        # is open, what to restore: ("used", node, old dict) or ("claim", key, old Claim or None)
+        self.journal = ChangeJournal()
 
     # ------------------------------------------------------------------ state
 
@@ -166,16 +153,14 @@ class Snapshot:
 
     def add_pod(self, node: str, pod: dict[str, Any]) -> None:
         """Bind ``pod`` to ``node``: its requests count against the node's allocatable."""
-        if self._checkpoints:
-            self._journal.append(("used", node, dict(self.used[node])))
+        self.journal.keep("used", node, dict(self.used[node]))
         self._add_used(node, pod)
         self._forget_nodes({node}, statics=True, dra=False)
 
     def commit(self, allocations: dict[str, dict[str, Any]], claims: dict[str, Claim]) -> None:
         nodes: set[str] | None = set()
         for key, alloc in allocations.items():
-            if self._checkpoints:
-                self._journal.append(("claim", key, self.claims.get(key)))
+            self.journal.keep("claim", key, self.claims.get(key))
             self.claims[key] = dataclasses.replace(claims[key], allocation=alloc)
             self.allocated.add_allocation(alloc)
             touched = self._device_nodes(alloc)
@@ -212,44 +197,35 @@ class Snapshot:
             for memo in self._static_memo.values():
                 for node in nodes:
                     memo.pop(node, None)
-        self._changes.append(None if nodes is None else frozenset(nodes))
-        self.version += 1
+        self.journal.record(nodes)
 
     def pool_node(self, driver: str, pool: str) -> str | None:
         """The one node all slices of the pool name (None: not node-local, or unknown)."""
         return self._pool_node.get((driver, pool))
 
+    @property
+    def version(self) -> int:
+        """How many changes the snapshot has seen (bindings, allocations, rollbacks)."""
+        return self.journal.version
+
     def changed_since(self, version: int) -> set[str] | None:
         """The nodes that may have changed since ``version`` (None: possibly all of them)."""
-        out: set[str] = set()
-        for change in self._changes[version:]:
-            if change is None:
-                return None
-            out |= change
-        return out
+        return self.journal.changed_since(version)
 
     def checkpoint(self) -> Checkpoint:
         """Start a tentative change (a gang's placements): `rollback` undoes every `add_pod` and `commit`
         made since, `release` keeps them. Checkpoints nest."""
-        cp = Checkpoint(self.version, len(self._journal), self.allocated.copy())
-        self._checkpoints.append(cp)
-        return cp
+        return self.journal.open(self.allocated.copy())
 
     def release(self, cp: Checkpoint) -> None:
         """Keep what was done since ``cp``."""
-        assert self._checkpoints and self._checkpoints[-1] is cp, "checkpoints are released in order"
-        self._checkpoints.pop()
-        if not self._checkpoints:
-            self._journal.clear()
+        self.journal.release(cp)
 
     def rollback(self, cp: Checkpoint) -> None:
         """Undo what was done since ``cp``: the snapshot is as it was then (a new version, with the touched
         nodes recorded as changed)."""
-        assert self._checkpoints and self._checkpoints[-1] is cp, "checkpoints are rolled back in order"
-        self._checkpoints.pop()
         touched = self.changed_since(cp.version)
-        while len(self._journal) > cp.journal:
-            what, key, old = self._journal.pop()
+        for what, key, old in self.journal.unwind(cp):
             if what == "used":
                 self.used[key] = old
             elif old is None:
@@ -476,48 +452,6 @@ class Snapshot:
 
     # ------------------------------------------------------------------ devices
 
-    def matching_devices(self, class_name: str, selectors: tuple[str, ...]) -> list[tuple[Slice, Device]]:
-        """The devices of ``complete`` that `device_matches` (memoized; do not modify the list)."""
-        key = (class_name, tuple(selectors))
-        hit = self._matching_memo.get(key)
-        if hit is None:
-            hit = self._matching_memo[key] = [(slc, d) for slc, d in self.complete
-                                              if self.device_matches(d, class_name, selectors)]
-        return hit
-
-    def matching_by_node(self, class_name: str, selectors: tuple[str, ...]) -> dict[str, list[Device]] | None:
-        """`matching_devices` by the node whose node-local slice publishes them (memoized; do not modify);
-        None when one of them is not node-local (reachable from several nodes)."""
-        key = (class_name, tuple(selectors))
-        if key not in self._by_node_memo:
-            out: dict[str, list[Device]] | None = {}
-            for slc, d in self.matching_devices(class_name, selectors):
-                name = slc.node_selection.node_name if slc.node_selection is not None else None
-                if slc.per_device_node_selection or not name:
-                    out = None
-                    break
-                assert out is not None
-                out.setdefault(name, []).append(d)
-            self._by_node_memo[key] = out
-        return self._by_node_memo[key]
-
-    def device_matches(self, device: Device, class_name: str, selectors: tuple[str, ...]) -> bool:
-        key = (device, class_name, tuple(selectors))
-        hit = self._match_memo.get(key)
-        if hit is None:
-            hit = self._match_memo[key] = self._device_matches(device, class_name, selectors)
-        return hit
-
-    def _device_matches(self, device: Device, class_name: str, selectors: tuple[str, ...]) -> bool:
-        cls = self.inv.classes.get(class_name)
-        if cls is None:
-            return False
-        try:
-            return all(self.matcher.matches(e, device, f"deviceclass {class_name}") for e in cls.selectors) and all(
-                self.matcher.matches(e, device, "request") for e in selectors)
-        except SelectorError:
-            return False
-
     def in_use(self, dev: DeviceID) -> bool:
         return dev in self.allocated.devices or dev in self._shared
 
@@ -535,52 +469,3 @@ def claims_shape(claims: list[tuple[str, Claim]]) -> str:
     nodeSelector, for the others namespace, requests, constraints and config (in order)."""
     return repr([(c.allocation.get("nodeSelector"),) if c.allocation is not None
                  else (c.namespace, c.requests, c.constraints, c.config) for _, c in claims])
-
-
-def complete_devices(slices: list[Slice]) -> list[tuple[Slice, Device]]:
-    """The devices of every complete pool (all slices of its newest generation published)."""
-    pools: dict[tuple[str, str], list[Slice]] = {}
-    for slc in slices:
-        pools.setdefault((slc.driver, slc.pool), []).append(slc)
-    out: list[tuple[Slice, Device]] = []
-    for key in sorted(pools):
-        gen = max(s.generation for s in pools[key])
-        newest = [s for s in pools[key] if s.generation == gen]
-        if len(newest) != newest[0].resource_slice_count:
-            continue
-        for slc in sorted(newest, key=lambda s: s.name):
-            out.extend((slc, d) for d in slc.devices)
-    return out
-
-
-def reached_nodes(slc: Slice, device: Device, names: set[str], nodes: list[Node]) -> list[str]:
-    """The names of the ``nodes`` (whose names are ``names``) from which ``device`` is reachable, in
-    ``nodes`` order: what ``[n.name for n in nodes if device_reachable(slc, device, n)]`` gives, without
-    a loop over the nodes for a node-local device."""
-    selection = device.node_selection if slc.per_device_node_selection else slc.node_selection
-    if selection is None:
-        return []
-    if selection.node_name:
-        return [selection.node_name] if selection.node_name in names else []
-    if selection.all_nodes:
-        return [n.name for n in nodes]
-    return [n.name for n in nodes if node_matches(selection, n)]
-
-
-def reachable_from_any(slc: Slice, device: Device, names: set[str], nodes: list[Node]) -> bool:
-    """``any(device_reachable(slc, device, n) for n in nodes)``, without a loop for a node-local device."""
-    selection = device.node_selection if slc.per_device_node_selection else slc.node_selection
-    if selection is None:
-        return False
-    if selection.node_name:
-        return selection.node_name in names
-    if selection.all_nodes:
-        return bool(nodes)
-    return any(node_matches(selection, n) for n in nodes)
-
-
-def device_reachable(slc: Slice, device: Device, node: Node) -> bool:
-    """Can a pod on ``node`` be allocated ``device``?"""
-    if slc.per_device_node_selection:
-        return node_matches(device.node_selection, node)
-    return node_matches(slc.node_selection, node)

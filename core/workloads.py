@@ -8,6 +8,13 @@ each replica of a group is a gang of its own). In 1.36 the API moved to standalo
 
 Shapes follow k8s.io/api/scheduling/v1alpha1 (WorkloadSpec.PodGroups, at most 8; PodGroupPolicy with
 exactly one of Basic and Gang; GangSchedulingPolicy.MinCount > 0) and core/v1 WorkloadReference.
+
+Clusters that gang-schedule today mostly use another API, the scheduler-plugins Coscheduling plugin
+(kubernetes-sigs/scheduler-plugins, pkg/coscheduling): a `scheduling.x-k8s.io/v1alpha1` PodGroup CRD with
+`spec.minMember` (and optional `minResources`, `scheduleTimeoutSeconds`), joined by pods through the label
+`scheduling.x-k8s.io/pod-group: <name>` (same namespace). `check_pod_group` and `pod_group_label` read
+those for `dralab audit`/`schedule`, which treat such a PodGroup as a gang of `minCount = minMember`; the
+scheduler reactor does not read them.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ from ._fields import (
     expect_str,
     index,
     join,
+    qualified_name_error,
 )
+from .quantity import QuantityError, parse_quantity
 
 WORKLOAD_API_VERSION = "scheduling.k8s.io/v1alpha1"
 WORKLOAD_KIND = "Workload"
@@ -40,6 +49,10 @@ DEFAULT_GANG_TIMEOUT_MS = 5 * 60 * 1000
 # whether a gang member waiting at Permit is visible to others: KEP-5278 sets status.nominatedNodeName
 # on a pod whose binding cycle waits (beta, on by default, in 1.35).
 SCHEDULER_FEATURE_GATES = {"NominatedNodeNameForExpectation": True}
+# scheduler-plugins' Coscheduling (apis/scheduling/v1alpha1: PodGroup, PodGroupLabel)
+POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+POD_GROUP_KIND = "PodGroup"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 @dataclass(frozen=True)
@@ -157,3 +170,55 @@ def check_workload_ref(spec: dict[str, Any], spec_path: str) -> None:
     _name(ref["podGroup"], join(path, "podGroup"), label=True)
     if ref.get("podGroupReplicaKey") not in (None, ""):
         _name(ref["podGroupReplicaKey"], join(path, "podGroupReplicaKey"), label=True)
+
+
+# --- scheduler-plugins Coscheduling PodGroups ---------------------------------------------------------
+
+
+def pod_group_label(pod: dict[str, Any]) -> str | None:
+    """The PodGroup a pod names with the `scheduling.x-k8s.io/pod-group` label; None without it (or empty:
+    upstream's GetPodGroupLabel treats an empty value as no group)."""
+    labels = (pod.get("metadata") or {}).get("labels")
+    value = labels.get(POD_GROUP_LABEL) if isinstance(labels, dict) else None
+    return str(value) if value else None
+
+
+def check_pod_group(obj: object, path: str) -> dict[str, Any]:
+    """Check a `scheduling.x-k8s.io/v1alpha1` PodGroup; return a copy with `metadata.namespace` filled in.
+
+    The CRD's schema leaves `minMember` optional (0 means no gang); dralab requires it, >= 1, because a
+    PodGroup without it would make every pod of the group wait for nothing, which is a dump's mistake worth
+    an error rather than a silently ignored group. `minResources` is a ResourceList (qualified names,
+    quantities >= 0); `scheduleTimeoutSeconds` an int32 >= 0. `status` is not read."""
+    group = copy.deepcopy(expect_map(obj, path))
+    meta = expect_map(group.get("metadata") or {}, join(path, "metadata"))
+    _name(meta.get("name"), join(path, "metadata.name"), label=False)
+    if meta.get("namespace") not in (None, ""):
+        _name(meta["namespace"], join(path, "metadata.namespace"), label=True)
+    meta["namespace"] = meta.get("namespace") or "default"
+    group["metadata"] = meta
+    spec_path = join(path, "spec")
+    if group.get("spec") is None:
+        raise FieldError(spec_path, "missing required field")
+    spec = expect_map(group["spec"], spec_path)
+    check_fields(spec, spec_path, ("minMember", "minResources", "scheduleTimeoutSeconds"), required=("minMember",))
+    expect_int(spec["minMember"], join(spec_path, "minMember"), minimum=1, maximum=INT32_MAX)
+    if spec.get("minResources") is not None:
+        res_path = join(spec_path, "minResources")
+        for name, value in expect_map(spec["minResources"], res_path).items():
+            item_path = join(res_path, name)
+            error = qualified_name_error(name)
+            if error is not None:
+                raise FieldError(item_path, f"invalid resource name: {error}")
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise FieldError(item_path, f"expected a quantity (e.g. `4`, `500m`, `16Gi`), got `{value}`")
+            try:
+                amount = parse_quantity(value)
+            except QuantityError as e:
+                raise FieldError(item_path, str(e)) from None
+            if amount < 0:
+                raise FieldError(item_path, f"must be greater than or equal to 0, got `{value}`")
+    if spec.get("scheduleTimeoutSeconds") is not None:
+        expect_int(spec["scheduleTimeoutSeconds"], join(spec_path, "scheduleTimeoutSeconds"), minimum=0,
+                   maximum=INT32_MAX)
+    return group

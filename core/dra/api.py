@@ -2,8 +2,9 @@
 
 Input is multi-document YAML (or JSON), and ``kind: List`` (what ``kubectl get ... -o yaml`` prints), in
 any mix of DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate (``resource.k8s.io/v1``),
-Node and Pod (``v1``), and Workload (``scheduling.k8s.io/v1alpha1``, gang scheduling, KEP-4671; a pod's
-``spec.workloadRef`` is checked too). Objects of other kinds go to ``Inventory.other`` untouched. Every object is
+Node and Pod (``v1``), Workload (``scheduling.k8s.io/v1alpha1``, gang scheduling, KEP-4671; a pod's
+``spec.workloadRef`` is checked too) and PodGroup (``scheduling.x-k8s.io/v1alpha1``, the scheduler-plugins
+Coscheduling CRD). Objects of other kinds go to ``Inventory.other`` untouched. Every object is
 checked as the Kubernetes 1.35 API server would check it on create (limits, one-of rules, names), and a
 refusal is a :class:`ManifestError` naming the file, the path of the field and what was expected::
 
@@ -24,7 +25,15 @@ from typing import Any
 from .._fields import FieldError, expect_list, index, join, sanitize, type_name
 from .._yaml import YamlError, load_yaml_all
 from ..scenario import ScenarioError
-from ..workloads import WORKLOAD_API_VERSION, WORKLOAD_KIND, check_workload, check_workload_ref
+from ..workloads import (
+    POD_GROUP_API_VERSION,
+    POD_GROUP_KIND,
+    WORKLOAD_API_VERSION,
+    WORKLOAD_KIND,
+    check_pod_group,
+    check_workload,
+    check_workload_ref,
+)
 from .claims import convert_claim, convert_pod, convert_template
 from .convert import convert_device_class, convert_node, convert_slice
 from .model import Claim, Inventory
@@ -47,6 +56,7 @@ DRA_GROUP = "resource.k8s.io"
 DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
 CORE_KINDS = ("Node", "Pod")
 SCHEDULING_GROUP = "scheduling.k8s.io"
+POD_GROUP_GROUP = "scheduling.x-k8s.io"  # scheduler-plugins' CRDs
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a dump of a large cluster's slices, not a guard against any file
 
 
@@ -80,14 +90,15 @@ def parse_documents(docs: list[object], file: str = "<input>") -> Inventory:
 
 def dump_objects(inv: Inventory) -> list[dict[str, Any]]:
     """The manifests of ``inv`` as they were read (copies), by kind: Nodes, DeviceClasses, ResourceSlices,
-    ResourceClaimTemplates, ResourceClaims, Workloads, Pods, then every other object, each kind in input
-    order."""
+    ResourceClaimTemplates, ResourceClaims, Workloads, PodGroups, Pods, then every other object, each kind in
+    input order."""
     out: list[dict[str, Any]] = [n.manifest for n in inv.nodes.values()]
     out += [c.manifest for c in inv.classes.values()]
     out += [s.manifest for s in inv.slices.values()]
     out += list(inv.templates.values())
     out += [c.manifest for c in inv.claims.values()]
     out += list(inv.workloads.values())
+    out += list(inv.pod_groups.values())
     out += list(inv.pods.values())
     out += inv.other
     return copy.deepcopy(out)
@@ -202,13 +213,19 @@ class InventoryBuilder:
                 raise FieldError(join(path, "apiVersion"),
                                  f"expected `{WORKLOAD_API_VERSION}` (Kubernetes 1.35), got `{api_version}`")
             self._add_workload(obj, path, file)
+        elif kind == POD_GROUP_KIND and group == POD_GROUP_GROUP:
+            if api_version != POD_GROUP_API_VERSION:
+                raise FieldError(join(path, "apiVersion"),
+                                 f"expected `{POD_GROUP_API_VERSION}` (scheduler-plugins), got `{api_version}`")
+            self._add_pod_group(obj, path, file)
         else:
             self.inventory.other.append(obj)
 
     @staticmethod
     def _typed(kind: str, group: str, api_version: str) -> bool:
         return ((kind in DRA_KINDS and group == DRA_GROUP) or (kind in CORE_KINDS and api_version == "v1")
-                or (kind == WORKLOAD_KIND and group == SCHEDULING_GROUP))
+                or (kind == WORKLOAD_KIND and group == SCHEDULING_GROUP)
+                or (kind == POD_GROUP_KIND and group == POD_GROUP_GROUP))
 
     def _add_list(self, obj: dict[str, Any], path: str, file: str, api_version: str, kind: str) -> None:
         items = expect_list(obj.get("items") or [], join(path, "items"))
@@ -258,6 +275,13 @@ class InventoryBuilder:
         key = f"{meta['namespace']}/{meta['name']}"
         self._claim_name(WORKLOAD_KIND, key, path, file)
         self.inventory.workloads[key] = obj
+
+    def _add_pod_group(self, obj: dict[str, Any], path: str, file: str) -> None:
+        """A scheduler-plugins PodGroup: checked, kept as read under namespace/name."""
+        meta = check_pod_group(obj, path)["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        self._claim_name(POD_GROUP_KIND, key, path, file)
+        self.inventory.pod_groups[key] = obj
 
     def _claim_name(self, kind: str, key: str, path: str, file: str) -> None:
         first = self._seen.get((kind, key))

@@ -213,4 +213,6 @@ class Inventory:
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # key ns/name
     # scheduling.k8s.io/v1alpha1 Workloads (KEP-4671 gangs), key ns/name, manifests as read
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # scheduling.x-k8s.io/v1alpha1 PodGroups (scheduler-plugins Coscheduling gangs), key ns/name, manifests as read
+    pod_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     other: list[dict[str, Any]] = field(default_factory=list)  # kinds dralab does not model, kept as-is
