@@ -19,7 +19,7 @@ import structlog
 
 from dralab.actors.logs import configure
 
-from . import __version__, allocate_cmd, audit_cmd
+from . import __version__, allocate_cmd, audit_cmd, whatif_cmd
 from .inputs import InputError
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     allocate_cmd.add_parser(sub)
     audit_cmd.add_parsers(sub)
+    whatif_cmd.add_parser(sub)
     return parser
 
 
@@ -118,6 +119,7 @@ def _seed(args: argparse.Namespace, scenario: Any) -> int:
 
 def cmd_sim(args: argparse.Namespace) -> int:
     from dralab.core.config import policies, run_config
+    from dralab.core.metrics import metrics_from_entries
     from dralab.core.summary import render_text, summarize
     from dralab.replay.logfile import make_header, write_log
     from dralab.replay.sim import Simulator
@@ -136,7 +138,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
         header = make_header(scenario=scenario.name, seed=seed, policy=policies(run_config(scenario)), mode="sim")
         write_log(args.log_file, header, result.entries)
         log.info("log.written", file=args.log_file, records=len(result.entries))
-    summary = summarize(result.state, result.violations, seed=seed)
+    # Metrics over the log up to the scenario's end: nodes are paid until then even when nothing happens.
+    metrics = metrics_from_entries(result.entries, end_ms=scenario.duration_ms)
+    summary = summarize(result.state, result.violations, seed=seed, metrics=metrics)
     summary["mode"] = "sim"
     _emit(args, summary, render_text(summary))
     return EXIT_OK
@@ -145,6 +149,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from dralab.actors.live import LiveOptions, ServiceUnavailable, StreamInUse, run_live
     from dralab.core.config import policies, run_config
+    from dralab.core.metrics import metrics_from_entries
     from dralab.core.summary import render_text, summarize
     from dralab.replay.logfile import make_header, write_log
 
@@ -171,7 +176,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                              mode=result.extra["mode"])
         write_log(args.log_file, header, result.entries)
         log.info("log.written", file=args.log_file, records=len(result.entries))
-    summary = summarize(result.state, result.violations, seed=options.seed)
+    # A completed run (past its duration, or settled: nothing would change any more) is measured up to the
+    # scenario's end, as sim measures it; an interrupted or timed-out one up to its last record.
+    metrics = metrics_from_entries(result.entries, end_ms=scenario.duration_ms if result.completed else None)
+    summary = summarize(result.state, result.violations, seed=options.seed, metrics=metrics)
     summary.update(result.extra)
     _emit(args, summary, render_text(summary))
     if result.error:  # the bus went away mid-run: what was recorded is kept (--log), exit 3
@@ -222,6 +230,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 COMMANDS = {
     "sim": cmd_sim, "run": cmd_run, "replay": cmd_replay, "allocate": allocate_cmd.cmd_allocate,
     **audit_cmd.COMMANDS,
+    **whatif_cmd.COMMANDS,
 }
 
 

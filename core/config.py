@@ -11,6 +11,8 @@ from typing import Any
 from .reactor import Reactor
 from .reactors.autoscaler import Autoscaler
 from .reactors.claims import ClaimController
+from .reactors.cloud import Cloud
+from .reactors.drivers import Drivers
 from .reactors.lifecycle import Lifecycle
 from .reactors.scheduler import Scheduler
 from .scenario import Scenario
@@ -38,7 +40,9 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
     return [
         Scheduler(**config.get("scheduler", {})),
         Autoscaler(**config.get("autoscaler", {})),
+        Cloud(),
         Lifecycle(),
+        Drivers(),
         ClaimController(),
     ]
 

@@ -55,6 +55,16 @@ class DraState:
             self._index = SliceIndex.build(list(self.slices.values()))
         return self._index
 
+    def remove_node_slices(self, node: str) -> None:
+        """A deleted node's slices go with it (they are owned by the Node upstream). Allocations from
+        them stay until their claims are released."""
+        gone = [name for name, slc in self.slices.items()
+                if slc.node_selection is not None and slc.node_selection.node_name == node]
+        for name in gone:
+            del self.slices[name]
+        if gone:
+            self._index = None
+
     def apply(self, offset: int, event: object, anomalies: list[str]) -> bool:
         """Apply a DRA event; False if it is not one."""
         match event:

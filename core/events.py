@@ -67,6 +67,30 @@ class RunStarted(Event, tag="RunStarted", frozen=True):
         return ("run",)
 
 
+class StockWindow(msgspec.Struct, frozen=True):
+    """The cloud has at most `available` more nodes of a group to deliver in [from_ms, until_ms)."""
+
+    from_ms: int
+    until_ms: int  # -1: until the end of the run
+    available: int
+
+
+class UnhealthyDevice(msgspec.Struct, frozen=True):
+    """A device its driver reports unhealthy `after_ms` after it first published (a device taint)."""
+
+    device: str
+    after_ms: int
+
+
+class DriverSpec(msgspec.Struct, frozen=True):
+    """How one DRA driver of a group's nodes behaves: when it publishes, restarts, reports faults."""
+
+    name: str
+    publish_delay_ms: tuple[int, int] = (0, 0)  # after the node turns Ready, drawn per node by the cloud
+    restart_after_ms: int = -1  # restart (republish, generation + 1) this long after publishing; -1 never
+    unhealthy: tuple[UnhealthyDevice, ...] = ()
+
+
 class NodeGroupDefined(Event, tag="NodeGroupDefined", frozen=True):
     name: str
     min: int
@@ -75,6 +99,13 @@ class NodeGroupDefined(Event, tag="NodeGroupDefined", frozen=True):
     template: dict[str, Any]  # v1 Node manifest
     cost_per_hour: float = 0.0
     resource_slices: tuple[dict[str, Any], ...] = ()  # ResourceSlice templates its drivers publish
+    # The cloud and the nodes (core/reactors/cloud.py, lifecycle.py, drivers.py); defaults: as before.
+    zones: tuple[str, ...] = ()  # topology.kubernetes.io/zone of new nodes, round-robin
+    quota: int = -1  # max nodes of the group the cloud runs at once (-1: no quota)
+    stock: tuple[StockWindow, ...] = ()
+    failure_rate: float = 0.0  # probability that one node of a request is not delivered
+    drivers: tuple[DriverSpec, ...] = ()  # drivers not listed publish when the node turns Ready
+    not_ready_ms: int = 0  # a new node registers this long before it turns Ready (within provision_delay)
 
     def touched(self) -> tuple[str, ...]:
         return (group_key(self.name),)
@@ -98,6 +129,54 @@ class NodeCreated(Event, tag="NodeCreated", frozen=True):
 
 class NodeReady(Event, tag="NodeReady", frozen=True):
     name: str
+
+    def touched(self) -> tuple[str, ...]:
+        return (node_key(self.name),)
+
+
+class NodeProvisioning(Event, tag="NodeProvisioning", frozen=True):
+    """The cloud accepted one node of a scale-up: a VM is being made, the Node object does not exist yet.
+
+    Its timing is the cloud's decision, drawn with the seeded source when the request is served and
+    recorded here, so that the fold counts the node as coming and lifecycle/drivers replay it exactly."""
+
+    name: str
+    group: str
+    node: dict[str, Any]  # the v1 Node manifest it registers with (name, group and zone labels filled in)
+    register_at: int  # cluster ms when the kubelet registers the Node (NodeCreated, NotReady)
+    ready_at: int  # cluster ms when it turns Ready
+    publish_delay_ms: dict[str, int] = msgspec.field(default_factory=dict)  # driver -> ms after Ready
+
+    def touched(self) -> tuple[str, ...]:
+        return (node_key(self.name), group_key(self.group))
+
+
+class NodeNotReady(Event, tag="NodeNotReady", frozen=True):
+    """The node stopped reporting Ready (kubelet down, node failure): nothing new is placed on it."""
+
+    name: str
+
+    def touched(self) -> tuple[str, ...]:
+        return (node_key(self.name),)
+
+
+class NodeTaintsChanged(Event, tag="NodeTaintsChanged", frozen=True):
+    """spec.taints of the node replaced by `taints` (e.g. the autoscaler's ToBeDeletedByClusterAutoscaler)."""
+
+    name: str
+    taints: tuple[dict[str, Any], ...]
+
+    def touched(self) -> tuple[str, ...]:
+        return (node_key(self.name),)
+
+
+class NodeDeleted(Event, tag="NodeDeleted", frozen=True):
+    """The Node object is gone (with its ResourceSlices). Pods still on it must be finished as Failed
+    earlier in the same record (`lifecycle.delete_node` writes both); a node still provisioning is
+    cancelled."""
+
+    name: str
+    reason: str = ""
 
     def touched(self) -> tuple[str, ...]:
         return (node_key(self.name),)
@@ -280,6 +359,40 @@ class PodUnreserved(Event, tag="PodUnreserved", frozen=True):
         return (self.pod,)
 
 
+# ---------------------------------------------------------------- ProvisioningRequests (autoscaling.x-k8s.io/v1)
+
+
+class PodTemplateCreated(Event, tag="PodTemplateCreated", frozen=True):
+    """A v1 PodTemplate (what a ProvisioningRequest's pod sets refer to)."""
+
+    manifest: dict[str, Any]
+
+    def touched(self) -> tuple[str, ...]:
+        ns, name = _meta(self.manifest)
+        return (f"podtemplate/{ns}/{name}",)
+
+
+class ProvisioningRequestCreated(Event, tag="ProvisioningRequestCreated", frozen=True):
+    manifest: dict[str, Any]
+
+    def touched(self) -> tuple[str, ...]:
+        ns, name = _meta(self.manifest)
+        return (f"provreq/{ns}/{name}",)
+
+
+class ProvisioningRequestCondition(Event, tag="ProvisioningRequestCondition", frozen=True):
+    """The autoscaler sets one condition of a request (`status.conditions[type]`)."""
+
+    request: str  # "namespace/name"
+    condition: str  # the condition type: Accepted | Provisioned | Failed | BookingExpired | CapacityRevoked
+    status: str  # "True" | "False"
+    reason: str
+    message: str = ""
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"provreq/{self.request}",)
+
+
 # ---------------------------------------------------------------- autoscaling
 
 
@@ -287,6 +400,21 @@ class ScaleUpRequested(Event, tag="ScaleUpRequested", frozen=True):
     group: str
     delta: int
     pods: tuple[str, ...] = ()  # pods this scale-up is meant to help
+    atomic: bool = False  # all delta nodes or none (stock and quota checked for the whole request)
+
+    def touched(self) -> tuple[str, ...]:
+        return (group_key(self.group),)
+
+
+SCALE_UP_FAILURE_REASONS = ("out-of-stock", "quota", "instance-failed")
+
+
+class ScaleUpFailed(Event, tag="ScaleUpFailed", frozen=True):
+    """`delta` nodes of the group's oldest unanswered scale-up will not come (the cloud said so)."""
+
+    group: str
+    delta: int
+    reason: str  # out-of-stock | quota | instance-failed
 
     def touched(self) -> tuple[str, ...]:
         return (group_key(self.group),)
@@ -302,6 +430,11 @@ AnyEvent = (
     | PodUnschedulable
     | PodFinished
     | ScaleUpRequested
+    | NodeProvisioning
+    | NodeNotReady
+    | NodeTaintsChanged
+    | NodeDeleted
+    | ScaleUpFailed
     | DeviceClassCreated
     | ResourceClaimTemplateCreated
     | ResourceClaimCreated
@@ -312,6 +445,9 @@ AnyEvent = (
     | WorkloadCreated
     | PodReserved
     | PodUnreserved
+    | PodTemplateCreated
+    | ProvisioningRequestCreated
+    | ProvisioningRequestCondition
 )
 
 

@@ -18,6 +18,8 @@ from .events import (
     NodeGroupDefined,
     NodeReady,
     PodCreated,
+    PodTemplateCreated,
+    ProvisioningRequestCreated,
     Record,
     ResourceClaimCreated,
     ResourceClaimTemplateCreated,
@@ -26,7 +28,7 @@ from .events import (
     WorkloadCreated,
 )
 from .manifests import node_allocatable
-from .reactors.lifecycle import node_from_template, node_name
+from .reactors.cloud import node_from_template, node_name, zone_of
 from .scenario import Scenario, replica_name
 from .scenario_dra import render_slice_templates
 from .state import NodeGroupState
@@ -49,11 +51,17 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
                 template=g.template,
                 cost_per_hour=g.cost_per_hour,
                 resource_slices=tuple(g.resource_slices),
+                zones=tuple(g.zones),
+                quota=g.quota,
+                stock=tuple(g.stock),
+                failure_rate=g.failure_rate,
+                drivers=tuple(g.drivers),
+                not_ready_ms=g.not_ready_ms,
             )
         )
         groups[g.name] = NodeGroupState(
             g.name, g.min, g.max, g.provision_delay_ms, g.template, g.cost_per_hour, node_allocatable(g.template),
-            tuple(g.resource_slices),
+            tuple(g.resource_slices), zones=tuple(g.zones),
         )
     events.extend(object_events(scenario.objects))
     index: dict[str, int] = {}
@@ -62,7 +70,7 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
             i = index.get(initial.group, 0)
             index[initial.group] = i + 1
             name = node_name(initial.group, i)
-            node = node_from_template(groups[initial.group], name)
+            node = node_from_template(groups[initial.group], name, zone_of(groups[initial.group].zones, i))
             events.append(NodeCreated(name=name, group=initial.group, node=node, ready_at=0, initial=True))
             events.append(NodeReady(name=name))
             events.extend(ResourceSlicePublished(manifest=m)
@@ -70,7 +78,8 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
     return Record(id=f"{SOURCE}/setup", source=SOURCE, view=-1, t=0, events=tuple(events))
 
 
-OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload")
+OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload", "PodTemplate",
+                "ProvisioningRequest")
 
 
 def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
@@ -85,6 +94,10 @@ def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
             events.append(ResourceClaimTemplateCreated(manifest=obj))
         elif kind == "Workload":
             events.append(WorkloadCreated(manifest=obj))
+        elif kind == "PodTemplate":
+            events.append(PodTemplateCreated(manifest=obj))
+        elif kind == "ProvisioningRequest":
+            events.append(ProvisioningRequestCreated(manifest=obj))
         else:
             events.append(ResourceClaimCreated(manifest=obj))
     return events

@@ -34,7 +34,9 @@ from ._fields import (
 )
 from ._yaml import YamlError, load_yaml_file
 from .durations import format_duration
+from .events import DriverSpec, StockWindow
 from .manifests import _check_node, _check_pod
+from .scenario_cloud import CLOUD_FIELDS, check_cloud
 from .scenario_dra import check_objects, check_pod_claims, check_slice_templates, render_slices
 from .workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 
@@ -118,6 +120,13 @@ class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
     # ResourceSlice templates (apiVersion/kind, spec.pool.generation and resourceSliceCount filled in;
     # metadata.name, spec.nodeName and spec.pool.name left for render_slices to fill per node)
     resource_slices: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # the cloud and the drivers (core/scenario_cloud.py): defaults as the events' (no limits, no faults)
+    zones: tuple[str, ...] = ()
+    quota: int = -1  # -1: no quota
+    stock: tuple[StockWindow, ...] = ()
+    failure_rate: float = 0.0
+    not_ready_ms: int = 0
+    drivers: tuple[DriverSpec, ...] = ()
 
 
 class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):
@@ -179,7 +188,7 @@ def parse_scenario(data: object, file: str = "<scenario>") -> Scenario:
 _TOP = ("apiVersion", "kind", "metadata", "spec")
 _METADATA = ("name", "labels", "annotations")
 _SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects")
-_GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices")
+_GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS)
 _ARRIVAL = ("at", "count", "runFor", "pod")
 
 
@@ -320,6 +329,8 @@ def _node_groups(value: object) -> list[NodeGroup]:
             else expect_number(m["costPerHour"], join(g_path, "costPerHour"), minimum=0)
         )
         template = _check_node(m["template"], join(g_path, "template"))
+        slices = check_slice_templates(m.get("resourceSlices"), join(g_path, "resourceSlices"), name)
+        cloud = check_cloud(m, g_path, slices, _provision_delay)
         groups.append(
             NodeGroup(
                 name=name,
@@ -328,7 +339,13 @@ def _node_groups(value: object) -> list[NodeGroup]:
                 provision_delay_ms=_provision_delay(m.get("provisionDelay"), join(g_path, "provisionDelay")),
                 cost_per_hour=cost,
                 template=template,
-                resource_slices=check_slice_templates(m.get("resourceSlices"), join(g_path, "resourceSlices"), name),
+                resource_slices=slices,
+                zones=cloud.zones,
+                quota=cloud.quota,
+                stock=cloud.stock,
+                failure_rate=cloud.failure_rate,
+                not_ready_ms=cloud.not_ready_ms,
+                drivers=cloud.drivers,
             )
         )
     return groups

@@ -25,6 +25,13 @@ from .dra.model import Node as DraNode
 from .dra.model import Slice
 from .dra.pools import SliceIndex, gather_pools
 from .dra.validation import check_driver_name, required
+from .provreq import (
+    POD_TEMPLATE_KIND,
+    PROVREQ_API_VERSION,
+    PROVREQ_KIND,
+    check_pod_template,
+    check_provisioning_request,
+)
 from .workloads import WORKLOAD_API_VERSION, WORKLOAD_KIND, check_workload
 
 if TYPE_CHECKING:
@@ -43,8 +50,13 @@ __all__ = [
 
 DRA_API_VERSION = "resource.k8s.io/v1"
 DRA_KINDS = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
-OBJECT_KINDS = (*DRA_KINDS, WORKLOAD_KIND)
-_NAMESPACED = ("ResourceClaimTemplate", "ResourceClaim", WORKLOAD_KIND)
+OBJECT_KINDS = (*DRA_KINDS, WORKLOAD_KIND, POD_TEMPLATE_KIND, PROVREQ_KIND)
+# the API version each kind must have, and the checker of the kinds outside resource.k8s.io
+_API_VERSIONS = {**dict.fromkeys(DRA_KINDS, DRA_API_VERSION), WORKLOAD_KIND: WORKLOAD_API_VERSION,
+                 POD_TEMPLATE_KIND: "v1", PROVREQ_KIND: PROVREQ_API_VERSION}
+_CHECKERS = {WORKLOAD_KIND: check_workload, POD_TEMPLATE_KIND: check_pod_template,
+             PROVREQ_KIND: check_provisioning_request}
+_NAMESPACED = ("ResourceClaimTemplate", "ResourceClaim", WORKLOAD_KIND, POD_TEMPLATE_KIND, PROVREQ_KIND)
 _ELSEWHERE = {
     "ResourceSlice": "ResourceSlices are published by the nodes: put them in `spec.nodeGroups[].resourceSlices`",
     "Pod": "pods arrive through `spec.workload`",
@@ -125,7 +137,8 @@ def check_objects(value: object, path: str = "spec.objects") -> list[dict[str, A
     out: list[dict[str, Any]] = []
     seen: dict[tuple[str, str], str] = {}
     allowed = (", ".join(f"`{k}`" for k in DRA_KINDS)
-               + f" ({DRA_API_VERSION}) and `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION})")
+               + f" ({DRA_API_VERSION}), `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION}), `{POD_TEMPLATE_KIND}` (v1) "
+               f"and `{PROVREQ_KIND}` ({PROVREQ_API_VERSION})")
     for i, item in enumerate(expect_list(value, path)):
         o_path = index(path, i)
         if not isinstance(item, dict):
@@ -139,7 +152,7 @@ def check_objects(value: object, path: str = "spec.objects") -> list[dict[str, A
                 f"unsupported kind `{kind}`; expected one of {allowed}"
                 + (f": {hint}" if hint else ""),
             )
-        expected = WORKLOAD_API_VERSION if kind == WORKLOAD_KIND else DRA_API_VERSION
+        expected = _API_VERSIONS[kind]
         if api_version != expected:
             raise FieldError(
                 join(o_path, "apiVersion"), f"expected `{expected}` (Kubernetes 1.35), got `{api_version}`"
@@ -149,8 +162,9 @@ def check_objects(value: object, path: str = "spec.objects") -> list[dict[str, A
                 join(o_path, "status"),
                 "a claim of the scenario starts unallocated (the scheduler allocates it); leave `status` out",
             )
-        if kind == WORKLOAD_KIND:
-            obj = check_workload(obj, o_path)
+        checker = _CHECKERS.get(kind)
+        if checker is not None:
+            obj = checker(obj, o_path)
         else:
             _parse(obj, o_path)
         meta = obj["metadata"]

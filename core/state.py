@@ -19,8 +19,12 @@ from .events import (
     ClaimReleased,
     DeviceClassCreated,
     NodeCreated,
+    NodeDeleted,
     NodeGroupDefined,
+    NodeNotReady,
+    NodeProvisioning,
     NodeReady,
+    NodeTaintsChanged,
     PodBound,
     PodCreated,
     PodFinished,
@@ -32,11 +36,14 @@ from .events import (
     ResourceClaimTemplateCreated,
     ResourceSlicePublished,
     RunStarted,
+    ScaleUpFailed,
     ScaleUpRequested,
     WorkloadCreated,
 )
 from .gang_state import GangState
+from .group_state import NodeGroupState as NodeGroupState  # re-exported: reactors import it from here
 from .manifests import node_allocatable, pod_requests
+from .provreq_state import ProvisioningState
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 ROOM_EVENTS = (
@@ -51,6 +58,7 @@ ROOM_EVENTS = (
     NodeGroupDefined,
     WorkloadCreated,
     PodUnreserved,
+    NodeTaintsChanged,  # a taint removed (a NodeReady again is room too, listed above)
 )
 
 
@@ -68,30 +76,6 @@ class Condition:
 
 
 @dataclass
-class NodeGroupState:
-    name: str
-    min: int
-    max: int
-    provision_delay_ms: tuple[int, int]
-    template: dict[str, Any]
-    cost_per_hour: float
-    allocatable: dict[str, int]
-    resource_slices: tuple[dict[str, Any], ...] = ()  # ResourceSlice templates its nodes' drivers publish
-    requested: int = 0  # total nodes ever asked for by scale-ups
-    created: int = 0  # nodes of this group ever created (initial ones included)
-    initial: int = 0  # nodes of the starting cluster
-
-    @property
-    def outstanding(self) -> int:
-        """Nodes asked for by scale-ups that the cloud has not created yet."""
-        return self.requested - (self.created - self.initial)
-
-    @property
-    def target_size(self) -> int:
-        return self.initial + self.requested
-
-
-@dataclass
 class NodeState:
     name: str
     group: str
@@ -100,7 +84,8 @@ class NodeState:
     created_t: int
     ready_at: int
     ready: bool = False
-    ready_t: int = -1
+    ready_t: int = -1  # when it first turned Ready (a later NotReady/Ready flap does not move it)
+    publish_delay_ms: dict[str, int] = field(default_factory=dict)  # driver -> ms after Ready (the cloud's draw)
     used: dict[str, int] = field(default_factory=dict)
     reserved: dict[str, int] = field(default_factory=dict)  # held by gang members waiting at Permit
     pods: dict[str, None] = field(default_factory=dict)  # ordered set of pod keys bound here
@@ -161,11 +146,15 @@ class ClusterState:
     )
     nodes_by_group: dict[str, dict[str, None]] = field(default_factory=dict)
     scale_ups: list[tuple[int, str, int]] = field(default_factory=list)  # (t, group, delta)
+    # VMs the cloud is making, not registered yet (NodeProvisioning until NodeCreated or NodeDeleted)
+    provisioning_nodes: dict[str, NodeProvisioning] = field(default_factory=dict)
+    unready_bindings: list[str] = field(default_factory=list)  # pods bound to a node not Ready (invariants)
     events_applied: int = 0
     anomalies: list[str] = field(default_factory=list)
     gang_violations: list[str] = field(default_factory=list)  # partial gang bindings (see invariants)
     dra: DraState = field(default_factory=DraState)
     gang: GangState = field(default_factory=GangState)
+    provisioning: ProvisioningState = field(default_factory=ProvisioningState)
     # Last offset at which room may have appeared (a node turned Ready, a pod finished, a claim was
     # released, slices or classes or claims appeared): unschedulable pods are retried after it.
     room_offset: int = 0
@@ -247,14 +236,46 @@ class ClusterState:
                 if node is None:
                     self.anomalies.append(f"offset {offset}: NodeReady for unknown node {event.name}")
                     return
-                node.ready, node.ready_t = True, t
+                node.ready = True
+                if node.ready_t < 0:
+                    node.ready_t = t
+            case NodeNotReady():
+                node = self.nodes.get(event.name)
+                if node is None:
+                    self.anomalies.append(f"offset {offset}: NodeNotReady for unknown node {event.name}")
+                    return
+                node.ready = False
+            case NodeTaintsChanged():
+                node = self.nodes.get(event.name)
+                if node is None:
+                    self.anomalies.append(f"offset {offset}: taints of unknown node {event.name}")
+                    return
+                spec = {**(node.manifest.get("spec") or {}), "taints": [dict(x) for x in event.taints]}
+                if not event.taints:
+                    del spec["taints"]
+                node.manifest = {**node.manifest, "spec": spec}  # the manifest may be shared: replace it
+            case NodeDeleted():
+                self._node_deleted(offset, event)
+            case NodeProvisioning():
+                self._node_provisioning(offset, t, event)
             case ScaleUpRequested():
                 group = self.node_groups.get(event.group)
                 if group is None:
                     self.anomalies.append(f"offset {offset}: scale-up of unknown group {event.group}")
                     return
                 group.requested += event.delta
+                group.unserved.append((event.delta, event.atomic))
                 self.scale_ups.append((t, event.group, event.delta))
+            case ScaleUpFailed():
+                group = self.node_groups.get(event.group)
+                if group is None:
+                    self.anomalies.append(f"offset {offset}: failed scale-up of unknown group {event.group}")
+                    return
+                if not group._answer(event.delta):
+                    self.anomalies.append(f"offset {offset}: {event.delta} nodes of {event.group} failed, "
+                                          "more than were requested")
+                group.failed += event.delta
+                group.failures.append((t, event.delta, event.reason))
             case NodeGroupDefined():
                 self.node_groups[event.name] = NodeGroupState(
                     name=event.name,
@@ -265,6 +286,12 @@ class ClusterState:
                     cost_per_hour=event.cost_per_hour,
                     allocatable=node_allocatable(event.template),
                     resource_slices=event.resource_slices,
+                    zones=event.zones,
+                    quota=event.quota,
+                    stock=event.stock,
+                    failure_rate=event.failure_rate,
+                    drivers=event.drivers,
+                    not_ready_ms=event.not_ready_ms,
                 )
                 self.nodes_by_group.setdefault(event.name, {})
             case RunStarted():
@@ -276,7 +303,8 @@ class ClusterState:
             case PodUnreserved():
                 self._pod_unreserved(offset, event)
             case _:
-                if not self.dra.apply(offset, event, self.anomalies):
+                if not self.dra.apply(offset, event, self.anomalies) and not self.provisioning.apply(
+                        offset, t, event, self.anomalies):
                     self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
 
     def _pod_created(self, offset: int, t: int, event: PodCreated) -> None:
@@ -306,6 +334,8 @@ class ClusterState:
         if pod.node is not None:
             self.anomalies.append(f"offset {offset}: pod {pod.key} bound twice ({pod.node}, {event.node})")
             return
+        if not node.ready:
+            self.unready_bindings.append(f"pod {pod.key} bound to {node.name} before it was Ready")
         reservation = self.gang.reservations.pop(pod.key, None)
         if reservation is not None:
             self._unhold(reservation.node, reservation.requests)
@@ -353,12 +383,12 @@ class ClusterState:
             node.reserved[resource] = node.reserved.get(resource, 0) - amount
         node.reserved["pods"] = node.reserved.get("pods", 0) - 1
 
-    def _pod_finished(self, offset: int, t: int, event: PodFinished) -> None:
+    def _pod_finished(self, offset: int, t: int, event: PodFinished, node: NodeState | None = None) -> None:
         pod = self.pods.get(event.pod)
         if pod is None or pod.phase != RUNNING or pod.node is None:
             self.anomalies.append(f"offset {offset}: {event.pod} finished but was not running")
             return
-        node = self.nodes.get(pod.node)
+        node = node or self.nodes.get(pod.node)
         if node is not None:
             node.pods.pop(pod.key, None)
             for resource, amount in pod.requests.items():
@@ -373,6 +403,7 @@ class ClusterState:
         if event.name in self.nodes:
             self.anomalies.append(f"offset {offset}: node {event.name} created twice")
             return
+        vm = self.provisioning_nodes.pop(event.name, None)
         self.nodes[event.name] = NodeState(
             name=event.name,
             group=event.group,
@@ -380,6 +411,7 @@ class ClusterState:
             allocatable=node_allocatable(event.node),
             created_t=t,
             ready_at=event.ready_at,
+            publish_delay_ms=dict(vm.publish_delay_ms) if vm is not None else {},
         )
         if event.group:
             group = self.node_groups.get(event.group)
@@ -388,4 +420,46 @@ class ClusterState:
             else:
                 group.created += 1
                 group.initial += event.initial
+                if vm is None:  # not made by the cloud (starting nodes, tools): it takes the next ordinal
+                    group.next_index += 1
+                    if not event.initial:
+                        group._answer(1)  # made outside the cloud for a scale-up: that node is answered
             self.nodes_by_group.setdefault(event.group, {})[event.name] = None
+
+    def _node_provisioning(self, offset: int, t: int, event: NodeProvisioning) -> None:
+        group = self.node_groups.get(event.group)
+        if group is None or event.name in self.nodes or event.name in self.provisioning_nodes:
+            self.anomalies.append(f"offset {offset}: node {event.name} provisioned twice or in unknown group "
+                                  f"{event.group}")
+            return
+        if not group._answer(1):
+            self.anomalies.append(f"offset {offset}: node {event.name} provisioned for no scale-up of {event.group}")
+        group.provisioned += 1
+        group.next_index += 1
+        group.delivered_t.append(t)
+        self.provisioning_nodes[event.name] = event
+
+    def _node_deleted(self, offset: int, event: NodeDeleted) -> None:
+        """The node is gone: out of `nodes` and its group, its slices with it (garbage collected with
+        the Node upstream). Pods still on it are failed here too, noted as an anomaly: whoever deletes
+        a node writes their PodFinished(Failed) first."""
+        vm = self.provisioning_nodes.pop(event.name, None)
+        if vm is not None:
+            group = self.node_groups.get(vm.group)
+            if group is not None:
+                group.cancelled += 1
+            return
+        node = self.nodes.pop(event.name, None)
+        if node is None:
+            self.anomalies.append(f"offset {offset}: deletion of unknown node {event.name}")
+            return
+        if node.pods:
+            self.anomalies.append(f"offset {offset}: node {event.name} deleted with pods still on it")
+            for key in list(node.pods):
+                self._pod_finished(offset, self.t, PodFinished(pod=key, phase=FAILED), node)
+        if node.group:
+            self.nodes_by_group.get(node.group, {}).pop(node.name, None)
+            group = self.node_groups.get(node.group)
+            if group is not None:
+                group.deleted += 1
+        self.dra.remove_node_slices(node.name)

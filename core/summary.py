@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import policies
 from .invariants import Violation
 from .state import ClusterState, PodState
+
+if TYPE_CHECKING:  # metrics imports this module (pending_cause, the waits)
+    from .metrics import RunMetrics
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -31,16 +34,26 @@ def pending_cause(state: ClusterState, pod: PodState) -> str:
     return pod.condition.cause if pod.condition and pod.condition.cause else "not-yet-tried"
 
 
-def summarize(state: ClusterState, violations: list[Violation], *, seed: int | None = None) -> dict[str, Any]:
+def schedule_waits(state: ClusterState) -> list[float]:
+    """Seconds from arrival to binding of every pod ever bound (one definition for summary and metrics)."""
+    return [(p.bound_t - p.created_t) / 1000 for p in state.pods.values() if p.bound_t >= 0]
+
+
+def time_to_schedule(waits: list[float]) -> dict[str, float | None]:
+    return {"p50": percentile(waits, 50), "p99": percentile(waits, 99)}
+
+
+def summarize(state: ClusterState, violations: list[Violation], *, seed: int | None = None,
+              metrics: RunMetrics | None = None) -> dict[str, Any]:
+    """The summary of the final state; with `metrics` (computed over the run's log, core/metrics.py) it
+    gains the four top-level metric keys and a `metrics` object with the rest."""
     run = state.run
     config = run.config if run else {}
     pending = state.pending_pods()
     by_reason = Counter(pending_cause(state, p) for p in pending)
-    waits = [(p.bound_t - p.created_t) / 1000 for p in state.pods.values() if p.bound_t >= 0]
     added: dict[str, int] = {name: g.created - g.initial for name, g in sorted(state.node_groups.items())}
-    p50, p99 = percentile(waits, 50), percentile(waits, 99)
     gangs = state.gang.gangs()
-    return {
+    summary = {
         "scenario": run.scenario if run else None,
         "seed": run.seed if run else seed,
         "policy": policies(config),
@@ -57,12 +70,16 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
             "timeouts": state.gang.timeouts,
         },
         "nodes_added": added,
-        "time_to_schedule_s": {"p50": p50, "p99": p99},
+        "time_to_schedule_s": time_to_schedule(schedule_waits(state)),
         "events": state.events_applied,
         "invariant_violations": [v.to_json() for v in violations],
         "records": state.offset,
         "sim_time_s": state.t / 1000,
     }
+    if metrics is not None:
+        summary.update(metrics.contract())
+        summary["metrics"] = metrics.details()
+    return summary
 
 
 def render_text(summary: dict[str, Any]) -> str:
@@ -81,6 +98,7 @@ def render_text(summary: dict[str, Any]) -> str:
           if summary.get("gangs", {}).get("total") else []),
         "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
+        *_metric_lines(summary),
         f"log        {summary['events']} events in {summary['records']} records, "
         f"{summary['sim_time_s']:.0f}s of cluster time",
     ]
@@ -92,3 +110,21 @@ def render_text(summary: dict[str, Any]) -> str:
         + "\n".join(f"  - {v['invariant']} @ {v['offset']}: {v['message']}" for v in violations)
     )
     return "\n".join(lines)
+
+
+def _metric_lines(summary: dict[str, Any]) -> list[str]:
+    """Two lines of the run's metrics, when the summary has them: what the GPUs cost and what pods waited."""
+    if "gpu_hours_paid" not in summary:
+        return []
+    details = summary.get("metrics") or {}
+    ratio = (details.get("gpu_allocation_ratio") or {}).get("mean")
+    n = summary["scale_ups_without_pod"]
+    gpus = (f"GPUs       {summary['gpu_hours_paid']:.1f} GPU-h paid, {summary['gpu_hours_idle']:.1f} idle, "
+            f"{details.get('gpu_hours_unready', 0.0):.1f} not ready"
+            + (f", {ratio:.0%} allocated" if ratio is not None else "")
+            + (f"; {n} scale-up{'' if n == 1 else 's'} brought no pod" if n else ""))
+    waited = summary["pending_pod_seconds_by_reason"]
+    total = sum(waited.values())
+    pending = (f"pending    {total:.0f} pod-seconds ("
+               + ", ".join(f"{k} {v:.0f}" for k, v in sorted(waited.items(), key=lambda kv: -kv[1])) + ")")
+    return [gpus, *([pending] if total else [])]

@@ -1,4 +1,5 @@
-"""The lifecycle reactor: the cloud creates requested nodes, nodes turn Ready on time, pods finish."""
+"""The cloud and lifecycle reactors: the cloud accepts requested nodes (NodeProvisioning, its timing drawn
+then), lifecycle registers them and turns them Ready on time, pods finish."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import random
 import pytest
 from builders import GPU, Log, arrival, group, initial_state, node_template, pod, scenario
 
-from dralab.core.events import NodeCreated, NodeReady, PodFinished
+from dralab.core.events import NodeCreated, NodeProvisioning, NodeReady, PodFinished
 from dralab.core.reactor import decide, decision_rng
+from dralab.core.reactors.cloud import Cloud
 from dralab.core.reactors.lifecycle import GROUP_LABEL, Lifecycle
 from dralab.core.state import ClusterState
 
@@ -18,6 +20,18 @@ NOW = 5_000
 def react(view: ClusterState, now: int = NOW, seed: int = 0) -> tuple[tuple[object, ...], int | None]:
     decision = Lifecycle().react(view, now, decision_rng(seed, "lifecycle", view.offset, now))
     return decision.events, decision.wake_at
+
+
+def cloud(view: ClusterState, now: int = NOW, seed: int = 0) -> tuple[object, ...]:
+    return Cloud().react(view, now, decision_rng(seed, "cloud", view.offset, now)).events
+
+
+def serve(lg: Log, now: int = NOW, seed: int = 0) -> list[NodeProvisioning]:
+    """The cloud answers the open scale-ups at `now`; its decision is appended."""
+    events = cloud(lg.state, now, seed)
+    if events:
+        lg.append(*events, t=now)  # type: ignore[arg-type]
+    return [e for e in events if isinstance(e, NodeProvisioning)]
 
 
 def gpu_log(delay: tuple[int, int] = (30_000, 45_000), initial: int = 0) -> Log:
@@ -35,36 +49,43 @@ def test_idle_cluster_nothing_to_do() -> None:
 def test_creates_outstanding_nodes_with_group_names() -> None:
     lg = gpu_log()
     lg.scale_up("gpu", 3)
-    events, wake = react(lg.state)
-    assert [type(e) for e in events] == [NodeCreated] * 3
-    created = [e for e in events if isinstance(e, NodeCreated)]
-    assert [e.name for e in created] == ["gpu-0", "gpu-1", "gpu-2"]
-    for e in created:
-        assert e.group == "gpu" and not e.initial
+    assert react(lg.state) == ((), None)  # lifecycle waits for the cloud
+    made = serve(lg)
+    assert [e.name for e in made] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert lg.state.node_groups["gpu"].outstanding == 3  # accepted, not registered: still coming
+    for e in made:
+        assert e.group == "gpu" and e.register_at == e.ready_at  # notReadyFor 0: registers as it turns Ready
         assert NOW + 30_000 <= e.ready_at <= NOW + 45_000
         assert e.node["metadata"]["name"] == e.name
         labels = e.node["metadata"]["labels"]
         assert labels["kind"] == "a100" and labels[GROUP_LABEL] == "gpu" and labels["kubernetes.io/hostname"] == e.name
         assert e.node["status"]["allocatable"][GPU] == "8"
-    assert wake == min(e.ready_at for e in created)
+    events, wake = react(lg.state)
+    assert events == () and wake == min(e.ready_at for e in made)
+    first = min(made, key=lambda e: e.ready_at)
+    events, _ = react(lg.state, now=first.ready_at)
+    assert events[:2] == (NodeCreated(name=first.name, group="gpu", node=first.node, ready_at=first.ready_at),
+                          NodeReady(name=first.name))
 
 
 def test_names_continue_after_initial_and_earlier_nodes() -> None:
     lg = gpu_log(initial=2)
     lg.scale_up("gpu", 1)
-    lg.append(*react(lg.state)[0])
+    serve(lg)
+    lg.append(*react(lg.state, now=10**6)[0], t=10**6)
     lg.scale_up("gpu", 2)
-    events, _ = react(lg.state)
-    assert [e.name for e in events if isinstance(e, NodeCreated)] == ["gpu-3", "gpu-4"]
+    assert [e.name for e in serve(lg, now=10**6)] == ["gpu-3", "gpu-4"]
     assert lg.state.nodes_by_group["gpu"].keys() == {"gpu-0", "gpu-1", "gpu-2"}
 
 
 def test_created_nodes_are_not_created_again() -> None:
     lg = gpu_log()
     lg.scale_up("gpu", 2)
-    lg.append(*react(lg.state)[0])
+    serve(lg)
+    assert cloud(lg.state) == ()
+    lg.append(*react(lg.state, now=10**6)[0], t=10**6)
     assert lg.state.node_groups["gpu"].outstanding == 0
-    events, _ = react(lg.state)
+    events, _ = react(lg.state, now=10**6)
     assert not any(isinstance(e, NodeCreated) for e in events)
 
 
@@ -72,16 +93,15 @@ def test_template_is_not_mutated() -> None:
     lg = gpu_log()
     before = repr(lg.state.node_groups["gpu"].template)
     lg.scale_up("gpu", 2)
-    react(lg.state)
+    serve(lg, seed=3)
     assert repr(lg.state.node_groups["gpu"].template) == before
 
 
 def test_fixed_delay() -> None:
     lg = gpu_log(delay=(12_000, 12_000))
     lg.scale_up("gpu", 2)
-    events, wake = react(lg.state)
-    assert [e.ready_at for e in events if isinstance(e, NodeCreated)] == [NOW + 12_000] * 2
-    assert wake == NOW + 12_000
+    assert [e.ready_at for e in serve(lg)] == [NOW + 12_000] * 2
+    assert react(lg.state) == ((), NOW + 12_000)
 
 
 def test_delays_are_drawn_across_the_range_and_fixed_by_the_seed() -> None:
@@ -89,8 +109,8 @@ def test_delays_are_drawn_across_the_range_and_fixed_by_the_seed() -> None:
     lg.scale_up("gpu", 1)
     seen = set()
     for seed in range(40):
-        events, _ = react(lg.state, seed=seed)
-        assert react(lg.state, seed=seed)[0] == events
+        events = cloud(lg.state, seed=seed)
+        assert cloud(lg.state, seed=seed) == events
         seen.add(events[0].ready_at)  # type: ignore[attr-defined]
     assert len(seen) > 20 and all(NOW + 30_000 <= t <= NOW + 45_000 for t in seen)
 
@@ -98,10 +118,12 @@ def test_delays_are_drawn_across_the_range_and_fixed_by_the_seed() -> None:
 def test_node_ready_at_ready_at_not_before() -> None:
     lg = gpu_log(delay=(30_000, 30_000))
     lg.scale_up("gpu", 1)
-    lg.append(*react(lg.state)[0], t=NOW)
-    ready_at = lg.state.nodes["gpu-0"].ready_at
+    serve(lg)
+    ready_at = lg.state.provisioning_nodes["gpu-0"].ready_at
     assert ready_at == NOW + 30_000
     assert react(lg.state, now=ready_at - 1) == ((), ready_at)
+    lg.append(*react(lg.state, now=ready_at)[0][:1], t=ready_at)  # registered, not Ready yet
+    assert lg.state.nodes["gpu-0"].ready_at == ready_at and not lg.state.nodes["gpu-0"].ready
     events, wake = react(lg.state, now=ready_at)
     assert events == (NodeReady(name="gpu-0"),) and wake is None
     events, _ = react(lg.state, now=ready_at + 10_000)  # late wake-up: still turns Ready
@@ -141,7 +163,7 @@ def test_pending_pod_does_not_finish() -> None:
 def test_wake_is_the_earliest_pending_time() -> None:
     lg = gpu_log(delay=(40_000, 40_000), initial=1)
     lg.scale_up("gpu", 1)
-    lg.append(*react(lg.state, now=0)[0], t=0)  # gpu-1 ready at 40 s
+    serve(lg, now=0)  # gpu-1 registers and turns Ready at 40 s
     a = lg.pod(pod("a", gpu=1), run_for_ms=50_000)
     b = lg.pod(pod("b", gpu=1), run_for_ms=25_000)
     lg.bind(a, "gpu-0", t=1_000)
@@ -149,22 +171,22 @@ def test_wake_is_the_earliest_pending_time() -> None:
     assert react(lg.state, now=3_000) == ((), 27_000)
     lg.finish(b, t=27_000)
     assert react(lg.state, now=27_000) == ((), 40_000)
-    lg.scale_up("gpu", 1)  # a node created now at 30 s is Ready at 70 s, after pod a finishes at 51 s
-    events, wake = react(lg.state, now=30_000)
-    assert [e.name for e in events if isinstance(e, NodeCreated)] == ["gpu-2"]
-    assert wake == 40_000
+    lg.scale_up("gpu", 1)  # a node accepted now at 30 s is Ready at 70 s, after pod a finishes at 51 s
+    assert [e.name for e in serve(lg, now=30_000)] == ["gpu-2"]
+    assert react(lg.state, now=30_000) == ((), 40_000)
 
 
 def test_everything_due_at_once() -> None:
     lg = gpu_log(delay=(0, 0), initial=1)
     lg.scale_up("gpu", 1)
-    lg.append(*react(lg.state, now=0)[0], t=0)
+    serve(lg, now=0)
     k = lg.pod(pod("a", gpu=1), run_for_ms=10)
     lg.bind(k, "gpu-0", t=0)
     lg.scale_up("gpu", 1)
+    serve(lg, now=10)
     events, wake = react(lg.state, now=10)
-    assert {type(e) for e in events} == {NodeCreated, NodeReady, PodFinished}
-    assert wake == 10  # the node created now is Ready at once: decide again at this instant
+    assert [type(e) for e in events] == [NodeCreated, NodeReady, NodeCreated, NodeReady, PodFinished]
+    assert wake is None
 
 
 def test_scenario_initial_nodes_are_group_dash_index_and_ready() -> None:
@@ -181,10 +203,13 @@ def test_scenario_initial_nodes_are_group_dash_index_and_ready() -> None:
 def test_decide_is_reproducible() -> None:
     lg = gpu_log()
     lg.scale_up("gpu", 4)
-    a, wake_a = decide(Lifecycle(), lg.state, NOW, seed=11)
-    b, wake_b = decide(Lifecycle(), lg.state, NOW, seed=11)
+    a, wake_a = decide(Cloud(), lg.state, NOW, seed=11)
+    b, wake_b = decide(Cloud(), lg.state, NOW, seed=11)
     assert a == b and wake_a == wake_b and a is not None
-    assert a.source == "lifecycle" and a.view == lg.state.offset and a.t == NOW
+    assert a.source == "cloud" and a.view == lg.state.offset and a.t == NOW
+    lg.append(*a.events, t=NOW)
+    c, _ = decide(Lifecycle(), lg.state, 10**6, seed=11)
+    assert c is not None and c.source == "lifecycle"
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -195,5 +220,5 @@ def test_rng_is_only_used_for_ranges(seed: int) -> None:
 
     lg = gpu_log(delay=(7_000, 7_000))
     lg.scale_up("gpu", 2)
-    events = Lifecycle().react(lg.state, NOW, NoRandom(seed)).events
-    assert [e.ready_at for e in events if isinstance(e, NodeCreated)] == [NOW + 7_000] * 2
+    events = Cloud().react(lg.state, NOW, NoRandom(seed)).events
+    assert [e.ready_at for e in events if isinstance(e, NodeProvisioning)] == [NOW + 7_000] * 2

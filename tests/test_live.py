@@ -40,7 +40,7 @@ async def test_live_run_reaches_the_sim_end_state_and_verifies(redis_url: str, r
     assert live.violations == []
     result = verify(LogFile("live", {}, live.entries))
     assert result.ok, result.divergence and result.divergence.render()
-    assert set(result.sources) == {"scheduler", "autoscaler", "lifecycle"}
+    assert set(result.sources) == {"scheduler", "autoscaler", "cloud", "lifecycle"}
     # The summary knows which bus it used, without a password in it.
     assert live.extra["bus"].startswith("redis redis://127.0.0.1:")
 

@@ -57,3 +57,26 @@ def test_topology_mismatch_dra_adds_the_right_nodes(policy: str) -> None:
     result = run("topology-mismatch", policy)
     assert added(result) == {"split": 0, "whole": 2}
     assert result.state.pending_pods() == []
+
+
+def conditions(result: SimResult, request: str = "default/pretrain") -> list[tuple[int, str, str, str]]:
+    from dralab.core.events import ProvisioningRequestCondition
+
+    return [(decode_record(p, o).t, e.condition, e.status, e.reason) for o, p in result.entries
+            for e in decode_record(p, o).events if isinstance(e, ProvisioningRequestCondition) and e.request == request]
+
+
+@pytest.mark.parametrize("policy", ["count", "dra", "atomic"])
+def test_booking_theft_unrelated_pods_take_the_booked_capacity(policy: str) -> None:
+    result = run("booking-theft", policy)
+    ups = scale_ups(result)
+    assert [(e.group, e.delta, e.atomic) for _, e in ups] == [("gpu", 2, True)]
+    conds = conditions(result)
+    assert [c[1:] for c in conds] == [("Accepted", "True", "Accepted"),
+                                      ("Provisioned", "True", "CapacityIsProvisioned"),
+                                      ("BookingExpired", "True", "CapacityReservationTimeExpired")]
+    provisioned_t, expired_t = conds[1][0], conds[2][0]
+    assert 600_000 <= expired_t - provisioned_t < 620_000  # the 10-minute booking, at the next scan
+    pods = result.state.pods
+    assert all(pods[f"pod/default/batch-{i}"].node for i in range(2))
+    assert causes(result) == {"capacity": 2}  # the trainers: no regular scale-up for consumers

@@ -154,7 +154,8 @@ def test_objects_are_kept_with_the_namespace_filled_in() -> None:
     assert [o["metadata"].get("namespace") for o in s.objects] == [None, "default", "default", "ml"]
     assert s.objects[1]["metadata"]["labels"] == {"team": "ml"}
     assert s.objects[2]["spec"] == claim()["spec"]
-    assert OBJECT_KINDS == ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload")
+    assert OBJECT_KINDS == ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload", "PodTemplate",
+                            "ProvisioningRequest")
     # What the scenario keeps is what the DRA loader reads.
     inv = parse_documents(list(s.objects))
     assert set(inv.classes) == {"gpu.example.com"}
@@ -372,8 +373,8 @@ OBJ: Keys = ("spec", "objects")
 S: Keys = ("spec", "nodeGroups", 0, "resourceSlices")
 P: Keys = ("spec", "workload", 0, "pod", "spec")
 KINDS = (
-    "expected one of `DeviceClass`, `ResourceClaimTemplate`, `ResourceClaim` (resource.k8s.io/v1) "
-    "and `Workload` (scheduling.k8s.io/v1alpha1)"
+    "expected one of `DeviceClass`, `ResourceClaimTemplate`, `ResourceClaim` (resource.k8s.io/v1), "
+    "`Workload` (scheduling.k8s.io/v1alpha1), `PodTemplate` (v1) and `ProvisioningRequest` (autoscaling.x-k8s.io/v1)"
 )
 PER_NODE = "leave it out: each node of the group publishes its own slices; dralab fills it with the node's name"
 NODE_LOCAL = (

@@ -50,7 +50,7 @@ def test_verify_passes_then_catches_an_edited_decision(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stdout + ok.stderr
     report = json.loads(ok.stdout)
     assert report["ok"] and report["decisions_checked"] > 0
-    assert set(report["by_source"]) == {"scheduler", "autoscaler", "lifecycle"}
+    assert set(report["by_source"]) == {"scheduler", "autoscaler", "cloud", "lifecycle"}
 
     # Edit one decision: move the first binding to another node, keeping the file well-formed.
     log = read_log(path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._fields import expect_bool, expect_int, expect_map, expect_str, index, join
-from ..manifests import _check_taints
+from ..manifests import _check_taints, _resource_list
 from ..resources import is_extended_resource
 from .checks import (
     check_binding_conditions,
@@ -116,10 +116,14 @@ def convert_device_class(obj: dict[str, Any], path: str) -> DeviceClass:
 
 
 def convert_node(obj: dict[str, Any], path: str) -> NodeObject:
-    """A v1 Node: name, labels and taints are checked; everything else is kept as given."""
+    """A v1 Node: name, labels, taints and the quantities of status.capacity and status.allocatable are
+    checked; everything else is kept as given."""
     name, _ = check_metadata(obj, path, namespaced=False)
     spec = obj_map(obj, "spec", path) or {}
     _check_taints(spec.get("taints"), join(join(path, "spec"), "taints"))
+    status = obj_map(obj, "status", path) or {}
+    for field in ("capacity", "allocatable"):  # what the scheduler fits pods into: a bad quantity is refused here
+        _resource_list(status.get(field), join(join(path, "status"), field), container=False)
     labels = (obj_map(obj, "metadata", path) or {}).get("labels") or {}
     return NodeObject(name=name, labels=dict(labels), manifest=obj)
 

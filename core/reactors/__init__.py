@@ -1,1 +1,1 @@
-"""The reactors: scheduler, autoscaler, cloud and node lifecycle (pure)."""
+"""The reactors: scheduler, autoscaler, cloud, node lifecycle, device drivers, claim controller (pure)."""

@@ -19,12 +19,14 @@ import random
 from dataclasses import dataclass, field
 
 from ..dra.model import Slice
-from ..events import ScaleUpRequested
+from ..events import AnyEvent, ScaleUpRequested
 from ..gang_state import Reservation
+from ..provreq import consumed_request
 from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeGroupState, PodState
-from .capacity import POLICIES, SimNode, Simulation
+from .capacity import POLICIES, FirstFit, SimNode, Simulation
 from .dra_plugin import DraPlugin
+from .provreq_broker import Broker
 
 EXPANDERS = ("least-waste", "most-pods", "price", "priority", "random")
 
@@ -47,6 +49,7 @@ def binpack(pods: list[PodState], group: NodeGroupState, limit: int, sim: Simula
     together or not at all. Returns the node count, the pods placed, and the waste: mean unused fraction
     of each resource the pods ask for, over the new nodes (the least-waste expander's score)."""
     nodes: list[SimNode] = []
+    first_fit = FirstFit(sim, nodes)
     placed: list[str] = []
     done: set[str] = set()
     gang_of = {p.key: g for g, members in (gangs or {}).items() for p in members}
@@ -60,7 +63,7 @@ def binpack(pods: list[PodState], group: NodeGroupState, limit: int, sim: Simula
                  if gang is not None else None)
         ok = True
         for member in unit:
-            spot = next(((n, a) for n in nodes if (a := sim.fits(member, n)) is not None), None)
+            spot = first_fit.find(member)
             if spot is None and len(nodes) < limit:
                 fresh = sim.template(group, f"template-{group.name}-{len(nodes)}")
                 allocations = sim.fits(member, fresh)
@@ -81,6 +84,7 @@ def binpack(pods: list[PodState], group: NodeGroupState, limit: int, sim: Simula
             node.used, node.devices_used = used, devices
         del nodes[count:]
         sim.allocated = allocated
+        first_fit.reset()
     resources = sorted({r for p in pods if p.key in placed for r in p.requests if group.allocatable.get(r)})
     if not nodes or not resources:
         return len(nodes), placed, 1.0
@@ -109,36 +113,73 @@ class Autoscaler:
             raise ValueError("scan interval must be positive")
         self._dra = DraPlugin()  # compiled selectors, a cache
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
+        self._fake: dict[str, list[PodState] | str] = {}  # each ProvisioningRequest's pods, a cache
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms
+        broker = Broker(view, now, self._fake) if view.provisioning.requests else None
+        events: list[AnyEvent] = broker.expire() if broker is not None else []
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
         unschedulable = sorted(
             (p for p in view.pending_pods()
-             if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated),
+             if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated
+             and consumed_request(p.manifest) is None),  # consumers wait for their request's capacity
             key=lambda p: (-p.priority, p.created_offset),
         )
-        if not unschedulable:
-            return Decision((), wake)
+        request = broker.next_request() if broker is not None else None
+        # WrapperOrchestrator: loops alternate between ProvisioningRequests and regular pods when both wait
+        provreq_mode = request is not None and (not unschedulable or (now // self.scan_interval_ms) % 2 == 1)
+        if not unschedulable and not provreq_mode:
+            return Decision(tuple(events), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates)
         ready = self._ready_nodes(view, sim, nominated)
-        remaining = self._not_helped_by_upcoming(view, sim, self._filter_out_schedulable(sim, ready, unschedulable))
+        upcoming = self._upcoming(view, sim)
+        if broker is not None:
+            self._absorb(sim, ready + upcoming, broker.booked())  # bookings live in the snapshot only
+        if provreq_mode:
+            assert broker is not None and request is not None
+            handled = broker.handle(request, lambda pods: self._absorb(sim, ready, pods),
+                                    lambda pods: self._atomic_option(view, sim, pods, rng))
+            events.extend(handled.events)
+            if handled.scale_up is not None:
+                target, nodes = handled.scale_up
+                events.append(ScaleUpRequested(group=target, delta=nodes, atomic=True))
+            return Decision(tuple(events), wake)
+        remaining = self._absorb(sim, upcoming, self._absorb(sim, ready, unschedulable))
         if not remaining:
-            return Decision((), wake)
+            return Decision(tuple(events), wake)
         gangs = self._gangs(view, remaining) if self.policy == "atomic" else None
+        options = self._options(view, sim, remaining, gangs)
+        if options:
+            best = self._expand(options, rng)
+            events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
+                                           atomic=self.policy == "atomic" and gangs is not None and bool(gangs)))
+        return Decision(tuple(events), wake)
+
+    def _atomic_option(self, view: ClusterState, sim: Simulation, pods: list[PodState],
+                       rng: random.Random) -> tuple[str, int] | None:
+        """One node group that takes all `pods` on new nodes within its room (best-effort-atomic), as the
+        expander picks among such groups."""
+        options = [o for o in self._options(view, sim, pods) if len(o.pods) == len(pods)]
+        if not options:
+            return None
+        best = self._expand(options, rng)
+        return best.group.name, best.count
+
+    @staticmethod
+    def _options(view: ClusterState, sim: Simulation, pods: list[PodState],
+                 gangs: dict[str, list[PodState]] | None = None) -> list[Option]:
+        """Each node group's scale-up for `pods` (binpacked within the group's room), where it helps."""
         options = []
         for name in sorted(view.node_groups):
             group = view.node_groups[name]
             room = group.max - group.target_size
             if room <= 0:
                 continue
-            count, pods, waste = binpack(remaining, group, room, sim, gangs)
+            count, placed, waste = binpack(pods, group, room, sim, gangs)
             if count:
-                options.append(Option(group, count, tuple(pods), waste))
-        if not options:
-            return Decision((), wake)
-        best = self._expand(options, rng)
-        return Decision((ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods),), wake)
+                options.append(Option(group, count, tuple(placed), waste))
+        return options
 
     @staticmethod
     def _ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Reservation]) -> list[SimNode]:
@@ -152,22 +193,8 @@ class Autoscaler:
         return list(nodes.values())
 
     @staticmethod
-    def _filter_out_schedulable(sim: Simulation, nodes: list[SimNode], pods: list[PodState]) -> list[PodState]:
-        """CA's FilterOutSchedulable: pods that fit a ready node as it is now (the scheduler has not
-        caught up yet) need no new node; they are placed in the snapshot."""
-        remaining = []
-        for pod in pods:
-            spot = next(((n, a) for n in nodes if (a := sim.fits(pod, n)) is not None), None)
-            if spot is None:
-                remaining.append(pod)
-            else:
-                sim.place(pod, spot[0], spot[1])
-        return remaining
-
-    @staticmethod
-    def _not_helped_by_upcoming(view: ClusterState, sim: Simulation, pods: list[PodState]) -> list[PodState]:
-        """Pods that upcoming nodes (not ready yet, or not created yet) will not absorb: each is counted
-        as a template node of its group."""
+    def _upcoming(view: ClusterState, sim: Simulation) -> list[SimNode]:
+        """Upcoming nodes (not ready yet, or not created yet), each as a template node of its group."""
         upcoming: list[SimNode] = []
         for node in view.nodes.values():
             if not sim.ready(node) and node.group in view.node_groups:
@@ -175,9 +202,16 @@ class Autoscaler:
         for name in sorted(view.node_groups):
             group = view.node_groups[name]
             upcoming.extend(sim.template(group, f"upcoming-{name}-{i}") for i in range(max(group.outstanding, 0)))
+        return upcoming
+
+    @staticmethod
+    def _absorb(sim: Simulation, nodes: list[SimNode], pods: list[PodState]) -> list[PodState]:
+        """Place each pod on the first node that takes it (FilterOutSchedulable on ready nodes, then the
+        upcoming ones); the pods no node takes."""
         remaining = []
+        first_fit = FirstFit(sim, nodes)
         for pod in pods:
-            spot = next(((n, a) for n in upcoming if (a := sim.fits(pod, n)) is not None), None)
+            spot = first_fit.find(pod)
             if spot is None:
                 remaining.append(pod)
             else:

@@ -35,7 +35,7 @@ from ..scenario_dra import render_slice_templates
 from ..state import ClusterState, NodeGroupState, NodeState, PodState
 from .dra_plugin import DraPlugin, PodClaims, dra_node
 from .fragmentation import claim_demand
-from .scheduler import FILTERS, node_ready
+from .scheduler import FILTERS, node_ready, static_shape
 
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
 POLICIES = ("count", "dra", "atomic")
@@ -113,6 +113,12 @@ class Simulation:
                 else PodClaims())
         return hit
 
+    def shape(self, pod: PodState) -> tuple[object, ...]:
+        """What `fits` depends on, names aside: pods of one shape fit the same nodes."""
+        claims = self.claims(pod)
+        return (static_shape(pod), tuple(sorted(pod.requests.items())), claims.shape(), claims.missing,
+                claims.waiting)
+
     def fits(self, pod: PodState, sim: SimNode) -> dict[str, dict[str, Any]] | None:
         """The pod's device allocations on this node if it fits there ({} without claims), else None."""
         if any(f(pod, sim.node, sim.used) is not None for f in TEMPLATE_FILTERS):
@@ -154,3 +160,30 @@ class Simulation:
             return 0
         return sum(1 for _, slc in self.view.dra.slice_index().by_node.get(sim.node.name, ())
                    for d in slc.devices if d.id in self.allocated.devices)
+
+
+class FirstFit:
+    """First fit over nodes that only fill up during a pass: a pod shape that did not fit node i will
+    not fit it later in the pass, so each shape resumes where the last pod of its shape stopped
+    (cluster-autoscaler's estimator and FilterOutSchedulable group equivalent pods the same way). Call
+    `reset` after taking placements back."""
+
+    def __init__(self, sim: Simulation, nodes: list[SimNode]) -> None:
+        self.sim = sim
+        self.nodes = nodes
+        self._start: dict[tuple[object, ...], int] = {}
+
+    def find(self, pod: PodState) -> tuple[SimNode, dict[str, dict[str, Any]]] | None:
+        key = self.sim.shape(pod)
+        i = self._start.get(key, 0)
+        while i < len(self.nodes):
+            allocations = self.sim.fits(pod, self.nodes[i])
+            if allocations is not None:
+                self._start[key] = i
+                return self.nodes[i], allocations
+            i += 1
+        self._start[key] = i
+        return None
+
+    def reset(self) -> None:
+        self._start.clear()

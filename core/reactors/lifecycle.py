@@ -1,47 +1,76 @@
-"""Cloud and node lifecycle (and the kubelet's part of a pod's life), as one reactor for now.
+"""Node lifecycle (the kubelet's part of a node's and a pod's life), as a reactor, and node operations.
 
-The cloud fulfils scale-up requests: it creates the node objects at once (registered, NotReady) and
-draws each node's provisioning delay from the group's range with the decision's seeded random
-source; the node turns Ready when that time comes. Pods that were given a run time finish after
-it. Later issues split this into the cloud, node lifecycle and device drivers.
+The cloud (cloud.py) decides when a VM it accepted registers and turns Ready; this reactor replays it:
+at `register_at` the Node object appears (`NodeCreated`, NotReady), at `ready_at` it turns Ready
+(`NodeReady`). Its device drivers publish after that (drivers.py). Pods that were given a run time
+finish after it (`PodFinished`).
+
+The other changes of a node are functions that return the events, for whoever decides them (the
+autoscaler's scale-down, fault injection): `node_not_ready`, `set_taints` and `delete_node`, which
+fails the pods still on the node before it goes, as the pod garbage collector does for the pods of a
+deleted node (their claims are then released by the resourceclaim controller).
 """
 
 from __future__ import annotations
 
-import copy
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import AnyEvent, NodeCreated, NodeReady, PodFinished, ResourceSlicePublished
+from ..events import (
+    AnyEvent,
+    NodeCreated,
+    NodeDeleted,
+    NodeNotReady,
+    NodeReady,
+    NodeTaintsChanged,
+    PodFinished,
+    PodUnreserved,
+    ResourceSlicePublished,
+)
 from ..reactor import Decision, Trigger
 from ..scenario_dra import render_slice_templates
-from ..state import RUNNING, ClusterState, NodeGroupState
+from ..state import FAILED, RUNNING, ClusterState
+from .cloud import GROUP_LABEL, ZONE_LABEL, node_from_template, node_name
 
-GROUP_LABEL = "dralab.io/node-group"
-
-
-def node_from_template(group: NodeGroupState, name: str) -> dict[str, Any]:
-    """The group's template Node with its name and identity labels filled in."""
-    node = copy.deepcopy(group.template)
-    meta = node.setdefault("metadata", {})
-    meta["name"] = name
-    labels = meta.setdefault("labels", {}) or {}
-    meta["labels"] = labels
-    labels.setdefault("kubernetes.io/hostname", name)
-    labels[GROUP_LABEL] = group.name
-    return node
-
-
-def node_name(group: str, index: int) -> str:
-    return f"{group}-{index}"
+__all__ = ["GROUP_LABEL", "ZONE_LABEL", "Lifecycle", "delete_node", "node_from_template", "node_name",
+           "node_not_ready", "publish_slices", "set_taints"]
 
 
 def publish_slices(view: ClusterState, group: str, node: str) -> list[AnyEvent]:
-    """The node's device drivers publish its ResourceSlices (for now at the moment it turns Ready;
-    separate publishing delays per driver come with the device-driver reactor)."""
+    """All the ResourceSlices the node's drivers publish, at once (for tools that skip the drivers'
+    timing, such as `whatif`; in a run the drivers reactor publishes them)."""
     templates = view.node_groups[group].resource_slices if group in view.node_groups else ()
     return [ResourceSlicePublished(manifest=m) for m in render_slice_templates(list(templates), node)]
+
+
+def node_not_ready(name: str) -> list[AnyEvent]:
+    """The node stops being Ready: its pods keep running, nothing new is placed there."""
+    return [NodeNotReady(name=name)]
+
+
+def set_taints(view: ClusterState, name: str, taints: Iterable[dict[str, Any]]) -> list[AnyEvent]:
+    """Replace the node's spec.taints (nothing if they are already these)."""
+    new = tuple(dict(t) for t in taints)
+    node = view.nodes.get(name)
+    if node is None or tuple(node.taints) == new:
+        return []
+    return [NodeTaintsChanged(name=name, taints=new)]
+
+
+def delete_node(view: ClusterState, name: str, reason: str = "") -> list[AnyEvent]:
+    """Delete a node (or cancel a VM still provisioning): the pods running there end as Failed and
+    gang members waiting at Permit there are released, in the same record, before the node goes."""
+    events: list[AnyEvent] = []
+    node = view.nodes.get(name)
+    if node is not None:
+        events += [PodUnreserved(pod=key, reason="node-deleted")
+                   for key, r in view.gang.reservations.items() if r.node == name]
+        events += [PodFinished(pod=key, phase=FAILED) for key in node.pods]
+    elif name not in view.provisioning_nodes:
+        return []
+    return [*events, NodeDeleted(name=name, reason=reason)]
 
 
 @dataclass
@@ -52,20 +81,19 @@ class Lifecycle:
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         events: list[AnyEvent] = []
         wake: list[int] = []
-        for group_name in sorted(view.node_groups):
-            group = view.node_groups[group_name]
-            for i in range(max(group.outstanding, 0)):
-                low, high = group.provision_delay_ms
-                ready_at = now + (rng.randint(low, high) if high > low else low)
-                name = node_name(group.name, group.created + i)
-                events.append(NodeCreated(name=name, group=group.name, node=node_from_template(group, name),
-                                          ready_at=ready_at))
-                wake.append(ready_at)
+        for vm in view.provisioning_nodes.values():
+            if vm.register_at > now:
+                wake.append(vm.register_at)
+                continue
+            events.append(NodeCreated(name=vm.name, group=vm.group, node=vm.node, ready_at=vm.ready_at))
+            if vm.ready_at <= now:
+                events.append(NodeReady(name=vm.name))
+            else:
+                wake.append(vm.ready_at)
         for node in view.nodes.values():
-            if not node.ready and node.ready_at >= 0:
+            if node.ready_t < 0 and not node.ready and node.ready_at >= 0:  # never Ready yet
                 if node.ready_at <= now:
                     events.append(NodeReady(name=node.name))
-                    events.extend(publish_slices(view, node.group, node.name))
                 else:
                     wake.append(node.ready_at)
         for key in view.pods_by_phase[RUNNING]:

@@ -1,0 +1,154 @@
+"""ProvisioningRequests (autoscaling.x-k8s.io/v1) and PodTemplates: the API as cluster-autoscaler reads it.
+
+A ProvisioningRequest asks for capacity for `count` pods of each of its `podSets` (a PodTemplate in
+the same namespace); its class says how: `check-capacity.autoscaling.x-k8s.io` (does it fit now? no
+scale-up) or `best-effort-atomic-scale-up.autoscaling.x-k8s.io` (scale one node group up for all of it,
+or not at all). Pods consume a request through the annotation
+`autoscaling.x-k8s.io/consume-provisioning-request: <name>` (the deprecated
+`cluster-autoscaler.kubernetes.io/...` key is still recognised). Shapes and limits follow
+cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go: podSets 1..32, count >= 1,
+parameters a string map of at most 100 entries.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ._fields import (
+    FieldError,
+    check_fields,
+    dns1123_subdomain_error,
+    expect_int,
+    expect_list,
+    expect_map,
+    expect_str,
+    index,
+    join,
+)
+from .manifests import check_pod
+
+PROVREQ_API_VERSION = "autoscaling.x-k8s.io/v1"
+PROVREQ_KIND = "ProvisioningRequest"
+POD_TEMPLATE_KIND = "PodTemplate"
+CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+CLASSES = (CHECK_CAPACITY, BEST_EFFORT_ATOMIC)
+CONSUME_ANNOTATIONS = ("autoscaling.x-k8s.io/consume-provisioning-request",
+                       "cluster-autoscaler.kubernetes.io/consume-provisioning-request")
+MAX_POD_SETS = 32
+MAX_PARAMETERS = 100
+# Defaults of cluster-autoscaler's ProvisioningRequest processing.
+BOOKING_MS = 10 * 60_000  # capacity is held in the autoscaler's simulation this long after Provisioned
+RETRY_INITIAL_MS = 60_000  # --provisioning-request-initial-backoff-time
+RETRY_MAX_MS = 10 * 60_000  # --provisioning-request-max-backoff-time
+
+
+def consumed_request(pod: dict[str, Any]) -> str | None:
+    """`namespace/name` of the ProvisioningRequest the pod consumes, if it carries the annotation."""
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    for key in CONSUME_ANNOTATIONS:
+        if annotations.get(key):
+            return f"{meta.get('namespace') or 'default'}/{annotations[key]}"
+    return None
+
+
+def retry_backoff_ms(attempts: int) -> int:
+    """1 min after the first failed attempt, doubling, at most 10 min."""
+    duration = RETRY_INITIAL_MS
+    for _ in range(1, attempts):
+        duration = min(duration * 2, RETRY_MAX_MS)
+    return duration
+
+
+def _name(meta: dict[str, Any], path: str) -> None:
+    if meta.get("name") in (None, ""):
+        raise FieldError(join(path, "metadata.name"), "missing required field")
+    error = dns1123_subdomain_error(expect_str(meta["name"], join(path, "metadata.name")))
+    if error is not None:
+        raise FieldError(join(path, "metadata.name"), error)
+
+
+def check_provisioning_request(obj: object, path: str) -> dict[str, Any]:
+    """Check a ProvisioningRequest; return a copy with `metadata.namespace` filled in. A `status` is refused
+    (the autoscaler writes it)."""
+    req = copy.deepcopy(expect_map(obj, path))
+    meta = expect_map(req.get("metadata") or {}, join(path, "metadata"))
+    _name(meta, path)
+    meta["namespace"] = meta.get("namespace") or "default"
+    req["metadata"] = meta
+    if req.get("status") is not None:
+        raise FieldError(join(path, "status"), "a request starts without status (the autoscaler writes it); "
+                                               "leave `status` out")
+    spec_path = join(path, "spec")
+    if req.get("spec") is None:
+        raise FieldError(spec_path, "missing required field")
+    spec = expect_map(req["spec"], spec_path)
+    check_fields(spec, spec_path, ("provisioningClassName", "podSets", "parameters"),
+                 required=("provisioningClassName", "podSets"))
+    cls = expect_str(spec["provisioningClassName"], join(spec_path, "provisioningClassName"), nonempty=True)
+    if cls not in CLASSES:
+        raise FieldError(join(spec_path, "provisioningClassName"),
+                         f"dralab models the classes `{CHECK_CAPACITY}` and `{BEST_EFFORT_ATOMIC}`, got `{cls}`")
+    sets_path = join(spec_path, "podSets")
+    sets = expect_list(spec["podSets"], sets_path)
+    if not 1 <= len(sets) <= MAX_POD_SETS:
+        raise FieldError(sets_path, f"must have 1 to {MAX_POD_SETS} pod sets, got {len(sets)}")
+    for i, item in enumerate(sets):
+        s_path = index(sets_path, i)
+        pod_set = expect_map(item, s_path)
+        check_fields(pod_set, s_path, ("podTemplateRef", "count"), required=("podTemplateRef", "count"))
+        ref = expect_map(pod_set["podTemplateRef"], join(s_path, "podTemplateRef"))
+        check_fields(ref, join(s_path, "podTemplateRef"), ("name",), required=("name",))
+        expect_str(ref["name"], join(s_path, "podTemplateRef.name"), nonempty=True)
+        expect_int(pod_set["count"], join(s_path, "count"), minimum=1, maximum=2**31 - 1)
+    if spec.get("parameters") is not None:
+        params = expect_map(spec["parameters"], join(spec_path, "parameters"))
+        if len(params) > MAX_PARAMETERS:
+            raise FieldError(join(spec_path, "parameters"), f"at most {MAX_PARAMETERS} entries, got {len(params)}")
+        for key, value in params.items():
+            if len(expect_str(value, join(join(spec_path, "parameters"), key))) > 255:
+                raise FieldError(join(join(spec_path, "parameters"), key), "at most 255 characters")
+    return req
+
+
+def check_pod_template(obj: object, path: str) -> dict[str, Any]:
+    """Check a v1 PodTemplate; its `template` must make a valid Pod (what the autoscaler simulates)."""
+    tmpl = copy.deepcopy(expect_map(obj, path))
+    meta = expect_map(tmpl.get("metadata") or {}, join(path, "metadata"))
+    _name(meta, path)
+    meta["namespace"] = meta.get("namespace") or "default"
+    tmpl["metadata"] = meta
+    t_path = join(path, "template")
+    if tmpl.get("template") is None:
+        raise FieldError(t_path, "missing required field")
+    inner = expect_map(tmpl["template"], t_path)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {**(inner.get("metadata") or {}), "name": meta["name"], "namespace": meta["namespace"]},
+           "spec": inner.get("spec")}
+    try:
+        check_pod(pod)
+    except FieldError as e:
+        raise FieldError(join(t_path, e.path) if e.path else t_path, e.message) from None
+    return tmpl
+
+
+def fake_pods(request: dict[str, Any], templates: dict[str, dict[str, Any]]) -> list[dict[str, Any]] | str:
+    """The pods the autoscaler simulates for a request (one per count of each pod set, named
+    `<request>-<set>-<j>`), or the reason they cannot be made (a missing PodTemplate)."""
+    meta = request["metadata"]
+    namespace = meta["namespace"]
+    out: list[dict[str, Any]] = []
+    for i, pod_set in enumerate(request["spec"]["podSets"]):
+        name = pod_set["podTemplateRef"]["name"]
+        tmpl = templates.get(f"{namespace}/{name}")
+        if tmpl is None:
+            return f"PodTemplate {namespace}/{name} not found"
+        inner = tmpl["template"]
+        for j in range(int(pod_set["count"])):
+            out.append(check_pod({"apiVersion": "v1", "kind": "Pod",
+                                  "metadata": {**(inner.get("metadata") or {}),
+                                               "name": f"{meta['name']}-{i}-{j}", "namespace": namespace},
+                                  "spec": copy.deepcopy(inner.get("spec"))}))
+    return out

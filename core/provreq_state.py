@@ -1,0 +1,77 @@
+"""The ProvisioningRequest part of the cluster state: PodTemplates, requests and their conditions.
+
+Folded from the events like the rest of ClusterState. A request's conditions are kept as the autoscaler
+last wrote each type, with the time it wrote it (`lastTransitionTime`), which is what booking expiry and
+retry backoff are measured from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import PodTemplateCreated, ProvisioningRequestCondition, ProvisioningRequestCreated
+
+
+@dataclass(frozen=True)
+class RequestCondition:
+    status: str
+    reason: str
+    message: str
+    t: int  # lastTransitionTime: when the status last changed
+    written_t: int = 0  # when the autoscaler last wrote it (a retry that failed again)
+
+
+@dataclass
+class RequestState:
+    key: str  # namespace/name
+    manifest: dict[str, Any]
+    created_t: int
+    conditions: dict[str, RequestCondition] = field(default_factory=dict)
+    attempts: int = 0  # times Provisioned was set False (retry backoff)
+
+    @property
+    def cls(self) -> str:
+        return str(self.manifest["spec"]["provisioningClassName"])
+
+    def is_true(self, kind: str) -> bool:
+        cond = self.conditions.get(kind)
+        return cond is not None and cond.status == "True"
+
+    @property
+    def count(self) -> int:
+        return sum(int(s["count"]) for s in self.manifest["spec"]["podSets"])
+
+
+@dataclass
+class ProvisioningState:
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> PodTemplate
+    requests: dict[str, RequestState] = field(default_factory=dict)  # "ns/name" -> state, in creation order
+
+    def apply(self, offset: int, t: int, event: object, anomalies: list[str]) -> bool:
+        """Apply a ProvisioningRequest event; False if it is not one."""
+        match event:
+            case PodTemplateCreated():
+                meta = event.manifest.get("metadata") or {}
+                self.templates[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = event.manifest
+            case ProvisioningRequestCreated():
+                meta = event.manifest.get("metadata") or {}
+                key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+                if key in self.requests:
+                    anomalies.append(f"offset {offset}: ProvisioningRequest {key} created twice")
+                    return True
+                self.requests[key] = RequestState(key, event.manifest, t)
+            case ProvisioningRequestCondition():
+                state = self.requests.get(event.request)
+                if state is None:
+                    anomalies.append(f"offset {offset}: condition for unknown ProvisioningRequest {event.request}")
+                    return True
+                old = state.conditions.get(event.condition)
+                changed = old is None or old.status != event.status
+                state.conditions[event.condition] = RequestCondition(
+                    event.status, event.reason, event.message, t if changed or old is None else old.t, t)
+                if event.condition == "Provisioned" and event.status == "False":
+                    state.attempts += 1
+            case _:
+                return False
+        return True

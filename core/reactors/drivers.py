@@ -1,0 +1,142 @@
+"""The DRA drivers of the nodes (their kubelet plugins), as one reactor: what each publishes, and when.
+
+Each driver of a node group (the `spec.driver` of its ResourceSlice templates) runs on every node of
+the group and publishes its pool: the templates of that driver rendered for the node (pool name = node
+name, `pool.generation`, `pool.resourceSliceCount`), `publish_delay_ms` after the node first turned
+Ready (the cloud drew that delay when it made the node; a starting node's drivers published at t=0).
+Until then the node is Ready but has no devices, which is what an autoscaler must not mistake for a
+node without devices.
+
+The reactor is a level-based reconciler: from the node's first Ready time and the group's driver
+settings it computes what each slice should look like now and publishes the slices that differ from
+the published ones. That covers the scenario's faults too:
+
+- a driver restart (`restart_after_ms` after it first published) republishes its pool with
+  generation + 1, as a restarted plugin does; the allocator then only uses the new generation;
+- an unhealthy device (`unhealthy[].after_ms` after it first published) is republished in its slice
+  with a device taint (`<driver>/unhealthy`, NoSchedule): the allocator leaves it out for requests that
+  do not tolerate it, and allocations made before stay (NoSchedule does not evict).
+
+Every other field of the templates (shared counters of partitionable devices, consumable capacity) is
+published as given, at every republication.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from ..dra.model import Slice
+from ..events import AnyEvent, DriverSpec, ResourceSlicePublished
+from ..reactor import Decision, Trigger
+from ..scenario_dra import render_slice_templates, slice_name
+from ..state import ClusterState, NodeGroupState, NodeState
+
+
+def unhealthy_taint(driver: str) -> dict[str, Any]:
+    """The device taint a driver puts on a device it reports unhealthy."""
+    return {"key": f"{driver}/unhealthy", "effect": "NoSchedule"}
+
+
+def drivers_of(templates: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[str]:
+    """The drivers of a group's slice templates, in the order they first appear."""
+    return list(dict.fromkeys(str(t["spec"]["driver"]) for t in templates))
+
+
+def driver_slices(templates: tuple[dict[str, Any], ...] | list[dict[str, Any]], node: str, driver: str,
+                  generation_bump: int = 0, unhealthy: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The slices `driver` publishes on `node`: its templates rendered for the node, the pool's generation
+    raised by `generation_bump` (restarts), the `unhealthy` devices tainted. Pure: new copies."""
+    out = []
+    for manifest in render_slice_templates(list(templates), node):
+        spec = manifest["spec"]
+        if spec["driver"] != driver:
+            continue
+        if generation_bump:
+            spec["pool"] = {**spec["pool"], "generation": int(spec["pool"].get("generation", 1)) + generation_bump}
+        for device in spec.get("devices") or []:
+            if device.get("name") in unhealthy:
+                taint = unhealthy_taint(driver)
+                taints = [copy.deepcopy(t) for t in device.get("taints") or []]
+                if taint not in taints:
+                    device["taints"] = [*taints, taint]
+        out.append(manifest)
+    return out
+
+
+def mark_unhealthy(view: ClusterState, node: str, driver: str, device: str) -> list[AnyEvent]:
+    """Republish the slice of `node`'s `driver` pool that holds `device` with the device tainted (a
+    fault injected from outside the scenario's `unhealthy` schedule, e.g. by a test)."""
+    for slc in view.dra.slices.values():
+        if slc.driver != driver or slc.pool != node or not any(d.id.device == device for d in slc.devices):
+            continue
+        manifest = copy.deepcopy(slc.manifest)
+        for entry in manifest["spec"].get("devices") or []:
+            if entry.get("name") == device and unhealthy_taint(driver) not in (entry.get("taints") or []):
+                entry["taints"] = [*(entry.get("taints") or []), unhealthy_taint(driver)]
+                return [ResourceSlicePublished(manifest=manifest)]
+    return []
+
+
+def _tainted(slc: Slice, driver: str) -> frozenset[str]:
+    key = unhealthy_taint(driver)["key"]
+    return frozenset(d.id.device for d in slc.devices if any(t.key == key for t in d.taints))
+
+
+@dataclass
+class Drivers:
+    name: str = "drivers"
+    trigger: Trigger = "events"
+
+    def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
+        events: list[AnyEvent] = []
+        wake: list[int] = []
+        for node in view.nodes.values():
+            group = view.node_groups.get(node.group)
+            if group is None or not group.resource_slices or node.ready_t < 0:
+                continue  # no devices, or not Ready yet: its plugins have not started
+            specs = {d.name: d for d in group.drivers}
+            for driver in drivers_of(group.resource_slices):
+                events.extend(self._driver(view, group, node, driver, specs.get(driver), now, wake))
+        return Decision(tuple(events), min(wake) if wake else None)
+
+    @staticmethod
+    def _driver(view: ClusterState, group: NodeGroupState, node: NodeState, driver: str, spec: DriverSpec | None,
+                now: int, wake: list[int]) -> list[AnyEvent]:
+        published = node.ready_t + node.publish_delay_ms.get(driver, 0)
+        if now < published:
+            wake.append(published)
+            return []
+        bump = 0
+        unhealthy: set[str] = set()
+        if spec is not None:
+            if spec.restart_after_ms >= 0:
+                restart = published + spec.restart_after_ms
+                if now >= restart:
+                    bump = 1
+                else:
+                    wake.append(restart)
+            for fault in spec.unhealthy:
+                if now >= published + fault.after_ms:
+                    unhealthy.add(fault.device)
+                else:
+                    wake.append(published + fault.after_ms)
+        templates = [t for t in group.resource_slices if t["spec"]["driver"] == driver]
+        stale = [i for i, template in enumerate(templates)
+                 if not _as_wanted(view.dra.slices.get(slice_name(node.name, driver, i)), template, driver, bump,
+                                   unhealthy)]
+        if not stale:
+            return []  # the common case, decided without rendering anything
+        rendered = driver_slices(group.resource_slices, node.name, driver, bump, frozenset(unhealthy))
+        return [ResourceSlicePublished(manifest=rendered[i]) for i in stale]
+
+
+def _as_wanted(have: Slice | None, template: dict[str, Any], driver: str, bump: int, unhealthy: set[str]) -> bool:
+    """Whether a published slice is what the driver wants now: the generation, and at least the devices
+    it reports unhealthy tainted (taints set by `mark_unhealthy` stay: a device does not heal by itself)."""
+    if have is None or have.generation != int(template["spec"]["pool"].get("generation", 1)) + bump:
+        return False
+    names = {str(d.get("name")) for d in template["spec"].get("devices") or []}
+    return _tainted(have, driver) >= unhealthy & names

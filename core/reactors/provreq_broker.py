@@ -1,0 +1,139 @@
+"""The ProvisioningRequest processing of the autoscaler (cluster-autoscaler pkg/processors/provreq and
+pkg/provisioningrequest, as of 1.35), as a part of the autoscaler's loop.
+
+- Loops alternate between ProvisioningRequest mode and regular pods (WrapperOrchestrator), unless one
+  side has nothing to do. In ProvisioningRequest mode one request is handled per loop: the oldest that
+  is neither provisioned nor failed and not in its retry backoff (1 min doubling to 10 min).
+- `check-capacity`: the request's pods (made from its PodTemplates) are tried on the ready nodes of the
+  snapshot; all fit: Provisioned=True (CapacityIsFound); else Provisioned=False (CapacityIsNotFound), or
+  Failed=True with parameter `noRetry: "true"`.
+- `best-effort-atomic-scale-up`: the pods that fit existing capacity are placed; if none is left,
+  Provisioned=True (CapacityIsFound); else one node group must take all the rest (binpacking,
+  all-or-nothing) and is asked for that many nodes with an atomic request: Provisioned=True
+  (CapacityIsProvisioned) right after the request, not when nodes are Ready ("best effort").
+- Booking: a provisioned request's pods are placed into the autoscaler's own snapshot in every later
+  loop for 10 minutes, so other scale-ups do not count on that capacity. The scheduler does not see
+  the booking (upstream: any pod can take the capacity). BookingExpired=True when all its consumer pods
+  are bound (CapacityBookingConsumed) or the 10 minutes are over (CapacityReservationTimeExpired).
+- Pods that consume a request (annotation) do not trigger regular scale-ups.
+Fake pods with DRA claims are not simulated yet (their claims do not exist): such requests never fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..events import AnyEvent, ProvisioningRequestCondition
+from ..manifests import pod_requests
+from ..provreq import BEST_EFFORT_ATOMIC, BOOKING_MS, consumed_request, fake_pods, retry_backoff_ms
+from ..provreq_state import RequestState
+from ..state import RUNNING, SUCCEEDED, ClusterState, PodState
+
+
+def _pod_state(manifest: dict[str, Any]) -> PodState:
+    meta = manifest["metadata"]
+    return PodState(key=f"pod/{meta['namespace']}/{meta['name']}", manifest=manifest,
+                    requests=pod_requests(manifest), priority=int(manifest["spec"].get("priority") or 0),
+                    created_t=0, created_offset=0, run_for_ms=-1)
+
+
+@dataclass
+class Handled:
+    """What ProvisioningRequest mode decided in one loop."""
+
+    events: list[AnyEvent]
+    scale_up: tuple[str, int] | None = None  # (group, nodes) for an atomic request
+
+
+class Broker:
+    """One loop's view of the requests; `pods` caches each request's fake pods across loops."""
+
+    def __init__(self, view: ClusterState, now: int, pods: dict[str, list[PodState] | str]) -> None:
+        self.view = view
+        self.now = now
+        self._pods = pods
+
+    def fake(self, state: RequestState) -> list[PodState] | str:
+        hit = self._pods.get(state.key)
+        if hit is None:
+            made = fake_pods(state.manifest, self.view.provisioning.templates)
+            hit = self._pods[state.key] = made if isinstance(made, str) else [_pod_state(m) for m in made]
+        return hit
+
+    def consumers(self, key: str) -> list[PodState]:
+        return [p for p in self.view.pods.values() if consumed_request(p.manifest) == key]
+
+    def expire(self) -> list[AnyEvent]:
+        """BookingExpired for provisioned requests whose consumers all run, or whose 10 minutes are over."""
+        events: list[AnyEvent] = []
+        for state in self.view.provisioning.requests.values():
+            provisioned = state.conditions.get("Provisioned")
+            if provisioned is None or provisioned.status != "True" or "BookingExpired" in state.conditions:
+                continue
+            started = sum(1 for p in self.consumers(state.key) if p.phase in (RUNNING, SUCCEEDED))
+            if started >= state.count:
+                events.append(_condition(state, "BookingExpired", "True", "CapacityBookingConsumed",
+                                         "all pods of the request are scheduled"))
+            elif self.now >= provisioned.t + BOOKING_MS:
+                events.append(_condition(state, "BookingExpired", "True", "CapacityReservationTimeExpired",
+                                         "the capacity booking expired"))
+        return events
+
+    def booked(self) -> list[PodState]:
+        """The fake pods of requests whose booking holds (placed into every snapshot)."""
+        out: list[PodState] = []
+        for state in self.view.provisioning.requests.values():
+            if state.is_true("Provisioned") and "BookingExpired" not in state.conditions:
+                pods = self.fake(state)
+                if not isinstance(pods, str):
+                    out.extend(pods)
+        return out
+
+    def next_request(self) -> RequestState | None:
+        for state in self.view.provisioning.requests.values():
+            if state.is_true("Provisioned") or state.is_true("Failed"):
+                continue
+            tried = state.conditions.get("Provisioned")
+            if tried is not None and self.now < tried.written_t + retry_backoff_ms(state.attempts):
+                continue
+            return state
+        return None
+
+    def handle(self, state: RequestState, fits_existing: Callable[[list[PodState]], list[PodState]],
+               scale_up: Callable[[list[PodState]], tuple[str, int] | None]) -> Handled:
+        """One request: `fits_existing(pods)` places what fits the ready nodes and returns the rest;
+        `scale_up(pods)` finds one group that takes all of them (atomic), or None."""
+        events: list[AnyEvent] = []
+        if not state.is_true("Accepted"):
+            events.append(_condition(state, "Accepted", "True", "Accepted", "the request was accepted"))
+        pods = self.fake(state)
+        if isinstance(pods, str):
+            events.append(_condition(state, "Failed", "True", "FailedToCreatePods", pods))
+            return Handled(events)
+        rest = fits_existing(pods)
+        if not rest:
+            events.append(_condition(state, "Provisioned", "True", "CapacityIsFound",
+                                     "the capacity is available in the cluster"))
+            return Handled(events)
+        if state.cls == BEST_EFFORT_ATOMIC:
+            chosen = scale_up(rest)
+            if chosen is not None:
+                events.append(_condition(state, "Provisioned", "True", "CapacityIsProvisioned",
+                                         f"asked node group {chosen[0]} for {chosen[1]} node(s)"))
+                return Handled(events, chosen)
+        no_retry = (state.manifest["spec"].get("parameters") or {}).get("noRetry") == "true"
+        if no_retry and state.cls != BEST_EFFORT_ATOMIC:
+            events.append(_condition(state, "Failed", "True", "CapacityIsNotFound",
+                                     f"{len(rest)} of {len(pods)} pods do not fit"))
+        else:
+            events.append(_condition(state, "Provisioned", "False", "CapacityIsNotFound",
+                                     f"{len(rest)} of {len(pods)} pods do not fit; will retry"))
+        return Handled(events)
+
+
+def _condition(state: RequestState, kind: str, status: str, reason: str,
+               message: str) -> ProvisioningRequestCondition:
+    return ProvisioningRequestCondition(request=state.key, condition=kind, status=status, reason=reason,
+                                        message=message)
