@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from .reactor import Reactor
 from .reactors.autoscaler import Autoscaler
 from .reactors.claims import ClaimController
@@ -30,7 +32,9 @@ def run_config(scenario: Scenario) -> dict[str, Any]:
             "policy": scenario.policy.autoscaler,
             "scan_interval_ms": scenario.autoscaler.scan_interval_ms,
             "max_node_provision_time_ms": scenario.autoscaler.max_node_provision_time_ms,
+            "max_node_startup_time_ms": scenario.autoscaler.max_node_startup_time_ms,
             "expander": scenario.autoscaler.expander,
+            "scale_down": msgspec.to_builtins(scenario.autoscaler.scale_down),
         },
     }
 

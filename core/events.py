@@ -420,6 +420,19 @@ class ScaleUpFailed(Event, tag="ScaleUpFailed", frozen=True):
         return (group_key(self.group),)
 
 
+class ScaleUpTimedOut(Event, tag="ScaleUpTimedOut", frozen=True):
+    """The autoscaler gave up on nodes of the group that did not register within max-node-provision-time
+    or did not turn ready within max-node-startup-time (cluster-autoscaler's ScaleUpTimedOut, a failed
+    scale-up that backs the group off). The nodes themselves are untouched: deleting the unregistered
+    ones is a separate `NodeDeleted`."""
+
+    group: str
+    nodes: tuple[str, ...]
+
+    def touched(self) -> tuple[str, ...]:
+        return (group_key(self.group), *(node_key(n) for n in self.nodes))
+
+
 AnyEvent = (
     RunStarted
     | NodeGroupDefined
@@ -448,6 +461,7 @@ AnyEvent = (
     | PodTemplateCreated
     | ProvisioningRequestCreated
     | ProvisioningRequestCondition
+    | ScaleUpTimedOut
 )
 
 

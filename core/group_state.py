@@ -42,6 +42,7 @@ class NodeGroupState:
     unserved: list[tuple[int, bool]] = field(default_factory=list)
     delivered_t: list[int] = field(default_factory=list)  # when each NodeProvisioning was decided (stock)
     failures: list[tuple[int, int, str]] = field(default_factory=list)  # (t, delta, reason) of ScaleUpFailed
+    timed_out: dict[str, None] = field(default_factory=dict)  # nodes the autoscaler gave up on (ScaleUpTimedOut)
 
     @property
     def outstanding(self) -> int:

@@ -104,10 +104,23 @@ class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True):
     feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)  # kube-scheduler feature gates set
 
 
+class ScaleDownSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """cluster-autoscaler's scale-down flags and their defaults."""
+
+    enabled: bool = True
+    utilization_threshold: float = 0.5  # --scale-down-utilization-threshold (GPU nodes: GPU utilization)
+    unneeded_time_ms: int = 600_000  # --scale-down-unneeded-time
+    delay_after_add_ms: int = 600_000  # --scale-down-delay-after-add
+    delete_delay_after_taint_ms: int = 5_000  # --node-delete-delay-after-taint
+    recheck_before_delete: bool = True  # False: delete on the judgment made before tainting (the race)
+
+
 class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     scan_interval_ms: int = 10_000
     max_node_provision_time_ms: int = 900_000
+    max_node_startup_time_ms: int = 900_000
     expander: Expander = "least-waste"
+    scale_down: ScaleDownSettings = msgspec.field(default_factory=ScaleDownSettings)
 
 
 class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
@@ -269,20 +282,45 @@ def _scheduler(value: object) -> SchedulerSettings:
     return SchedulerSettings(score=cast(ScoreStrategy, score), gang_timeout_ms=timeout, feature_gates=gates)
 
 
+def _duration_or(m: dict[str, Any], key: str, path: str, default: int, *, positive: bool = True) -> int:
+    return default if m.get(key) is None else expect_duration(m[key], join(path, key), positive=positive)
+
+
 def _autoscaler(value: object) -> AutoscalerSettings:
     path = "spec.autoscaler"
-    m = _optional_map(value, path, ("scanInterval", "maxNodeProvisionTime", "expander"))
+    m = _optional_map(value, path, ("scanInterval", "maxNodeProvisionTime", "maxNodeStartupTime", "expander",
+                                    "scaleDown"))
     default = AutoscalerSettings()
     return AutoscalerSettings(
-        scan_interval_ms=default.scan_interval_ms
-        if m.get("scanInterval") is None
-        else expect_duration(m["scanInterval"], join(path, "scanInterval"), positive=True),
-        max_node_provision_time_ms=default.max_node_provision_time_ms
-        if m.get("maxNodeProvisionTime") is None
-        else expect_duration(m["maxNodeProvisionTime"], join(path, "maxNodeProvisionTime"), positive=True),
+        scan_interval_ms=_duration_or(m, "scanInterval", path, default.scan_interval_ms),
+        max_node_provision_time_ms=_duration_or(m, "maxNodeProvisionTime", path, default.max_node_provision_time_ms),
+        max_node_startup_time_ms=_duration_or(m, "maxNodeStartupTime", path, default.max_node_startup_time_ms),
         expander=default.expander
         if m.get("expander") is None
         else cast(Expander, expect_enum(m["expander"], join(path, "expander"), EXPANDERS)),
+        scale_down=_scale_down(m.get("scaleDown")),
+    )
+
+
+def _scale_down(value: object) -> ScaleDownSettings:
+    path = "spec.autoscaler.scaleDown"
+    m = _optional_map(value, path, ("enabled", "utilizationThreshold", "unneededTime", "delayAfterAdd",
+                                    "deleteDelayAfterTaint", "recheckBeforeDelete"))
+    default = ScaleDownSettings()
+    threshold = default.utilization_threshold
+    if m.get("utilizationThreshold") is not None:
+        threshold = expect_number(m["utilizationThreshold"], join(path, "utilizationThreshold"), minimum=0)
+        if threshold > 1:
+            raise FieldError(join(path, "utilizationThreshold"), f"must be <= 1, got {threshold}")
+    return ScaleDownSettings(
+        enabled=default.enabled if m.get("enabled") is None else expect_bool(m["enabled"], join(path, "enabled")),
+        utilization_threshold=threshold,
+        unneeded_time_ms=_duration_or(m, "unneededTime", path, default.unneeded_time_ms, positive=False),
+        delay_after_add_ms=_duration_or(m, "delayAfterAdd", path, default.delay_after_add_ms, positive=False),
+        delete_delay_after_taint_ms=_duration_or(m, "deleteDelayAfterTaint", path,
+                                                 default.delete_delay_after_taint_ms, positive=False),
+        recheck_before_delete=default.recheck_before_delete if m.get("recheckBeforeDelete") is None
+        else expect_bool(m["recheckBeforeDelete"], join(path, "recheckBeforeDelete")),
     )
 
 

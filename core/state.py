@@ -38,6 +38,7 @@ from .events import (
     RunStarted,
     ScaleUpFailed,
     ScaleUpRequested,
+    ScaleUpTimedOut,
     WorkloadCreated,
 )
 from .gang_state import GangState
@@ -88,6 +89,7 @@ class NodeState:
     publish_delay_ms: dict[str, int] = field(default_factory=dict)  # driver -> ms after Ready (the cloud's draw)
     used: dict[str, int] = field(default_factory=dict)
     reserved: dict[str, int] = field(default_factory=dict)  # held by gang members waiting at Permit
+    busy_t: int = -1  # last time a pod was bound to it, left it, or was reserved on it (scale-down)
     pods: dict[str, None] = field(default_factory=dict)  # ordered set of pod keys bound here
 
     @property
@@ -148,6 +150,7 @@ class ClusterState:
     scale_ups: list[tuple[int, str, int]] = field(default_factory=list)  # (t, group, delta)
     # VMs the cloud is making, not registered yet (NodeProvisioning until NodeCreated or NodeDeleted)
     provisioning_nodes: dict[str, NodeProvisioning] = field(default_factory=dict)
+    provisioning_t: dict[str, int] = field(default_factory=dict)  # when the cloud accepted each VM
     unready_bindings: list[str] = field(default_factory=list)  # pods bound to a node not Ready (invariants)
     events_applied: int = 0
     anomalies: list[str] = field(default_factory=list)
@@ -266,6 +269,14 @@ class ClusterState:
                 group.requested += event.delta
                 group.unserved.append((event.delta, event.atomic))
                 self.scale_ups.append((t, event.group, event.delta))
+            case ScaleUpTimedOut():
+                group = self.node_groups.get(event.group)
+                if group is None:
+                    self.anomalies.append(f"offset {offset}: timed-out scale-up of unknown group {event.group}")
+                    return
+                fresh = [n for n in event.nodes if n not in group.timed_out]
+                group.timed_out.update(dict.fromkeys(fresh))
+                group.failures.append((t, len(fresh), "timeout"))
             case ScaleUpFailed():
                 group = self.node_groups.get(event.group)
                 if group is None:
@@ -347,6 +358,7 @@ class ClusterState:
         del self.pods_by_phase[PENDING][pod.key]
         self.pods_by_phase[RUNNING][pod.key] = None
         node.pods[pod.key] = None
+        node.busy_t = t
         for resource, amount in pod.requests.items():
             node.used[resource] = node.used.get(resource, 0) + amount
         node.used["pods"] = node.used.get("pods", 0) + 1
@@ -390,6 +402,7 @@ class ClusterState:
             return
         node = node or self.nodes.get(pod.node)
         if node is not None:
+            node.busy_t = t
             node.pods.pop(pod.key, None)
             for resource, amount in pod.requests.items():
                 node.used[resource] = node.used.get(resource, 0) - amount
@@ -404,6 +417,7 @@ class ClusterState:
             self.anomalies.append(f"offset {offset}: node {event.name} created twice")
             return
         vm = self.provisioning_nodes.pop(event.name, None)
+        self.provisioning_t.pop(event.name, None)
         self.nodes[event.name] = NodeState(
             name=event.name,
             group=event.group,
@@ -438,12 +452,14 @@ class ClusterState:
         group.next_index += 1
         group.delivered_t.append(t)
         self.provisioning_nodes[event.name] = event
+        self.provisioning_t[event.name] = t
 
     def _node_deleted(self, offset: int, event: NodeDeleted) -> None:
         """The node is gone: out of `nodes` and its group, its slices with it (garbage collected with
         the Node upstream). Pods still on it are failed here too, noted as an anomaly: whoever deletes
         a node writes their PodFinished(Failed) first."""
         vm = self.provisioning_nodes.pop(event.name, None)
+        self.provisioning_t.pop(event.name, None)
         if vm is not None:
             group = self.node_groups.get(vm.group)
             if group is not None:

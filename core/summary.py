@@ -62,6 +62,7 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
             "scheduled": sum(1 for p in state.pods.values() if p.bound_t >= 0),
             "pending": len(pending),
             "pending_by_reason": dict(sorted(by_reason.items())),
+            "failed": len(state.pods_by_phase["Failed"]),  # ended as Failed (e.g. their node was deleted)
         },
         "gangs": {
             "total": len(gangs),
@@ -70,6 +71,7 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
             "timeouts": state.gang.timeouts,
         },
         "nodes_added": added,
+        "nodes_deleted": {name: g.deleted for name, g in sorted(state.node_groups.items()) if g.deleted},
         "time_to_schedule_s": time_to_schedule(schedule_waits(state)),
         "events": state.events_applied,
         "invariant_violations": [v.to_json() for v in violations],
@@ -92,7 +94,8 @@ def render_text(summary: dict[str, Any]) -> str:
     lines = [
         f"scenario {summary['scenario']}  seed {summary['seed']}  autoscaler policy {summary['policy']['autoscaler']}",
         f"pods       {pods['scheduled']}/{pods['total']} scheduled, {pods['pending']} pending"
-        + (f" ({', '.join(f'{k}: {v}' for k, v in pods['pending_by_reason'].items())})" if pods["pending"] else ""),
+        + (f" ({', '.join(f'{k}: {v}' for k, v in pods['pending_by_reason'].items())})" if pods["pending"] else "")
+        + (f", {pods['failed']} failed" if pods.get("failed") else ""),
         *([f"gangs      {summary['gangs']['bound']}/{summary['gangs']['total']} bound, "
            f"{summary['gangs']['waiting']} waiting at Permit, {summary['gangs']['timeouts']} member(s) timed out"]
           if summary.get("gangs", {}).get("total") else []),

@@ -18,6 +18,7 @@ from dralab.core.events import (
     NodeReady,
     ScaleUpFailed,
     ScaleUpRequested,
+    ScaleUpTimedOut,
     StockWindow,
     decode_record,
 )
@@ -98,14 +99,35 @@ def test_nodes_register_not_ready_then_turn_ready_at_the_drawn_time() -> None:
     assert result.state.pods_by_phase["Running"]  # the pod runs on it
 
 
-def test_a_node_slower_than_max_node_provision_time_still_arrives() -> None:
-    d = doc(delay="20m", duration="40m")
-    d["spec"]["autoscaler"] = {"maxNodeProvisionTime": "15m"}
+def test_a_node_registered_in_time_but_ready_late_still_arrives() -> None:
+    """It registers at 1m and turns Ready at 20m: the autoscaler gives up on it at 16m
+    (max-node-startup-time after registration) but does not delete a registered node; it arrives."""
+    d = doc(delay="20m", duration="40m", notReadyFor="19m")
+    d["spec"]["autoscaler"] = {"maxNodeProvisionTime": "15m", "scaleDown": {"enabled": False}}
     result = run(d)
     [(t_req, _), *_] = events_of(result, ScaleUpRequested)
     [(t_ready, _), *_] = events_of(result, NodeReady)
     assert t_ready == t_req + 20 * 60_000
-    assert result.state.pods_by_phase["Pending"] == {}
+    [(t_out, out)] = events_of(result, ScaleUpTimedOut)
+    assert out.group == "gpu" and t_out == 70_000 + 15 * 60_000 and t_out < t_ready  # registered at 70 s
+
+
+def test_a_vm_that_never_registers_within_max_node_provision_time_is_deleted() -> None:
+    d = doc(delay="20m", duration="40m", max=1)
+    d["spec"]["autoscaler"] = {"maxNodeProvisionTime": "15m"}
+    result = run(d)
+    requests = [t for t, _ in events_of(result, ScaleUpRequested)]
+    timeouts = [t for t, _ in events_of(result, ScaleUpTimedOut)]
+    assert t_req_ok(requests[0], timeouts[0])
+    assert events_of(result, NodeReady) == []  # each cancelled before it registered
+    # the group backs off 5 min after the first failure, then 10 min (doubling) after the second
+    assert requests[1] == timeouts[0] + 5 * 60_000
+    assert len(requests) == 2 and timeouts[1] + 10 * 60_000 > 40 * 60_000
+    assert result.state.node_groups["gpu"].cancelled == 2
+
+
+def t_req_ok(t_req: int, t_out: int) -> bool:
+    return t_req + 15 * 60_000 <= t_out < t_req + 15 * 60_000 + 10_000
 
 
 def test_outstanding_and_target_follow_provisioning_and_registration() -> None:

@@ -80,3 +80,50 @@ def test_booking_theft_unrelated_pods_take_the_booked_capacity(policy: str) -> N
     pods = result.state.pods
     assert all(pods[f"pod/default/batch-{i}"].node for i in range(2))
     assert causes(result) == {"capacity": 2}  # the trainers: no regular scale-up for consumers
+
+
+def events(result: SimResult, kind: type) -> list[tuple[int, Any]]:
+    return [(decode_record(p, o).t, e) for o, p in result.entries for e in decode_record(p, o).events
+            if isinstance(e, kind)]
+
+
+@pytest.mark.parametrize("policy", ["count", "dra", "atomic"])
+def test_provision_timeout_the_late_node_arrives_billed_and_idle(policy: str) -> None:
+    from dralab.core.events import NodeReady, ScaleUpTimedOut
+    from dralab.core.metrics import metrics_from_entries
+
+    result = run("provision-timeout", policy)
+    assert [(t, e.group) for t, e in events(result, ScaleUpTimedOut)] == [(970_000, "spot-slow")]
+    assert added(result) == {"ondemand": 1, "spot-slow": 1}
+    assert result.state.pods["pod/default/train"].node == "ondemand-0"
+    ready = {e.name: t for t, e in events(result, NodeReady)}
+    assert ready["spot-slow-0"] == 1_210_000 and not result.state.nodes["spot-slow-0"].pods
+    metrics = metrics_from_entries(result.entries, 30 * 60_000)
+    assert metrics.contract()["gpu_hours_idle"] > 1.0  # the late node, 10 min of 8 idle GPUs
+
+
+@pytest.mark.parametrize("policy", ["count", "dra", "atomic"])
+def test_scale_down_race_kills_the_pod_bound_after_the_taint(policy: str) -> None:
+    from dralab.core.events import NodeDeleted, PodFinished
+
+    result = run("scale-down-race", policy)
+    assert [(t, e.pod, e.phase) for t, e in events(result, PodFinished)] == [(640_000, "pod/default/a", "Failed")]
+    assert [e.name for _, e in events(result, NodeDeleted)] == ["gpu-0"]
+
+
+@pytest.mark.parametrize("protection", ["nominated-node-name", "recheck"])
+def test_scale_down_race_does_not_happen_with_either_default_protection(protection: str) -> None:
+    import yaml
+
+    from dralab.core.events import NodeDeleted
+    from dralab.core.scenario import parse_scenario
+
+    doc = yaml.safe_load((SCENARIOS / "scale-down-race.yaml").read_text())
+    if protection == "recheck":
+        doc["spec"]["autoscaler"]["scaleDown"]["recheckBeforeDelete"] = True
+    else:
+        doc["spec"]["scheduler"]["featureGates"]["NominatedNodeNameForExpectation"] = True
+    result = simulate(parse_scenario(doc, "race.yaml"), 1)
+    assert result.violations == []
+    assert events(result, NodeDeleted) == []
+    assert all(p.phase == "Running" for p in result.state.pods.values())

@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from ..dra.model import Slice
-from ..events import AnyEvent, ScaleUpRequested
+from ..events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
 from ..gang_state import Reservation
 from ..provreq import consumed_request
 from ..reactor import Decision, Trigger
-from ..state import ClusterState, NodeGroupState, PodState
-from .capacity import POLICIES, FirstFit, SimNode, Simulation
+from ..state import ClusterState, NodeGroupState, NodeState, PodState
+from .backoff import Timeouts, backed_off
+from .capacity import POLICIES, FirstFit, SimNode, Simulation, devices_unpublished
 from .dra_plugin import DraPlugin
 from .provreq_broker import Broker
+from .scale_down import ScaleDown
 
 EXPANDERS = ("least-waste", "most-pods", "price", "priority", "random")
 
@@ -94,13 +98,24 @@ def binpack(pods: list[PodState], group: NodeGroupState, limit: int, sim: Simula
     return len(nodes), placed, waste
 
 
+def node_ready_for(view: ClusterState, policy: str, node: NodeState) -> bool:
+    """Whether the policy counts the node as ready (DRA policies wait for its drivers' slices)."""
+    return node.ready and (policy == "count" or not devices_unpublished(view, node))
+
+
+def occupied(nominated: dict[str, Reservation]) -> set[str]:
+    return {r.node for r in nominated.values()}
+
+
 @dataclass
 class Autoscaler:
     policy: str = "count"
     scan_interval_ms: int = 10_000
     max_node_provision_time_ms: int = 900_000
+    max_node_startup_time_ms: int = 900_000
     expander: str = "least-waste"
     priorities: dict[str, int] = field(default_factory=dict)
+    scale_down: dict[str, Any] = field(default_factory=dict)  # ScaleDown's fields (scenario: autoscaler.scaleDown)
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -114,11 +129,20 @@ class Autoscaler:
         self._dra = DraPlugin()  # compiled selectors, a cache
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._fake: dict[str, list[PodState] | str] = {}  # each ProvisioningRequest's pods, a cache
+        self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
+        self._scale_down = ScaleDown(**self.scale_down)
+        self._failing: set[str] = set()  # groups given up on in the decision being made
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms
         broker = Broker(view, now, self._fake) if view.provisioning.requests else None
         events: list[AnyEvent] = broker.expire() if broker is not None else []
+        ready = partial(node_ready_for, view, self.policy)
+        timed_out = self._timeouts.check(view, now, ready)  # late nodes given up on: their groups back off
+        events += timed_out
+        given_up = {n for e in timed_out if isinstance(e, ScaleUpTimedOut) for n in e.nodes}
+        # groups that fail in this very decision are backed off already (the view does not show it yet)
+        self._failing = {e.group for e in timed_out if isinstance(e, ScaleUpTimedOut)}
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
         unschedulable = sorted(
             (p for p in view.pending_pods()
@@ -130,26 +154,26 @@ class Autoscaler:
         # WrapperOrchestrator: loops alternate between ProvisioningRequests and regular pods when both wait
         provreq_mode = request is not None and (not unschedulable or (now // self.scan_interval_ms) % 2 == 1)
         if not unschedulable and not provreq_mode:
-            return Decision(tuple(events), wake)
+            return Decision(tuple(events + self._scale_down.decide(view, now, ready, occupied(nominated))), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates)
-        ready = self._ready_nodes(view, sim, nominated)
-        upcoming = self._upcoming(view, sim)
+        ready_nodes = self._ready_nodes(view, sim, nominated)
+        upcoming = self._upcoming(view, sim, now, given_up, self._failing)
         if broker is not None:
-            self._absorb(sim, ready + upcoming, broker.booked())  # bookings live in the snapshot only
+            self._absorb(sim, ready_nodes + upcoming, broker.booked())  # bookings live in the snapshot only
         if provreq_mode:
             assert broker is not None and request is not None
-            handled = broker.handle(request, lambda pods: self._absorb(sim, ready, pods),
-                                    lambda pods: self._atomic_option(view, sim, pods, rng))
+            handled = broker.handle(request, lambda pods: self._absorb(sim, ready_nodes, pods),
+                                    lambda pods: self._atomic_option(view, sim, pods, rng, now))
             events.extend(handled.events)
             if handled.scale_up is not None:
                 target, nodes = handled.scale_up
                 events.append(ScaleUpRequested(group=target, delta=nodes, atomic=True))
             return Decision(tuple(events), wake)
-        remaining = self._absorb(sim, upcoming, self._absorb(sim, ready, unschedulable))
+        remaining = self._absorb(sim, upcoming, self._absorb(sim, ready_nodes, unschedulable))
         if not remaining:
-            return Decision(tuple(events), wake)
+            return Decision(tuple(events + self._scale_down.decide(view, now, ready, occupied(nominated))), wake)
         gangs = self._gangs(view, remaining) if self.policy == "atomic" else None
-        options = self._options(view, sim, remaining, gangs)
+        options = self._options(view, sim, remaining, now, gangs)
         if options:
             best = self._expand(options, rng)
             events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
@@ -157,24 +181,25 @@ class Autoscaler:
         return Decision(tuple(events), wake)
 
     def _atomic_option(self, view: ClusterState, sim: Simulation, pods: list[PodState],
-                       rng: random.Random) -> tuple[str, int] | None:
+                       rng: random.Random, now: int) -> tuple[str, int] | None:
         """One node group that takes all `pods` on new nodes within its room (best-effort-atomic), as the
         expander picks among such groups."""
-        options = [o for o in self._options(view, sim, pods) if len(o.pods) == len(pods)]
+        options = [o for o in self._options(view, sim, pods, now) if len(o.pods) == len(pods)]
         if not options:
             return None
         best = self._expand(options, rng)
         return best.group.name, best.count
 
-    @staticmethod
-    def _options(view: ClusterState, sim: Simulation, pods: list[PodState],
+    def _options(self, view: ClusterState, sim: Simulation, pods: list[PodState], now: int,
                  gangs: dict[str, list[PodState]] | None = None) -> list[Option]:
-        """Each node group's scale-up for `pods` (binpacked within the group's room), where it helps."""
+        """Each node group's scale-up for `pods` (binpacked within the group's room), where it helps;
+        groups in backoff are skipped."""
+        failing = self._failing
         options = []
         for name in sorted(view.node_groups):
             group = view.node_groups[name]
             room = group.max - group.target_size
-            if room <= 0:
+            if room <= 0 or backed_off(group, now) or name in failing:
                 continue
             count, placed, waste = binpack(pods, group, room, sim, gangs)
             if count:
@@ -193,15 +218,23 @@ class Autoscaler:
         return list(nodes.values())
 
     @staticmethod
-    def _upcoming(view: ClusterState, sim: Simulation) -> list[SimNode]:
-        """Upcoming nodes (not ready yet, or not created yet), each as a template node of its group."""
+    def _upcoming(view: ClusterState, sim: Simulation, now: int, given_up: set[str],
+                  failing: set[str]) -> list[SimNode]:
+        """Upcoming nodes (not ready yet, or not created yet), each as a template node of its group; not
+        those of a group in backoff, nor nodes given up on."""
         upcoming: list[SimNode] = []
+        live = {name for name, group in view.node_groups.items() if not backed_off(group, now)} - failing
         for node in view.nodes.values():
-            if not sim.ready(node) and node.group in view.node_groups:
-                upcoming.append(sim.template(view.node_groups[node.group], f"upcoming-{node.name}"))
-        for name in sorted(view.node_groups):
+            group = view.node_groups.get(node.group)
+            if (not sim.ready(node) and node.group in live and group is not None
+                    and node.name not in group.timed_out and node.name not in given_up):
+                upcoming.append(sim.template(group, f"upcoming-{node.name}"))
+        for name in sorted(live):
             group = view.node_groups[name]
-            upcoming.extend(sim.template(group, f"upcoming-{name}-{i}") for i in range(max(group.outstanding, 0)))
+            coming = [n for n, vm in view.provisioning_nodes.items()
+                      if vm.group == name and n not in group.timed_out and n not in given_up]
+            count = len(coming) + group.unserved_nodes()
+            upcoming.extend(sim.template(group, f"upcoming-{name}-{i}") for i in range(count))
         return upcoming
 
     @staticmethod
