@@ -388,6 +388,7 @@ class ProvisioningRequestCondition(Event, tag="ProvisioningRequestCondition", fr
     status: str  # "True" | "False"
     reason: str
     message: str = ""
+    group: str = ""  # Provisioned by a scale-up: the node group asked (the cloud may still fail it)
 
     def touched(self) -> tuple[str, ...]:
         return (f"provreq/{self.request}",)

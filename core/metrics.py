@@ -24,19 +24,21 @@ Definitions (the approximations are deliberate, and documented in docs/cli.md):
   a partitionable device) count once per distinct counter set they consume: drivers publish one counter
   set per physical GPU, so eight MIG profiles of one GPU are one GPU, not eight. Slices a node publishes
   beyond its group's templates (nodes outside any group) raise its count from when they appear.
-- **used**: GPUs held by pods: extended resources of bound pods and of gang members waiting at Permit
-  (`node.used` + `node.reserved`), DRA devices of the node's slices that are allocated (dedicated or
-  shared) or held by a waiting gang member's reservation. A counter set is used when any device
-  consuming it is.
+- **used**: GPUs of bound pods: their extended resources (`node.used`), and DRA devices of the node's
+  slices that are allocated (dedicated or shared).
+- **held**: GPUs that gang members waiting at Permit hold (`node.reserved`, and the devices of their
+  in-flight allocations): paid, unavailable to others, doing no work; they count as idle. A counter
+  set is used when any device consuming it is.
 - **paid**: every node from its `NodeCreated` (the Node registering, not the cloud starting its VM)
   until it is deleted (a `NodeDeleted` event naming it, or its disappearance from `state.nodes`) or the
   end of the run.
 - **unready**: paid GPUs of nodes that are not Ready yet.
-- **idle**: free GPUs (GPUs - used) of Ready nodes during intervals when no pending pod could use
-  them: a node's free GPUs count as idle when no pending pod asks for devices, or when every pending
-  pod that does asks for more than that node has free (demand per pod as the scheduler's fragmentation
-  score counts it, `pod_demand`). Selectors, taints and device attributes are not weighed: a pending
-  pod that could not land there anyway still makes the free GPUs "wanted", so idle is a lower bound.
+- **idle**: GPUs held at Permit, plus free GPUs (GPUs - used - held) of Ready nodes during intervals
+  when no pending pod could use them: a node's free GPUs count as idle when no pending pod asks for
+  devices, or when every pending pod that does asks for more than that node has free (demand per pod
+  as the scheduler's fragmentation score counts it, `pod_demand`). Selectors, taints and device
+  attributes are not weighed: a pending pod that could not land there anyway still makes the free GPUs
+  "wanted", so idle is a lower bound.
 - **allocation ratio**: used GPUs / GPUs of Ready nodes, time-weighted over the intervals when some
   Ready node has GPUs (undefined, and left out of the mean, when none has).
 - **pending pod-seconds**: for every pending pod, the time it spent pending, attributed to its reason
@@ -120,6 +122,7 @@ class RunMetrics:
     gpu_hours_paid_by_group: dict[str, float] = field(default_factory=dict)
     gpu_hours_used: float = 0.0
     gpu_hours_idle: float = 0.0
+    gpu_hours_held: float = 0.0  # part of idle: held by gang members waiting at Permit
     gpu_hours_unready: float = 0.0
     gpu_allocation_ratio_mean: float | None = None
     gpu_allocation_ratio_series: list[list[float | None]] = field(default_factory=list)  # [t_s, ratio]
@@ -147,6 +150,7 @@ class RunMetrics:
             "gpu_hours_paid_by_group": {k: round(v, 3) for k, v in sorted(self.gpu_hours_paid_by_group.items())},
             "gpu_hours_used": round(self.gpu_hours_used, 3),
             "gpu_hours_unready": round(self.gpu_hours_unready, 3),
+            "gpu_hours_held_at_permit": round(self.gpu_hours_held, 3),
             "gpu_allocation_ratio": {"mean": None if ratio is None else round(ratio, 4),
                                      "series": self.gpu_allocation_ratio_series},
             "scale_ups": self.scale_ups,
@@ -164,6 +168,7 @@ class _Node:
     extended_gpus: int
     gpus: int = 0
     used: int = 0
+    held: int = 0  # held by gang members waiting at Permit
     ready: bool = False
     gone: bool = False
     creation: int = 0  # index of this creation (a deleted name may be created again)
@@ -188,6 +193,7 @@ class _Replay:
         self.paid_by_group: Counter[str] = Counter()
         self.ready_gpus = 0
         self.ready_used = 0
+        self.ready_held = 0
         self.unready_gpus = 0
         self.free_hist: Counter[int] = Counter()  # free GPUs -> Ready nodes with that many free
         # pending pods: reason and device demand
@@ -203,6 +209,7 @@ class _Replay:
         self.acc_gpu_group_ms: Counter[str] = Counter()
         self.acc_used_ms = 0
         self.acc_idle_ms = 0
+        self.acc_held_ms = 0
         self.acc_unready_ms = 0
         self.acc_ratio = 0.0
         self.acc_ratio_ms = 0
@@ -225,9 +232,11 @@ class _Replay:
         self.paid_by_group[node.group or NO_GROUP] += sign * node.gpus
         if node.ready:
             used = min(node.used, node.gpus)
+            held = min(node.held, node.gpus - used)
             self.ready_gpus += sign * node.gpus
             self.ready_used += sign * used
-            self.free_hist[node.gpus - used] += sign
+            self.ready_held += sign * held
+            self.free_hist[node.gpus - used - held] += sign
         else:
             self.unready_gpus += sign * node.gpus
 
@@ -250,7 +259,8 @@ class _Replay:
             self.acc_gpu_group_ms[group] += gpus * dt
         self.acc_used_ms += self.ready_used * dt
         self.acc_unready_ms += self.unready_gpus * dt
-        self.acc_idle_ms += self._idle_gpus() * dt
+        self.acc_idle_ms += (self._idle_gpus() + self.ready_held) * dt
+        self.acc_held_ms += self.ready_held * dt
         ratio = self.ratio()
         if ratio is not None:
             self.acc_ratio += ratio * dt
@@ -325,23 +335,29 @@ class _Replay:
             node.gone = True
             return extra
         slices = self.node_slices.get(name, {})
-        used = sum(current.used.get(r, 0) + current.reserved.get(r, 0)
-                   for r in current.allocatable if is_gpu_resource(r))
+        used = sum(current.used.get(r, 0) for r in current.allocatable if is_gpu_resource(r))
+        held = sum(current.reserved.get(r, 0) for r in current.allocatable if is_gpu_resource(r))
         published: set[Unit] = set()
         if slices:
             dedicated = self.state.dra.allocated.devices
             if extra is None:
                 extra = self.state.dra.allocated.shared_devices() | self._held_devices()
+            shared = self.state.dra.allocated.shared_devices()
             taken: set[Unit] = set()
+            waiting: set[Unit] = set()
             for slc in slices.values():
                 for device in slc.devices:
                     units = _device_units(device)
                     published.update(units)
-                    if device.id in dedicated or device.id in extra:
+                    if device.id in dedicated or device.id in shared:
                         taken.update(units)
+                    elif device.id in extra:
+                        waiting.update(units)
             used += len(taken)
+            held += len(waiting - taken)
         node.gpus = node.extended_gpus + max(node.template_gpus, len(published))
         node.used = used
+        node.held = held
         node.ready = current.ready
         self._contribute(node, +1)
         return extra
@@ -515,6 +531,7 @@ def compute_metrics(records: Iterable[tuple[int, Record]], end_ms: int | None = 
         gpu_hours_paid_by_group={g: v / hours for g, v in sorted(replay.acc_gpu_group_ms.items())},
         gpu_hours_used=replay.acc_used_ms / hours,
         gpu_hours_idle=replay.acc_idle_ms / hours,
+        gpu_hours_held=replay.acc_held_ms / hours,
         gpu_hours_unready=replay.acc_unready_ms / hours,
         gpu_allocation_ratio_mean=replay.acc_ratio / replay.acc_ratio_ms if replay.acc_ratio_ms else None,
         gpu_allocation_ratio_series=sample([p for p in replay.series if p[0] * 1000 <= end]),

@@ -20,6 +20,7 @@ class RequestCondition:
     message: str
     t: int  # lastTransitionTime: when the status last changed
     written_t: int = 0  # when the autoscaler last wrote it (a retry that failed again)
+    group: str = ""  # the node group a scale-up asked, for Provisioned=True (CapacityIsProvisioned)
 
 
 @dataclass
@@ -69,7 +70,7 @@ class ProvisioningState:
                 old = state.conditions.get(event.condition)
                 changed = old is None or old.status != event.status
                 state.conditions[event.condition] = RequestCondition(
-                    event.status, event.reason, event.message, t if changed or old is None else old.t, t)
+                    event.status, event.reason, event.message, t if changed or old is None else old.t, t, event.group)
                 if event.condition == "Provisioned" and event.status == "False":
                     state.attempts += 1
             case _:

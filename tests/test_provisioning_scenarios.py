@@ -127,3 +127,53 @@ def test_scale_down_race_does_not_happen_with_either_default_protection(protecti
     assert result.violations == []
     assert events(result, NodeDeleted) == []
     assert all(p.phase == "Running" for p in result.state.pods.values())
+
+
+def test_partial_gang_dra_pays_for_five_nodes_no_pod_runs_on() -> None:
+    from dralab.core.events import ScaleUpFailed
+    from dralab.core.metrics import metrics_from_entries
+
+    result = run("partial-gang", "dra")
+    assert added(result) == {"h100": 5}
+    assert [(e.delta, e.reason) for _, e in events(result, ScaleUpFailed)][0] == (3, "out-of-stock")
+    assert result.state.pods_by_phase["Running"] == {} and result.state.pods_by_phase["Succeeded"] == {}
+    metrics = metrics_from_entries(result.entries, 30 * 60_000)
+    contract, details = metrics.contract(), metrics.details()
+    assert contract["gpu_hours_paid"] > 15 and details["gpu_hours_used"] == 0  # paid for, never worked
+    assert contract["gpu_hours_idle"] >= 0.75 * contract["gpu_hours_paid"]  # mostly held at Permit
+
+
+def test_partial_gang_atomic_pays_for_nothing() -> None:
+    from dralab.core.events import ScaleUpFailed
+
+    result = run("partial-gang", "atomic")
+    requested = scale_ups(result)
+    assert requested and all(e.atomic and e.delta == 8 for _, e in requested)
+    assert all(e.delta == 8 for _, e in events(result, ScaleUpFailed))
+    assert added(result) == {"h100": 0}
+    assert causes(result) == {"capacity": 8}
+
+
+def test_partial_gang_through_a_best_effort_atomic_request_pays_for_nothing() -> None:
+    import yaml
+
+    from dralab.core.scenario import parse_scenario
+
+    doc = yaml.safe_load((SCENARIOS / "partial-gang.yaml").read_text())
+    worker = doc["spec"]["workload"][0]["pod"]
+    doc["spec"]["objects"] += [
+        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "worker"},
+         "template": {"spec": {k: v for k, v in worker["spec"].items() if k != "workloadRef"}}},
+        {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest", "metadata": {"name": "pretrain"},
+         "spec": {"provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                  "podSets": [{"podTemplateRef": {"name": "worker"}, "count": 8}]}},
+    ]
+    worker["metadata"]["annotations"] = {"autoscaling.x-k8s.io/consume-provisioning-request": "pretrain"}
+    result = simulate(parse_scenario(doc, "pg.yaml"), 2)
+    assert result.violations == []
+    assert verify(LogFile("x", {}, result.entries)).ok
+    assert all(e.atomic and e.delta == 8 for _, e in scale_ups(result))
+    assert added(result) == {"h100": 0}
+    reasons = [c[1:] for c in conditions(result)]
+    assert ("Provisioned", "True", "CapacityIsProvisioned") in reasons
+    assert ("Provisioned", "False", "CapacityIsNotFound") in reasons  # the cloud could not deliver 8

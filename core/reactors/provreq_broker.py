@@ -11,6 +11,9 @@ pkg/provisioningrequest, as of 1.35), as a part of the autoscaler's loop.
   Provisioned=True (CapacityIsFound); else one node group must take all the rest (binpacking,
   all-or-nothing) and is asked for that many nodes with an atomic request: Provisioned=True
   (CapacityIsProvisioned) right after the request, not when nodes are Ready ("best effort").
+- Upstream learns that an atomic scale-up failed from the resize call itself; here the cloud answers in
+  a later record, so a request whose group's scale-up failed after it was provisioned goes back to
+  Provisioned=False (CapacityIsNotFound) and is retried.
 - Booking: a provisioned request's pods are placed into the autoscaler's own snapshot in every later
   loop for 10 minutes, so other scale-ups do not count on that capacity. The scheduler does not see
   the booking (upstream: any pod can take the capacity). BookingExpired=True when all its consumer pods
@@ -30,6 +33,8 @@ from ..manifests import pod_requests
 from ..provreq import BEST_EFFORT_ATOMIC, BOOKING_MS, consumed_request, fake_pods, retry_backoff_ms
 from ..provreq_state import RequestState
 from ..state import RUNNING, SUCCEEDED, ClusterState, PodState
+
+CLOUD_ANSWER_MS = 60_000  # a failure of the group this soon after the request is the request's
 
 
 def _pod_state(manifest: dict[str, Any]) -> PodState:
@@ -72,8 +77,15 @@ class Broker:
             provisioned = state.conditions.get("Provisioned")
             if provisioned is None or provisioned.status != "True" or "BookingExpired" in state.conditions:
                 continue
+            group = self.view.node_groups.get(provisioned.group)
+            failed = group is not None and any(provisioned.t <= t <= provisioned.t + CLOUD_ANSWER_MS
+                                               for t, _, _ in group.failures)
             started = sum(1 for p in self.consumers(state.key) if p.phase in (RUNNING, SUCCEEDED))
-            if started >= state.count:
+            if failed and provisioned.reason == "CapacityIsProvisioned" and started < state.count:
+                # the atomic request failed at the cloud (upstream learns it from the resize call): retry
+                events.append(_condition(state, "Provisioned", "False", "CapacityIsNotFound",
+                                         f"the atomic scale-up of node group {provisioned.group} failed"))
+            elif started >= state.count:
                 events.append(_condition(state, "BookingExpired", "True", "CapacityBookingConsumed",
                                          "all pods of the request are scheduled"))
             elif self.now >= provisioned.t + BOOKING_MS:
@@ -121,7 +133,7 @@ class Broker:
             chosen = scale_up(rest)
             if chosen is not None:
                 events.append(_condition(state, "Provisioned", "True", "CapacityIsProvisioned",
-                                         f"asked node group {chosen[0]} for {chosen[1]} node(s)"))
+                                         f"asked node group {chosen[0]} for {chosen[1]} node(s)", chosen[0]))
                 return Handled(events, chosen)
         no_retry = (state.manifest["spec"].get("parameters") or {}).get("noRetry") == "true"
         if no_retry and state.cls != BEST_EFFORT_ATOMIC:
@@ -133,7 +145,7 @@ class Broker:
         return Handled(events)
 
 
-def _condition(state: RequestState, kind: str, status: str, reason: str,
-               message: str) -> ProvisioningRequestCondition:
+def _condition(state: RequestState, kind: str, status: str, reason: str, message: str,
+               group: str = "") -> ProvisioningRequestCondition:
     return ProvisioningRequestCondition(request=state.key, condition=kind, status=status, reason=reason,
-                                        message=message)
+                                        message=message, group=group)
