@@ -35,6 +35,7 @@ def run_config(scenario: Scenario) -> dict[str, Any]:
             "max_node_startup_time_ms": scenario.autoscaler.max_node_startup_time_ms,
             "expander": scenario.autoscaler.expander,
             "scale_down": msgspec.to_builtins(scenario.autoscaler.scale_down),
+            "capacity_revoked": scenario.autoscaler.capacity_revoked,
         },
     }
 

@@ -121,6 +121,7 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_node_startup_time_ms: int = 900_000
     expander: Expander = "least-waste"
     scale_down: ScaleDownSettings = msgspec.field(default_factory=ScaleDownSettings)
+    capacity_revoked: bool = False  # ProvisioningRequests: revoke a booking whose capacity is gone
 
 
 class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
@@ -289,7 +290,7 @@ def _duration_or(m: dict[str, Any], key: str, path: str, default: int, *, positi
 def _autoscaler(value: object) -> AutoscalerSettings:
     path = "spec.autoscaler"
     m = _optional_map(value, path, ("scanInterval", "maxNodeProvisionTime", "maxNodeStartupTime", "expander",
-                                    "scaleDown"))
+                                    "scaleDown", "capacityRevoked"))
     default = AutoscalerSettings()
     return AutoscalerSettings(
         scan_interval_ms=_duration_or(m, "scanInterval", path, default.scan_interval_ms),
@@ -299,6 +300,8 @@ def _autoscaler(value: object) -> AutoscalerSettings:
         if m.get("expander") is None
         else cast(Expander, expect_enum(m["expander"], join(path, "expander"), EXPANDERS)),
         scale_down=_scale_down(m.get("scaleDown")),
+        capacity_revoked=False if m.get("capacityRevoked") is None
+        else expect_bool(m["capacityRevoked"], join(path, "capacityRevoked")),
     )
 
 

@@ -177,3 +177,22 @@ def test_partial_gang_through_a_best_effort_atomic_request_pays_for_nothing() ->
     reasons = [c[1:] for c in conditions(result)]
     assert ("Provisioned", "True", "CapacityIsProvisioned") in reasons
     assert ("Provisioned", "False", "CapacityIsNotFound") in reasons  # the cloud could not deliver 8
+
+
+def test_booking_theft_with_capacity_revoked_provisions_again_and_the_trainers_run() -> None:
+    """The option `capacityRevoked`: once the batch pods have taken the booked nodes, the booking no
+    longer fits the autoscaler's snapshot: CapacityRevoked=True, Provisioned=False, a second atomic
+    scale-up, and the trainers run."""
+    import yaml
+
+    from dralab.core.scenario import parse_scenario
+
+    doc = yaml.safe_load((SCENARIOS / "booking-theft.yaml").read_text())
+    doc["spec"]["autoscaler"] = {"capacityRevoked": True}
+    result = simulate(parse_scenario(doc, "bt.yaml"), 3)
+    assert result.violations == [] and verify(LogFile("x", {}, result.entries)).ok
+    reasons = [c[1:] for c in conditions(result)]
+    assert ("CapacityRevoked", "True", "CapacityNotAvailable") in reasons
+    assert [(e.delta, e.atomic) for _, e in scale_ups(result)] == [(2, True), (2, True)]
+    assert result.state.pending_pods() == []
+    assert reasons[-1] == ("BookingExpired", "True", "CapacityBookingConsumed")

@@ -116,6 +116,7 @@ class Autoscaler:
     expander: str = "least-waste"
     priorities: dict[str, int] = field(default_factory=dict)
     scale_down: dict[str, Any] = field(default_factory=dict)  # ScaleDown's fields (scenario: autoscaler.scaleDown)
+    capacity_revoked: bool = False  # revoke bookings whose capacity is gone (provreq_broker.Broker.revoke)
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -153,13 +154,18 @@ class Autoscaler:
         request = broker.next_request() if broker is not None else None
         # WrapperOrchestrator: loops alternate between ProvisioningRequests and regular pods when both wait
         provreq_mode = request is not None and (not unschedulable or (now // self.scan_interval_ms) % 2 == 1)
-        if not unschedulable and not provreq_mode:
+        watch_bookings = self.capacity_revoked and broker is not None and bool(broker.booked())
+        if not unschedulable and not provreq_mode and not watch_bookings:
             return Decision(tuple(events + self._scale_down.decide(view, now, ready, occupied(nominated))), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates)
         ready_nodes = self._ready_nodes(view, sim, nominated)
         upcoming = self._upcoming(view, sim, now, given_up, self._failing)
         if broker is not None:
-            self._absorb(sim, ready_nodes + upcoming, broker.booked())  # bookings live in the snapshot only
+            unplaced = self._absorb(sim, ready_nodes + upcoming, broker.booked())  # in the snapshot only
+            if unplaced and self.capacity_revoked:
+                events += broker.revoke(unplaced)
+        if not unschedulable and not provreq_mode:
+            return Decision(tuple(events + self._scale_down.decide(view, now, ready, occupied(nominated))), wake)
         if provreq_mode:
             assert broker is not None and request is not None
             handled = broker.handle(request, lambda pods: self._absorb(sim, ready_nodes, pods),

@@ -94,14 +94,30 @@ class Broker:
         return events
 
     def booked(self) -> list[PodState]:
-        """The fake pods of requests whose booking holds (placed into every snapshot)."""
+        """The fake pods of requests whose booking holds (placed into every snapshot), less one for each
+        consumer already running (its real pod holds that share of the capacity)."""
         out: list[PodState] = []
         for state in self.view.provisioning.requests.values():
             if state.is_true("Provisioned") and "BookingExpired" not in state.conditions:
                 pods = self.fake(state)
                 if not isinstance(pods, str):
-                    out.extend(pods)
+                    started = sum(1 for p in self.consumers(state.key) if p.phase in (RUNNING, SUCCEEDED))
+                    out.extend(pods[started:])
         return out
+
+    def revoke(self, unplaced: list[PodState]) -> list[AnyEvent]:
+        """CapacityRevoked (an option: upstream defines the condition and never sets it): a request whose
+        booked pods no longer fit the snapshot (its capacity was taken, or its nodes went away) is
+        revoked and goes back to Provisioned=False, to be provisioned again."""
+        keys = {p.key.rsplit("-", 2)[0].split("/", 1)[1] for p in unplaced}  # pod/<ns>/<req>-<set>-<j>
+        events: list[AnyEvent] = []
+        for state in self.view.provisioning.requests.values():
+            if state.key in keys and state.is_true("Provisioned") and "BookingExpired" not in state.conditions:
+                events.append(_condition(state, "CapacityRevoked", "True", "CapacityNotAvailable",
+                                         "the booked capacity is no longer available"))
+                events.append(_condition(state, "Provisioned", "False", "CapacityIsNotFound",
+                                         "the booked capacity was revoked; will provision again"))
+        return events
 
     def next_request(self) -> RequestState | None:
         for state in self.view.provisioning.requests.values():
