@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .state import ClusterState
+from .state import ClusterState, NodeState
 
 
 @dataclass(frozen=True)
@@ -24,15 +24,18 @@ class Violation:
 def no_overcommit(state: ClusterState) -> list[str]:
     """No node holds pods whose requests exceed its allocatable (the scheduler's core promise), counting
     what gang members waiting at Permit hold there."""
+    return [msg for node in state.nodes.values() for msg in _overcommit(node)]
+
+
+def _overcommit(node: NodeState) -> list[str]:
     out = []
-    for node in state.nodes.values():
-        for resource in sorted(node.used.keys() | node.reserved.keys()):
-            used = node.used.get(resource, 0) + node.reserved.get(resource, 0)
-            limit = node.allocatable.get(resource, 110 if resource == "pods" else 0)
-            if used > limit:
-                held = f" ({node.reserved[resource]} held for waiting gang members)" if node.reserved.get(
-                    resource) else ""
-                out.append(f"node {node.name}: {resource} {used} in use > {limit} allocatable{held}")
+    for resource in sorted(node.used.keys() | node.reserved.keys()):
+        used = node.used.get(resource, 0) + node.reserved.get(resource, 0)
+        limit = node.allocatable.get(resource, 110 if resource == "pods" else 0)
+        if used > limit:
+            held = f" ({node.reserved[resource]} held for waiting gang members)" if node.reserved.get(
+                resource) else ""
+            out.append(f"node {node.name}: {resource} {used} in use > {limit} allocatable{held}")
     return out
 
 
@@ -77,12 +80,15 @@ def no_device_allocated_twice(state: ClusterState) -> list[str]:
 
 def claims_reserved_for_running_pods(state: ClusterState) -> list[str]:
     """Every pod running with claims is in each claim's reservedFor (kubelet would not start it)."""
+    return [msg for key in state.pods_by_phase["Running"] for msg in _unreserved(state, key)]
+
+
+def _unreserved(state: ClusterState, key: str) -> list[str]:
     out = []
-    for key in state.pods_by_phase["Running"]:
-        for claim_key in state.dra.pod_claims.get(key, {}).values():
-            claim = state.dra.claims.get(claim_key)
-            if claim is None or key not in claim.reserved_for:
-                out.append(f"pod {key} runs without being in reservedFor of {claim_key}")
+    for claim_key in state.dra.pod_claims.get(key, {}).values():
+        claim = state.dra.claims.get(claim_key)
+        if claim is None or key not in claim.reserved_for:
+            out.append(f"pod {key} runs without being in reservedFor of {claim_key}")
     return out
 
 
@@ -112,13 +118,57 @@ def check(state: ClusterState) -> list[Violation]:
 
 
 class InvariantMonitor:
-    """Checks after each record and keeps the first sighting of each distinct violation."""
+    """Checks after each record and keeps the first sighting of each distinct violation.
+
+    Incremental: the first observation of a state checks everything and turns on the fold's bookkeeping
+    of what each record touched (`ClusterState.touched_*`); later observations check only what can have
+    changed. A violation can only first appear where the record touched something: an overcommitted
+    node was touched (pods bound, finished, reserved or released there), a pod on a missing node needs
+    a node deleted, a pod missing from a claim's reservedFor was touched (bound, released, given a new
+    claim), a device allocated twice needs an allocation changed, and the fold's own lists (unready
+    bindings, partial gangs, anomalies) only grow. Whenever a touched object shows a violation not seen
+    yet, that invariant is checked in full, so the violations, their offsets and their order are those of
+    checking everything after every record."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str], Violation] = {}
+        self._state: ClusterState | None = None
+        self._lengths: tuple[int, int, int] = (0, 0, 0)
 
     def observe(self, state: ClusterState) -> None:
-        for violation in check(state):
+        if state is not self._state:
+            self._state = state
+            state.touched_nodes, state.touched_pods, state.touched_allocations = set(), set(), False
+            self._lengths = (len(state.unready_bindings), len(state.gang_violations), len(state.anomalies))
+            self._add(check(state))
+            return
+        nodes, pods, allocations = state.touched_nodes or set(), state.touched_pods or set(), state.touched_allocations
+        state.touched_nodes, state.touched_pods, state.touched_allocations = set(), set(), False
+        lengths = (len(state.unready_bindings), len(state.gang_violations), len(state.anomalies))
+        grown = [now > before for now, before in zip(lengths, self._lengths, strict=True)]
+        self._lengths = lengths
+        deleted = any(name not in state.nodes for name in nodes)
+        running = state.pods_by_phase["Running"]
+        dirty = {
+            "no-overcommit": any(self._new("no-overcommit", _overcommit(state.nodes[name]))
+                                 for name in nodes if name in state.nodes),
+            "bound-to-ready-nodes": grown[0] or deleted,
+            "group-within-max": True,  # a few node groups: checked every time
+            "no-device-allocated-twice": allocations,
+            "claims-reserved-for-running-pods": any(self._new("claims-reserved-for-running-pods",
+                                                              _unreserved(state, key))
+                                                    for key in pods if key in running),
+            "gang-never-partially-bound": grown[1],
+            "log-consistent": grown[2],
+        }
+        self._add([Violation(name, state.offset, msg) for name, fn in INVARIANTS.items() if dirty[name]
+                   for msg in fn(state)])
+
+    def _new(self, invariant: str, messages: list[str]) -> bool:
+        return any((invariant, msg) not in self._seen for msg in messages)
+
+    def _add(self, violations: list[Violation]) -> None:
+        for violation in violations:
             self._seen.setdefault((violation.invariant, violation.message), violation)
 
     @property

@@ -11,12 +11,15 @@ at-least-once delivery needs.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .dra_state import DraState
 from .events import (
+    ClaimAllocated,
     ClaimReleased,
+    ClaimReserved,
     DeviceClassCreated,
     NodeCreated,
     NodeDeleted,
@@ -161,6 +164,17 @@ class ClusterState:
     # Last offset at which room may have appeared (a node turned Ready, a pod finished, a claim was
     # released, slices or classes or claims appeared): unschedulable pods are retried after it.
     room_offset: int = 0
+    # What the records applied since the invariant monitor last looked changed (None: nobody looks, the
+    # fold keeps nothing): nodes whose usage, reservations or existence changed, pods whose claims or
+    # running state changed, and whether any device allocation (claims, reservations) changed.
+    # Index of the running pods that finish by themselves: a heap of (done at, running order, pod key);
+    # entries of pods no longer running are dropped lazily (see `finishing`).
+    run_deadlines: list[tuple[int, int, str]] = field(default_factory=list)
+    runs: int = 0  # pods bound so far (the running order of the heap)
+    never_ready: dict[str, None] = field(default_factory=dict)  # nodes not Ready yet, in creation order
+    touched_nodes: set[str] | None = field(default=None, compare=False, repr=False)
+    touched_pods: set[str] | None = field(default=None, compare=False, repr=False)
+    touched_allocations: bool = field(default=False, compare=False, repr=False)
     _view: int = 0
 
     def version(self, key: str) -> int:
@@ -194,6 +208,33 @@ class ClusterState:
         for key in record.writes():
             self.versions[key] = offset
         return True
+
+    def finishing(self, now: int) -> tuple[list[str], int | None]:
+        """The running pods whose run time is over at `now`, in running order, and the earliest time
+        another one's is (None: none)."""
+        heap, running = self.run_deadlines, self.pods_by_phase[RUNNING]
+        due: list[tuple[int, str]] = []
+        nxt: int | None = None
+        stack = [0]
+        size = len(heap)
+        while stack:
+            i = stack.pop()
+            if i >= size:
+                continue
+            done_at, seq, key = heap[i]
+            live = key in running
+            if done_at > now:
+                if nxt is not None and done_at >= nxt:
+                    continue  # everything below is later still
+                if live:
+                    nxt = done_at
+                    continue
+            elif live:
+                due.append((seq, key))
+            stack.append(2 * i + 1)
+            stack.append(2 * i + 2)
+        due.sort()
+        return [key for _, key in due], nxt
 
     def gang_running(self, gang: str) -> int:
         """Members of a gang that are bound and not finished (upstream's AssignedPods: the scheduler's
@@ -242,6 +283,7 @@ class ClusterState:
                 node.ready = True
                 if node.ready_t < 0:
                     node.ready_t = t
+                    self.never_ready.pop(node.name, None)
             case NodeNotReady():
                 node = self.nodes.get(event.name)
                 if node is None:
@@ -314,9 +356,27 @@ class ClusterState:
             case PodUnreserved():
                 self._pod_unreserved(offset, event)
             case _:
+                if self.touched_pods is not None:
+                    self._touch_dra(event)
                 if not self.dra.apply(offset, event, self.anomalies) and not self.provisioning.apply(
                         offset, t, event, self.anomalies):
                     self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
+
+    def _touch_dra(self, event: object) -> None:
+        """Invariant bookkeeping for the DRA events (see `touched_pods`)."""
+        assert self.touched_pods is not None
+        if isinstance(event, ClaimAllocated | ClaimReleased | ClaimReserved):
+            self.touched_pods.add(event.pod)
+            if not isinstance(event, ClaimReserved):
+                self.touched_allocations = True
+        elif isinstance(event, ResourceClaimCreated):
+            self.touched_pods.add(event.pod)  # a new claim is created unallocated
+
+    def _touch(self, node: str, pod: str = "") -> None:
+        if self.touched_nodes is not None:
+            self.touched_nodes.add(node)
+        if pod and self.touched_pods is not None:
+            self.touched_pods.add(pod)
 
     def _pod_created(self, offset: int, t: int, event: PodCreated) -> None:
         key = event.key
@@ -350,6 +410,8 @@ class ClusterState:
         reservation = self.gang.reservations.pop(pod.key, None)
         if reservation is not None:
             self._unhold(reservation.node, reservation.requests)
+            self.touched_allocations = True
+        self._touch(node.name, pod.key)
         ref = self.gang.refs.get(pod.key)
         if ref is not None:
             self.gang.bound_now[ref.key] = None
@@ -362,6 +424,9 @@ class ClusterState:
         for resource, amount in pod.requests.items():
             node.used[resource] = node.used.get(resource, 0) + amount
         node.used["pods"] = node.used.get("pods", 0) + 1
+        self.runs += 1
+        if pod.run_for_ms >= 0:
+            heapq.heappush(self.run_deadlines, (t + pod.run_for_ms, self.runs, pod.key))
 
     def _pod_reserved(self, offset: int, event: PodReserved) -> None:
         pod = self.pods.get(event.pod)
@@ -371,6 +436,8 @@ class ClusterState:
                                   "not pending or already reserved")
             return
         self.gang.reserve(event, pod.requests)
+        self._touch(node.name, pod.key)
+        self.touched_allocations = True
         for resource, amount in pod.requests.items():
             node.reserved[resource] = node.reserved.get(resource, 0) + amount
         node.reserved["pods"] = node.reserved.get("pods", 0) + 1
@@ -381,6 +448,7 @@ class ClusterState:
             self.anomalies.append(f"offset {offset}: {event.pod} unreserved but was not reserved")
             return
         self._unhold(reservation.node, reservation.requests)
+        self.touched_allocations = True
         self.gang.timeouts += 1
         pod = self.pods[event.pod]
         if pod.condition is not None:
@@ -391,6 +459,7 @@ class ClusterState:
         node = self.nodes.get(node_name)
         if node is None:
             return
+        self._touch(node_name)
         for resource, amount in requests.items():
             node.reserved[resource] = node.reserved.get(resource, 0) - amount
         node.reserved["pods"] = node.reserved.get("pods", 0) - 1
@@ -401,6 +470,7 @@ class ClusterState:
             self.anomalies.append(f"offset {offset}: {event.pod} finished but was not running")
             return
         node = node or self.nodes.get(pod.node)
+        self._touch(pod.node, pod.key)
         if node is not None:
             node.busy_t = t
             node.pods.pop(pod.key, None)
@@ -411,6 +481,9 @@ class ClusterState:
         phase = event.phase if event.phase in (SUCCEEDED, FAILED) else SUCCEEDED
         self.pods_by_phase[phase][pod.key] = None
         pod.phase, pod.finished_t = phase, t
+        heap, running = self.run_deadlines, self.pods_by_phase[RUNNING]
+        while heap and heap[0][2] not in running:
+            heapq.heappop(heap)
 
     def _node_created(self, offset: int, t: int, event: NodeCreated) -> None:
         if event.name in self.nodes:
@@ -418,6 +491,7 @@ class ClusterState:
             return
         vm = self.provisioning_nodes.pop(event.name, None)
         self.provisioning_t.pop(event.name, None)
+        self._touch(event.name)
         self.nodes[event.name] = NodeState(
             name=event.name,
             group=event.group,
@@ -427,6 +501,7 @@ class ClusterState:
             ready_at=event.ready_at,
             publish_delay_ms=dict(vm.publish_delay_ms) if vm is not None else {},
         )
+        self.never_ready[event.name] = None
         if event.group:
             group = self.node_groups.get(event.group)
             if group is None:
@@ -469,6 +544,8 @@ class ClusterState:
         if node is None:
             self.anomalies.append(f"offset {offset}: deletion of unknown node {event.name}")
             return
+        self._touch(event.name)
+        self.never_ready.pop(event.name, None)
         if node.pods:
             self.anomalies.append(f"offset {offset}: node {event.name} deleted with pods still on it")
             for key in list(node.pods):

@@ -35,9 +35,10 @@ from ..scenario_dra import render_slice_templates
 from ..state import ClusterState, NodeGroupState, NodeState, PodState
 from .dra_plugin import DraPlugin, PodClaims, dra_node
 from .fragmentation import claim_demand
-from .scheduler import FILTERS, node_ready, static_shape
+from .scheduler import FILTERS, fits_resources, node_ready, static_shape
 
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
+STATIC_TEMPLATE_FILTERS = tuple(f for f in TEMPLATE_FILTERS if f is not fits_resources)
 POLICIES = ("count", "dra", "atomic")
 
 
@@ -79,6 +80,8 @@ class Simulation:
         self._templates = templates  # (group, node name) -> converted slices, a cache kept by the autoscaler
         self.allocated: AllocatedState = view.dra.allocated.copy()
         self._claims: dict[str, PodClaims] = {}
+        self._static: dict[str, dict[str, bool]] = {}  # static shape -> sim node name -> static filters pass
+        self._static_of: dict[str, dict[str, bool]] = {}  # pod key -> its shape's entry of _static
 
     # ------------------------------------------------------------------ nodes
 
@@ -121,7 +124,13 @@ class Simulation:
 
     def fits(self, pod: PodState, sim: SimNode) -> dict[str, dict[str, Any]] | None:
         """The pod's device allocations on this node if it fits there ({} without claims), else None."""
-        if any(f(pod, sim.node, sim.used) is not None for f in TEMPLATE_FILTERS):
+        static = self._static_of.get(pod.key)
+        if static is None:
+            static = self._static_of[pod.key] = self._static.setdefault(static_shape(pod), {})
+        ok = static.get(sim.node.name)
+        if ok is None:  # a node's static filters (selector, taints) in this simulation: memoised per shape
+            ok = static[sim.node.name] = all(f(pod, sim.node, sim.used) is None for f in STATIC_TEMPLATE_FILTERS)
+        if not ok or fits_resources(pod, sim.node, sim.used) is not None:
             return None
         claims = self.claims(pod)
         if claims.missing or claims.waiting:

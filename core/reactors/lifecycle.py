@@ -31,7 +31,7 @@ from ..events import (
 )
 from ..reactor import Decision, Trigger
 from ..scenario_dra import render_slice_templates
-from ..state import FAILED, RUNNING, ClusterState
+from ..state import FAILED, ClusterState
 from .cloud import GROUP_LABEL, ZONE_LABEL, node_from_template, node_name
 
 __all__ = ["GROUP_LABEL", "ZONE_LABEL", "Lifecycle", "delete_node", "node_from_template", "node_name",
@@ -90,18 +90,15 @@ class Lifecycle:
                 events.append(NodeReady(name=vm.name))
             else:
                 wake.append(vm.ready_at)
-        for node in view.nodes.values():
-            if node.ready_t < 0 and not node.ready and node.ready_at >= 0:  # never Ready yet
+        for name in view.never_ready:  # the nodes never Ready yet, in the order of view.nodes
+            node = view.nodes[name]
+            if node.ready_t < 0 and not node.ready and node.ready_at >= 0:
                 if node.ready_at <= now:
                     events.append(NodeReady(name=node.name))
                 else:
                     wake.append(node.ready_at)
-        for key in view.pods_by_phase[RUNNING]:
-            pod = view.pods[key]
-            if pod.run_for_ms >= 0:
-                done_at = pod.bound_t + pod.run_for_ms
-                if done_at <= now:
-                    events.append(PodFinished(pod=key))
-                else:
-                    wake.append(done_at)
+        done, later = view.finishing(now)  # running pods with a run time, in running order
+        events.extend(PodFinished(pod=key) for key in done)
+        if later is not None:
+            wake.append(later)
         return Decision(tuple(events), min(wake) if wake else None)

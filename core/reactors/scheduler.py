@@ -157,7 +157,7 @@ def pending_cause(reasons: Counter[str]) -> str:
     return max(_stage(r) for r in reasons)[1]
 
 
-def fragmented(view: ClusterState, pod: PodState, used: dict[str, dict[str, int]]) -> bool:
+def fragmented(view: ClusterState, pod: PodState, used: Used | dict[str, dict[str, int]]) -> bool:
     """Enough free extended resource in total over Ready nodes, but no node has enough (`used`: the
     decision's usage, bindings made earlier in it included)."""
     wanted = {r: a for r, a in pod.requests.items() if "/" in r and a > 0}
@@ -190,6 +190,8 @@ class Scheduler:
                              f"expected some of {list(SCHEDULER_FEATURE_GATES)}")
         self._dra = DraPlugin()
         self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see fragmentation.py)
+        # static shape -> node -> (manifest, ready, static filter answer): a cache (see _static)
+        self._static_memo: dict[str, dict[str, tuple[dict[str, Any], bool, str | None]]] = {}
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
@@ -265,7 +267,7 @@ class Scheduler:
         """
         view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
-        nodes = self._static(view, pod, cycle.static)
+        nodes = self._static(view, pod, cycle.static, self._static_memo)
         score = self._scorer(cycle, pod)
         # Like upstream, stop once enough feasible nodes are found, starting where the last search
         # stopped (a rotating start, carried by the decision's cycle); if none of them can take the
@@ -275,20 +277,61 @@ class Scheduler:
         order = nodes[start:] + nodes[:start]
         scanned = 0
         dra_nodes: list[str] = []
-        while scanned < len(order):
+        # fits_resources and the score inlined (the hot loop): the same checks in the same order, and
+        # for most-/least-allocated with at most two requested resources the same float arithmetic as
+        # _utilisation (one or two additions round the same whatever sum() does).
+        requests = sorted(pod.requests.items())
+        insufficient = {r: f"Insufficient {r}" for r, _ in requests}
+        inline = self.score != "fragmentation" and len(pod.requests) <= 2
+        least = self.score == "least-allocated"
+        in_order = list(pod.requests.items())
+        nodes_of = view.nodes
+        own = used.own_map() if isinstance(used, Used) else None
+        total = len(order)
+        while scanned < total:
             scored: dict[float, list[str]] = {}
             found = 0
-            while scanned < len(order) and found < want:
+            failed: dict[str, int] = {}
+            while scanned < total and found < want:
                 name, failure = order[scanned]
                 scanned += 1
                 if failure is None:
-                    node, node_used = view.nodes[name], used[name]
-                    failure = fits_resources(pod, node, node_used)
+                    node = nodes_of[name]
+                    if own is None:
+                        node_used = used[name]
+                    else:
+                        mine = own.get(name)
+                        node_used = node.used if mine is None else mine
+                    alloc = node.allocatable
+                    if node_used.get("pods", 0) + 1 > alloc.get("pods", 110):
+                        failure = "Too many pods"
+                    else:
+                        for resource, amount in requests:
+                            if amount and node_used.get(resource, 0) + amount > alloc.get(resource, 0):
+                                failure = insufficient[resource]
+                                break
                     if failure is None:
-                        scored.setdefault(score(pod, node, node_used), []).append(name)
+                        if inline:
+                            value, k = 0.0, 0
+                            for resource, amount in in_order:
+                                cap = alloc.get(resource)
+                                if cap:
+                                    value += (node_used.get(resource, 0) + amount) / cap
+                                    k += 1
+                            value = value / k if k else 0.0
+                            if least:
+                                value = 1.0 - value
+                        else:
+                            value = score(pod, node, node_used)
+                        bucket = scored.get(value)
+                        if bucket is None:
+                            scored[value] = [name]
+                        else:
+                            bucket.append(name)
                         found += 1
                         continue
-                reasons[failure] += 1
+                failed[failure] = failed.get(failure, 0) + 1
+            reasons.update(failed)
             cycle.cursor[0] = start + scanned
             chosen, allocations = self._pick(cycle, scored, claims, allocator, reasons, dra_nodes)
             if chosen is not None:
@@ -340,17 +383,32 @@ class Scheduler:
 
     @staticmethod
     def _static(
-        view: ClusterState, pod: PodState, cache: dict[str, list[tuple[str, str | None]]] | None
+        view: ClusterState, pod: PodState, cache: dict[str, list[tuple[str, str | None]]] | None,
+        memo: dict[str, dict[str, tuple[dict[str, Any], bool, str | None]]] | None = None,
     ) -> list[tuple[str, str | None]]:
-        """(node, first failing static filter or None) for every node, memoised per decision."""
+        """(node, first failing static filter or None) for every node, memoised per decision, and per
+        node across decisions in `memo` (the reactor's): a node's answer depends only on its name, its
+        manifest (replaced, never changed in place, by the fold) and whether it is Ready."""
         key = static_shape(pod) if cache is not None else ""
         if cache is not None and key in cache:
             return cache[key]
         empty: dict[str, int] = {}
-        out = [
-            (name, next((r for f in STATIC_FILTERS if (r := f(pod, node, empty)) is not None), None))
-            for name, node in view.nodes.items()
-        ]
+        if memo is None or cache is None:
+            out = [
+                (name, next((r for f in STATIC_FILTERS if (r := f(pod, node, empty)) is not None), None))
+                for name, node in view.nodes.items()
+            ]
+        else:
+            if len(memo) > 1024:
+                memo.clear()
+            known = memo.setdefault(key, {})
+            out = []
+            for name, node in view.nodes.items():
+                hit = known.get(name)
+                if hit is None or hit[0] is not node.manifest or hit[1] is not node.ready:
+                    failure = next((r for f in STATIC_FILTERS if (r := f(pod, node, empty)) is not None), None)
+                    known[name] = hit = (node.manifest, node.ready, failure)
+                out.append((name, hit[2]))
         if cache is not None:
             cache[key] = out
         return out
@@ -360,6 +418,32 @@ def pod_has_claims(pod: PodState) -> bool:
     return bool(pod.manifest.get("spec", {}).get("resourceClaims"))
 
 
+class Used:
+    """Each node's usage in a decision: the view's, copied on the first write (the assume cache)."""
+
+    __slots__ = ("_nodes", "_own")
+
+    def __init__(self, view: ClusterState) -> None:
+        self._nodes = view.nodes
+        self._own: dict[str, dict[str, int]] = {}
+
+    def __getitem__(self, name: str) -> dict[str, int]:
+        """Read only: the view's own dict when the decision has not changed the node."""
+        own = self._own.get(name)
+        return own if own is not None else self._nodes[name].used
+
+    def own_map(self) -> dict[str, dict[str, int]]:
+        """The nodes the decision has changed (read only; others: the node's own `used`)."""
+        return self._own
+
+    def own(self, name: str) -> dict[str, int]:
+        """The decision's copy, to change."""
+        own = self._own.get(name)
+        if own is None:
+            own = self._own[name] = dict(self._nodes[name].used)
+        return own
+
+
 class Cycle:
     """One decision's scratch state: the assume cache (resources and devices taken by the bindings
     made earlier in this decision) and the events so far."""
@@ -367,7 +451,7 @@ class Cycle:
     def __init__(self, view: ClusterState, rng: random.Random, held: list[Reservation] | None = None) -> None:
         self.view = view
         self.rng = rng
-        self.used = {name: dict(node.used) for name, node in view.nodes.items()}
+        self.used = Used(view)
         self._allocated: AllocatedState | None = None
         self.assumed: dict[str, dict[str, Any]] = {}  # claim key -> allocation made in this decision
         self.held: Held = {}  # claim key -> (gang, allocation) of gang members waiting at Permit
@@ -422,7 +506,7 @@ class Cycle:
             self.allocated.add_allocation(allocation)
         if allocations and self._free is not None:
             self._free.forget(node)
-        node_used = self.used[node]
+        node_used = self.used.own(node)
         for resource, amount in pod.requests.items():
             node_used[resource] = node_used.get(resource, 0) + amount
         node_used["pods"] = node_used.get("pods", 0) + 1
