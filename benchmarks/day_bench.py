@@ -18,13 +18,14 @@ same seed must give the same digest).
 from __future__ import annotations
 
 import argparse
-import cProfile
 import hashlib
 import math
 import pstats
 import random
 import time
 from typing import Any
+
+from _common import timed_run
 
 from dralab.core.scenario import parse_scenario
 from dralab.replay.sim import Simulator
@@ -111,14 +112,7 @@ def run(hours: float, nodes: int, seed: int, invariants: bool, profile: bool) ->
     sc = parse_scenario(scenario(hours, nodes, seed), "day-bench")
     sim = Simulator(sc, seed, check_invariants=invariants)
     build_s = time.perf_counter() - built
-    prof = cProfile.Profile() if profile else None
-    start = time.perf_counter()
-    if prof:
-        prof.enable()
-    result = sim.run()
-    if prof:
-        prof.disable()
-    wall = time.perf_counter() - start
+    result, wall, prof = timed_run(sim, profile)
     if prof:
         pstats.Stats(prof).sort_stats("tottime").print_stats(30)
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)

@@ -12,10 +12,10 @@ simulator (claim creation, allocation and binding included).
 from __future__ import annotations
 
 import argparse
-import cProfile
 import pstats
-import time
 from typing import Any
+
+from _common import timed_run
 
 from dralab.core.scenario import parse_scenario
 from dralab.replay.sim import Simulator
@@ -58,14 +58,7 @@ def scenario(nodes: int, pods: int, match: bool) -> dict[str, Any]:
 def run(nodes: int, pods: int, match: bool, profile: bool) -> dict[str, Any]:
     sc = parse_scenario(scenario(nodes, pods, match), "bench")
     sim = Simulator(sc, 1, check_invariants=False)
-    prof = cProfile.Profile() if profile else None
-    start = time.perf_counter()
-    if prof:
-        prof.enable()
-    result = sim.run()
-    if prof:
-        prof.disable()
-    wall = time.perf_counter() - start
+    result, wall, prof = timed_run(sim, profile)
     scheduled = sum(1 for p in result.state.pods.values() if p.node)
     if prof:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(25)

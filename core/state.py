@@ -7,13 +7,15 @@ invariants report, because the log is the truth and refusing to read it would hi
 
 Applying the same offset twice changes nothing (`apply` skips offsets it has seen), which is what
 at-least-once delivery needs.
+
+The per-object records the fold keeps (`NodeState`, `PodState`, `Condition`, the pod phases) are
+defined in objects_state.py and re-exported here, so reactors, tools and tests import them from here.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from .dra_state import DraState
 from .events import (
@@ -47,9 +49,15 @@ from .events import (
 from .gang_state import GangState
 from .group_state import NodeGroupState as NodeGroupState  # re-exported: reactors import it from here
 from .manifests import node_allocatable, pod_requests
+from .objects_state import FAILED as FAILED
+from .objects_state import PENDING as PENDING
+from .objects_state import RUNNING as RUNNING
+from .objects_state import SUCCEEDED as SUCCEEDED
+from .objects_state import Condition as Condition
+from .objects_state import NodeState as NodeState
+from .objects_state import PodState as PodState
 from .provreq_state import ProvisioningState
 
-PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 ROOM_EVENTS = (
     NodeReady,
     NodeCreated,
@@ -64,76 +72,6 @@ ROOM_EVENTS = (
     PodUnreserved,
     NodeTaintsChanged,  # a taint removed (a NodeReady again is room too, listed above)
 )
-
-
-@dataclass(frozen=True)
-class Condition:
-    """PodScheduled condition as the scheduler last wrote it."""
-
-    status: str
-    reason: str
-    message: str
-    cause: str
-    t: int
-    offset: int = 0  # offset of the view the scheduler decided on (room appearing after it = retry)
-    detail: str = ""
-
-
-@dataclass
-class NodeState:
-    name: str
-    group: str
-    manifest: dict[str, Any]
-    allocatable: dict[str, int]
-    created_t: int
-    ready_at: int
-    ready: bool = False
-    ready_t: int = -1  # when it first turned Ready (a later NotReady/Ready flap does not move it)
-    publish_delay_ms: dict[str, int] = field(default_factory=dict)  # driver -> ms after Ready (the cloud's draw)
-    used: dict[str, int] = field(default_factory=dict)
-    reserved: dict[str, int] = field(default_factory=dict)  # held by gang members waiting at Permit
-    busy_t: int = -1  # last time a pod was bound to it, left it, or was reserved on it (scale-down)
-    pods: dict[str, None] = field(default_factory=dict)  # ordered set of pod keys bound here
-
-    @property
-    def labels(self) -> dict[str, str]:
-        labels: dict[str, str] = self.manifest.get("metadata", {}).get("labels") or {}
-        return labels
-
-    @property
-    def taints(self) -> list[dict[str, Any]]:
-        taints: list[dict[str, Any]] = self.manifest.get("spec", {}).get("taints") or []
-        return taints
-
-    def free(self, resource: str) -> int:
-        return self.allocatable.get(resource, 0) - self.used.get(resource, 0)
-
-
-@dataclass
-class PodState:
-    key: str
-    manifest: dict[str, Any]
-    requests: dict[str, int]
-    priority: int
-    created_t: int
-    created_offset: int
-    run_for_ms: int
-    phase: str = PENDING
-    node: str | None = None
-    bound_t: int = -1
-    finished_t: int = -1
-    condition: Condition | None = None
-    attempts: int = 0  # failed scheduling attempts (PodScheduled=False, Unschedulable, written each time)
-
-    @property
-    def node_selector(self) -> dict[str, str]:
-        selector: dict[str, str] = self.manifest.get("spec", {}).get("nodeSelector") or {}
-        return selector
-
-    @property
-    def tolerations(self) -> list[dict[str, Any]]:
-        tolerations: list[dict[str, Any]] = self.manifest.get("spec", {}).get("tolerations") or []
-        return tolerations
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """The scheduler reactor: binds pending pods to Ready nodes, one scheduling cycle per view.
 
 Shaped like kube-scheduler's framework (pkg/scheduler/framework): small filter functions that
-return a failure reason or None, a score function, a pure `schedule_one`. Devices come two ways:
+return a failure reason or None (filters.py, with the failure messages and pending causes), a score
+function, a pure `schedule_one`. Devices come two ways:
 as extended resources (`nvidia.com/gpu`, counted) and through DRA claims, allocated with the
 structured allocator (dra_plugin.py) after the other filters pass, all of a pod's claims together.
 
@@ -27,88 +28,21 @@ from ..dra.allocated import AllocatedState
 from ..dra.allocator import Allocator
 from ..events import AnyEvent, ClaimAllocated, ClaimReserved, PodBound, PodUnschedulable
 from ..gang_state import Reservation
-from ..nodeselector import node_selector_matches
 from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeState, PodState
 from ..workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 from .dra_plugin import DRA_FAILURE, DraPlugin, Held, PodClaims
+from .filters import FILTERS as FILTERS
+from .filters import STATIC_FILTERS, num_feasible_nodes_to_find
+from .filters import fits_resources as fits_resources
+from .filters import node_ready as node_ready
+from .filters import pending_cause as pending_cause
+from .filters import static_shape as static_shape
+from .filters import tolerates as tolerates
+from .filters import unschedulable_message as unschedulable_message
 from .fragmentation import FreeDevices, dra_fragmentation, fragmentation_score, pod_demand, workload_histogram
 from .gang import NOT_READY, GangCycle, Placed
 from .queue import due
-
-Filter = Callable[[PodState, NodeState, dict[str, int]], str | None]
-
-
-def node_ready(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
-    if not node.ready:
-        return "node(s) were not ready"
-    if node.manifest.get("spec", {}).get("unschedulable"):
-        return "node(s) were unschedulable"
-    return None
-
-
-def node_selector(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
-    """NodeAffinity: spec.nodeSelector and requiredDuringSchedulingIgnoredDuringExecution."""
-    labels = node.labels
-    for key, value in pod.node_selector.items():
-        if labels.get(key) != value:
-            return "node(s) didn't match Pod's node affinity/selector"
-    affinity = (pod.manifest.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is not None and not node_selector_matches(required, labels, node.name):
-        return "node(s) didn't match Pod's node affinity/selector"
-    return None
-
-
-def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    """v1 Toleration.ToleratesTaint (k8s.io/api/core/v1/toleration.go)."""
-    for tol in tolerations:
-        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-            continue
-        if tol.get("key") and tol.get("key") != taint.get("key"):
-            continue
-        if tol.get("operator", "Equal") == "Exists":
-            return True
-        if tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
-def taints(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
-    for taint in node.taints:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint, pod.tolerations):
-            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
-    return None
-
-
-def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
-    """NodeResourcesFit: every requested resource, plus one pod slot, within allocatable."""
-    if used.get("pods", 0) + 1 > node.allocatable.get("pods", 110):
-        return "Too many pods"
-    for resource, amount in sorted(pod.requests.items()):
-        if amount and used.get(resource, 0) + amount > node.allocatable.get(resource, 0):
-            return f"Insufficient {resource}"
-    return None
-
-
-FILTERS: tuple[Filter, ...] = (node_ready, node_selector, taints, fits_resources)
-# The filters whose answer depends only on the node and the pod's placement constraints, not on
-# what is in use: within one decision they are evaluated once per distinct set of constraints.
-STATIC_FILTERS: tuple[Filter, ...] = (node_ready, node_selector, taints)
-
-
-def num_feasible_nodes_to_find(num_all_nodes: int) -> int:
-    """percentageOfNodesToScore's adaptive default (pkg/scheduler/schedule_one.go,
-    numFeasibleNodesToFind): all nodes below 100, else 50% - nodes/125 (at least 5%), at least 100."""
-    if num_all_nodes < 100:
-        return num_all_nodes
-    percentage = max(50 - num_all_nodes // 125, 5)
-    return max(num_all_nodes * percentage // 100, 100)
-
-
-def static_shape(pod: PodState) -> str:
-    spec = pod.manifest.get("spec", {})
-    return repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity"), pod.tolerations))
 
 
 def _utilisation(pod: PodState, node: NodeState, used: dict[str, int]) -> float:
@@ -124,37 +58,6 @@ SCORERS: dict[str, Callable[[PodState, NodeState, dict[str, int]], float]] = {
     "least-allocated": lambda pod, node, used: 1.0 - _utilisation(pod, node, used),
 }
 SCORE_POLICIES = (*SCORERS, "fragmentation")  # fragmentation.py: needs the decision's device counts
-
-
-def unschedulable_message(total: int, reasons: Counter[str]) -> str:
-    """Upstream's FitError text (pkg/scheduler/framework/types.go, FitError.Error): the
-    '<count> <reason>' strings sorted as strings (sort.Strings), e.g.
-    '0/3 nodes are available: 1 node(s) had untolerated taint {a: b}, 2 Insufficient cpu.'."""
-    parts = ", ".join(sorted(f"{n} {reason}" for reason, n in reasons.items()))
-    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
-
-
-# The stage at which a node failed, from furthest to closest: a pod that failed a later filter on
-# some node came closer there, so that node's failure is the pod's pending reason.
-def _stage(reason: str) -> tuple[int, str]:
-    if reason.startswith(DRA_FAILURE):
-        return 5, "capacity"
-    if reason.startswith("Insufficient") or reason == "Too many pods":
-        extended = "/" in reason.removeprefix("Insufficient ")
-        return 4, "capacity" if extended else "resources"
-    if reason.startswith("node(s) had untolerated taint"):
-        return 3, "taint"
-    if reason.startswith("node(s) didn't match"):
-        return 2, "selector"
-    return 1, "not-ready"
-
-
-def pending_cause(reasons: Counter[str]) -> str:
-    """dralab's structured pending reason (issue 4's categories) from the per-node failures:
-    the category of the node that came closest; `capacity` on a cluster with no node at all."""
-    if not reasons:
-        return "capacity"
-    return max(_stage(r) for r in reasons)[1]
 
 
 def fragmented(view: ClusterState, pod: PodState, used: Used | dict[str, dict[str, int]]) -> bool:

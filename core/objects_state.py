@@ -1,0 +1,84 @@
+"""The per-object records the ClusterState fold keeps: one `NodeState` per node, one `PodState` per pod,
+and the `Condition` the scheduler last wrote on a pod.
+
+They live apart from the fold (state.py) because nearly every reactor reads them while only the fold
+writes them: this module is the shape of the cluster's objects, state.py is how the log changes them.
+state.py re-exports every name here, so `from .state import NodeState` keeps working.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """PodScheduled condition as the scheduler last wrote it."""
+
+    status: str
+    reason: str
+    message: str
+    cause: str
+    t: int
+    offset: int = 0  # offset of the view the scheduler decided on (room appearing after it = retry)
+    detail: str = ""
+
+
+@dataclass
+class NodeState:
+    name: str
+    group: str
+    manifest: dict[str, Any]
+    allocatable: dict[str, int]
+    created_t: int
+    ready_at: int
+    ready: bool = False
+    ready_t: int = -1  # when it first turned Ready (a later NotReady/Ready flap does not move it)
+    publish_delay_ms: dict[str, int] = field(default_factory=dict)  # driver -> ms after Ready (the cloud's draw)
+    used: dict[str, int] = field(default_factory=dict)
+    reserved: dict[str, int] = field(default_factory=dict)  # held by gang members waiting at Permit
+    busy_t: int = -1  # last time a pod was bound to it, left it, or was reserved on it (scale-down)
+    pods: dict[str, None] = field(default_factory=dict)  # ordered set of pod keys bound here
+
+    @property
+    def labels(self) -> dict[str, str]:
+        labels: dict[str, str] = self.manifest.get("metadata", {}).get("labels") or {}
+        return labels
+
+    @property
+    def taints(self) -> list[dict[str, Any]]:
+        taints: list[dict[str, Any]] = self.manifest.get("spec", {}).get("taints") or []
+        return taints
+
+    def free(self, resource: str) -> int:
+        return self.allocatable.get(resource, 0) - self.used.get(resource, 0)
+
+
+@dataclass
+class PodState:
+    key: str
+    manifest: dict[str, Any]
+    requests: dict[str, int]
+    priority: int
+    created_t: int
+    created_offset: int
+    run_for_ms: int
+    phase: str = PENDING
+    node: str | None = None
+    bound_t: int = -1
+    finished_t: int = -1
+    condition: Condition | None = None
+    attempts: int = 0  # failed scheduling attempts (PodScheduled=False, Unschedulable, written each time)
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        selector: dict[str, str] = self.manifest.get("spec", {}).get("nodeSelector") or {}
+        return selector
+
+    @property
+    def tolerations(self) -> list[dict[str, Any]]:
+        tolerations: list[dict[str, Any]] = self.manifest.get("spec", {}).get("tolerations") or []
+        return tolerations
