@@ -123,6 +123,7 @@ class RunMetrics:
     gpu_hours_used: float = 0.0
     gpu_hours_idle: float = 0.0
     gpu_hours_held: float = 0.0  # part of idle: held by gang members waiting at Permit
+    gpu_hours_used_share: float = 0.0  # used GPU-hours with partitions counted by the share they consume
     gpu_hours_unready: float = 0.0
     gpu_allocation_ratio_mean: float | None = None
     gpu_allocation_ratio_series: list[list[float | None]] = field(default_factory=list)  # [t_s, ratio]
@@ -151,6 +152,7 @@ class RunMetrics:
             "gpu_hours_used": round(self.gpu_hours_used, 3),
             "gpu_hours_unready": round(self.gpu_hours_unready, 3),
             "gpu_hours_held_at_permit": round(self.gpu_hours_held, 3),
+            "gpu_hours_used_by_share": round(self.gpu_hours_used_share, 3),
             "gpu_allocation_ratio": {"mean": None if ratio is None else round(ratio, 4),
                                      "series": self.gpu_allocation_ratio_series},
             "scale_ups": self.scale_ups,
@@ -169,6 +171,7 @@ class _Node:
     gpus: int = 0
     used: int = 0
     held: int = 0  # held by gang members waiting at Permit
+    used_share: float = 0.0  # GPUs in use counting partitions by the share of the GPU they consume
     ready: bool = False
     gone: bool = False
     creation: int = 0  # index of this creation (a deleted name may be created again)
@@ -194,6 +197,7 @@ class _Replay:
         self.ready_gpus = 0
         self.ready_used = 0
         self.ready_held = 0
+        self.ready_used_share = 0.0
         self.unready_gpus = 0
         self.free_hist: Counter[int] = Counter()  # free GPUs -> Ready nodes with that many free
         # pending pods: reason and device demand
@@ -210,6 +214,7 @@ class _Replay:
         self.acc_used_ms = 0
         self.acc_idle_ms = 0
         self.acc_held_ms = 0
+        self.acc_used_share_ms = 0.0
         self.acc_unready_ms = 0
         self.acc_ratio = 0.0
         self.acc_ratio_ms = 0
@@ -235,6 +240,7 @@ class _Replay:
             held = min(node.held, node.gpus - used)
             self.ready_gpus += sign * node.gpus
             self.ready_used += sign * used
+            self.ready_used_share += sign * min(node.used_share, float(node.gpus))
             self.ready_held += sign * held
             self.free_hist[node.gpus - used - held] += sign
         else:
@@ -258,6 +264,7 @@ class _Replay:
         for group, gpus in self.paid_by_group.items():
             self.acc_gpu_group_ms[group] += gpus * dt
         self.acc_used_ms += self.ready_used * dt
+        self.acc_used_share_ms += self.ready_used_share * dt
         self.acc_unready_ms += self.unready_gpus * dt
         self.acc_idle_ms += (self._idle_gpus() + self.ready_held) * dt
         self.acc_held_ms += self.ready_held * dt
@@ -345,17 +352,33 @@ class _Replay:
             shared = self.state.dra.allocated.shared_devices()
             taken: set[Unit] = set()
             waiting: set[Unit] = set()
+            capacity: dict[tuple[str, str, str], dict[str, Any]] = {}
+            consumed: dict[tuple[str, str, str], dict[str, Any]] = {}
             for slc in slices.values():
+                for name, counters in slc.shared_counters.items():
+                    capacity[(slc.driver, slc.pool, name)] = counters
                 for device in slc.devices:
                     units = _device_units(device)
                     published.update(units)
                     if device.id in dedicated or device.id in shared:
                         taken.update(units)
+                        for use in device.consumes_counters:
+                            total = consumed.setdefault((slc.driver, slc.pool, use.counter_set), {})
+                            for counter, amount in use.counters.items():
+                                total[counter] = total.get(counter, 0) + amount
                     elif device.id in extra:
                         waiting.update(units)
             used += len(taken)
             held += len(waiting - taken)
+            share = float(sum(1 for u in taken if u[0] == "device"))
+            for key, total in consumed.items():  # a partitioned GPU is in use by the share consumed
+                limits = capacity.get(key, {})
+                share += min(1.0, max((float(v / limits[c]) for c, v in total.items() if limits.get(c)),
+                                      default=1.0))
+            node.used_share = share + (used - len(taken))  # extended GPUs count whole
         node.gpus = node.extended_gpus + max(node.template_gpus, len(published))
+        if not slices:
+            node.used_share = float(used)
         node.used = used
         node.held = held
         node.ready = current.ready
@@ -532,6 +555,7 @@ def compute_metrics(records: Iterable[tuple[int, Record]], end_ms: int | None = 
         gpu_hours_used=replay.acc_used_ms / hours,
         gpu_hours_idle=replay.acc_idle_ms / hours,
         gpu_hours_held=replay.acc_held_ms / hours,
+        gpu_hours_used_share=replay.acc_used_share_ms / hours,
         gpu_hours_unready=replay.acc_unready_ms / hours,
         gpu_allocation_ratio_mean=replay.acc_ratio / replay.acc_ratio_ms if replay.acc_ratio_ms else None,
         gpu_allocation_ratio_series=sample([p for p in replay.series if p[0] * 1000 <= end]),

@@ -218,3 +218,17 @@ def test_fractional_sharing_count_adds_one_node_for_forty_listed_devices() -> No
     assert b["pending_s"] == pytest.approx(12_351.6, abs=1)
     # (a) its 4 whole GPUs run 4 jobs at a time: at 40m, 8 have started and 32 are pending
     assert a["scheduled"] == 8 and a["pending_at_end"] == 32
+
+
+def test_fractional_sharing_used_by_share_counts_a_partition_by_the_gpu_share_it_consumes() -> None:
+    """`metrics.gpu_hours_used_by_share` counts a GPU partitioned by shared counters by the share its
+    allocated partitions consume (the most-used counter): with 1g.10gb partitions it is exactly the
+    GPU-hours the jobs need; with whole GPUs each job holds a whole GPU."""
+    for name, used_share in (("partitions", 1.905), ("whole", 13.333)):
+        scenario = variant(name)
+        result = run(scenario, "dra")
+        _, _, details = metrics(result, scenario)
+        assert details["gpu_hours_used_by_share"] == pytest.approx(used_share, abs=0.005)
+        if name == "partitions":
+            assert details["gpu_hours_used_by_share"] == pytest.approx(
+                work_gpu_hours(result, scenario.duration_ms), abs=0.005)
