@@ -36,6 +36,7 @@ def run_config(scenario: Scenario) -> dict[str, Any]:
             "expander": scenario.autoscaler.expander,
             "scale_down": msgspec.to_builtins(scenario.autoscaler.scale_down),
             "capacity_revoked": scenario.autoscaler.capacity_revoked,
+            "reserve_bookings": scenario.autoscaler.reserve_bookings,
         },
     }
 

@@ -402,6 +402,7 @@ class ScaleUpRequested(Event, tag="ScaleUpRequested", frozen=True):
     delta: int
     pods: tuple[str, ...] = ()  # pods this scale-up is meant to help
     atomic: bool = False  # all delta nodes or none (stock and quota checked for the whole request)
+    booking: str = ""  # a ProvisioningRequest ("ns/name") its nodes are reserved for (autoscaler.reserveBookings)
 
     def touched(self) -> tuple[str, ...]:
         return (group_key(self.group),)

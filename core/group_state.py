@@ -39,7 +39,7 @@ class NodeGroupState:
     provisioned: int = 0  # nodes the cloud accepted (NodeProvisioning)
     next_index: int = 0  # ordinal of the group's next node name (<group>-<i>) and zone
     # Scale-ups the cloud has not answered in full, oldest first: [nodes not yet answered, atomic].
-    unserved: list[tuple[int, bool]] = field(default_factory=list)
+    unserved: list[tuple[int, bool, str]] = field(default_factory=list)  # (nodes, atomic, booking)
     delivered_t: list[int] = field(default_factory=list)  # when each NodeProvisioning was decided (stock)
     failures: list[tuple[int, int, str]] = field(default_factory=list)  # (t, delta, reason) of ScaleUpFailed
     timed_out: dict[str, None] = field(default_factory=dict)  # nodes the autoscaler gave up on (ScaleUpTimedOut)
@@ -57,16 +57,16 @@ class NodeGroupState:
         return self.initial + self.requested - self.failed - self.cancelled - self.deleted
 
     def unserved_nodes(self) -> int:
-        return sum(n for n, _ in self.unserved)
+        return sum(n for n, _, _ in self.unserved)
 
     def _answer(self, nodes: int) -> bool:
         """The cloud answered `nodes` nodes of its oldest requests (FIFO); False if there were fewer."""
         while nodes > 0 and self.unserved:
-            left, atomic = self.unserved[0]
+            left, atomic, booking = self.unserved[0]
             used = min(left, nodes)
             nodes -= used
             if used == left:
                 self.unserved.pop(0)
             else:
-                self.unserved[0] = (left - used, atomic)
+                self.unserved[0] = (left - used, atomic, booking)
         return nodes == 0

@@ -44,6 +44,16 @@ RETRY_INITIAL_MS = 60_000  # --provisioning-request-initial-backoff-time
 RETRY_MAX_MS = 10 * 60_000  # --provisioning-request-max-backoff-time
 
 
+# The taint that reserves a node for a ProvisioningRequest (`autoscaler.reserveBookings`, dralab's model
+# of the integrated design where the scheduler honours a booking); its value is the request's
+# `namespace.name` (a taint value cannot hold a slash).
+BOOKING_TAINT = "dralab.io/booked-for-provisioning-request"
+
+
+def booking_value(request: str | None) -> str | None:
+    return request.replace("/", ".") if request else None
+
+
 def consumed_request(pod: dict[str, Any]) -> str | None:
     """`namespace/name` of the ProvisioningRequest the pod consumes, if it carries the annotation."""
     meta = pod.get("metadata") or {}

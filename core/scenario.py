@@ -122,6 +122,7 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     expander: Expander = "least-waste"
     scale_down: ScaleDownSettings = msgspec.field(default_factory=ScaleDownSettings)
     capacity_revoked: bool = False  # ProvisioningRequests: revoke a booking whose capacity is gone
+    reserve_bookings: bool = False  # ProvisioningRequests: the scheduler honours a booking (a reservation)
 
 
 class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
@@ -290,7 +291,7 @@ def _duration_or(m: dict[str, Any], key: str, path: str, default: int, *, positi
 def _autoscaler(value: object) -> AutoscalerSettings:
     path = "spec.autoscaler"
     m = _optional_map(value, path, ("scanInterval", "maxNodeProvisionTime", "maxNodeStartupTime", "expander",
-                                    "scaleDown", "capacityRevoked"))
+                                    "scaleDown", "capacityRevoked", "reserveBookings"))
     default = AutoscalerSettings()
     return AutoscalerSettings(
         scan_interval_ms=_duration_or(m, "scanInterval", path, default.scan_interval_ms),
@@ -302,6 +303,8 @@ def _autoscaler(value: object) -> AutoscalerSettings:
         scale_down=_scale_down(m.get("scaleDown")),
         capacity_revoked=False if m.get("capacityRevoked") is None
         else expect_bool(m["capacityRevoked"], join(path, "capacityRevoked")),
+        reserve_bookings=False if m.get("reserveBookings") is None
+        else expect_bool(m["reserveBookings"], join(path, "reserveBookings")),
     )
 
 

@@ -247,7 +247,7 @@ class ClusterState:
                     self.anomalies.append(f"offset {offset}: scale-up of unknown group {event.group}")
                     return
                 group.requested += event.delta
-                group.unserved.append((event.delta, event.atomic))
+                group.unserved.append((event.delta, event.atomic, event.booking))
                 self.scale_ups.append((t, event.group, event.delta))
             case ScaleUpTimedOut():
                 group = self.node_groups.get(event.group)

@@ -196,3 +196,32 @@ def test_booking_theft_with_capacity_revoked_provisions_again_and_the_trainers_r
     assert [(e.delta, e.atomic) for _, e in scale_ups(result)] == [(2, True), (2, True)]
     assert result.state.pending_pods() == []
     assert reasons[-1] == ("BookingExpired", "True", "CapacityBookingConsumed")
+
+
+def test_booking_theft_with_reserved_bookings_the_trainers_get_their_nodes() -> None:
+    """The option `reserveBookings` (dralab's model of the integrated design): the nodes of the atomic
+    scale-up carry a reservation taint only the request's consumers pass; the batch pods cannot take
+    them and get nodes of their own; the trainers run on the booked nodes; the booking is consumed and
+    the taints are lifted."""
+    import yaml
+
+    from dralab.core.events import NodeTaintsChanged, PodBound
+    from dralab.core.provreq import BOOKING_TAINT
+    from dralab.core.scenario import parse_scenario
+
+    doc = yaml.safe_load((SCENARIOS / "booking-theft.yaml").read_text())
+    doc["spec"]["autoscaler"] = {"reserveBookings": True}
+    result = simulate(parse_scenario(doc, "bt.yaml"), 3)
+    assert result.violations == [] and verify(LogFile("x", {}, result.entries)).ok
+    assert result.state.pending_pods() == []
+    ups = scale_ups(result)
+    assert ups[0][1].booking == "default/pretrain" and ups[0][1].atomic
+    assert [e.booking for _, e in ups[1:]] == [""] * (len(ups) - 1)  # the batch pods' own scale-up
+    bound = {e.pod: e.node for _, e in events(result, PodBound)}
+    booked = {"gpu-0", "gpu-1"}
+    assert {bound["pod/default/trainer-0"], bound["pod/default/trainer-1"]} == booked
+    assert not {bound["pod/default/batch-0"], bound["pod/default/batch-1"]} & booked
+    assert [c[1:] for c in conditions(result)][-1] == ("BookingExpired", "True", "CapacityBookingConsumed")
+    lifted = [e.name for _, e in events(result, NodeTaintsChanged)
+              if not any(t.get("key") == BOOKING_TAINT for t in e.taints)]
+    assert set(lifted) == booked

@@ -117,6 +117,7 @@ class Autoscaler:
     priorities: dict[str, int] = field(default_factory=dict)
     scale_down: dict[str, Any] = field(default_factory=dict)  # ScaleDown's fields (scenario: autoscaler.scaleDown)
     capacity_revoked: bool = False  # revoke bookings whose capacity is gone (provreq_broker.Broker.revoke)
+    reserve_bookings: bool = False  # new nodes of an atomic request reserved for its consumers (a taint)
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -173,7 +174,8 @@ class Autoscaler:
             events.extend(handled.events)
             if handled.scale_up is not None:
                 target, nodes = handled.scale_up
-                events.append(ScaleUpRequested(group=target, delta=nodes, atomic=True))
+                events.append(ScaleUpRequested(group=target, delta=nodes, atomic=True,
+                                               booking=request.key if self.reserve_bookings else ""))
             return Decision(tuple(events), wake)
         remaining = self._absorb(sim, upcoming, self._absorb(sim, ready_nodes, unschedulable))
         if not remaining:

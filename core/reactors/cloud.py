@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..events import AnyEvent, NodeProvisioning, ScaleUpFailed
+from ..provreq import BOOKING_TAINT
 from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeGroupState
 
@@ -104,10 +105,12 @@ class _Serve:
         self.running = running(view, group)
         self.stock = stock_left(group, now)
         self.index = group.next_index
+        self.booking = ""  # the request being answered reserves its nodes for this ProvisioningRequest
         self.events: list[AnyEvent] = []
 
     def run(self) -> list[AnyEvent]:
-        for nodes, atomic in self.group.unserved:
+        for nodes, atomic, booking in self.group.unserved:
+            self.booking = booking
             if atomic:
                 self._atomic(nodes)
             else:
@@ -157,8 +160,13 @@ class _Serve:
         ready_at = self.now + draw(group.provision_delay_ms, self.rng)
         register_at = max(self.now, ready_at - group.not_ready_ms)
         publish = {d.name: draw(d.publish_delay_ms, self.rng) for d in group.drivers}
+        node = node_from_template(group, name, zone_of(group.zones, self.index))
+        if self.booking:  # a capacity reservation: only the request's consumer pods may land here
+            spec = node.setdefault("spec", {})
+            spec["taints"] = [*(spec.get("taints") or []),
+                              {"key": BOOKING_TAINT, "value": self.booking.replace("/", "."), "effect": "NoSchedule"}]
         self.events.append(NodeProvisioning(
-            name=name, group=group.name, node=node_from_template(group, name, zone_of(group.zones, self.index)),
+            name=name, group=group.name, node=node,
             register_at=register_at, ready_at=ready_at, publish_delay_ms=publish))
         self.index += 1
         self.running += 1

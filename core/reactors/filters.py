@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..nodeselector import node_selector_matches
+from ..provreq import BOOKING_TAINT, booking_value, consumed_request
 from ..state import NodeState, PodState
 from .dra_plugin import DRA_FAILURE
 
@@ -58,6 +59,9 @@ def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
 
 def taints(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
     for taint in node.taints:
+        # a ProvisioningRequest's reserved capacity (autoscaler.reserveBookings): its consumers only
+        if taint.get("key") == BOOKING_TAINT and booking_value(consumed_request(pod.manifest)) == taint.get("value"):
+            continue
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint, pod.tolerations):
             return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
     return None
@@ -90,7 +94,8 @@ def num_feasible_nodes_to_find(num_all_nodes: int) -> int:
 
 def static_shape(pod: PodState) -> str:
     spec = pod.manifest.get("spec", {})
-    return repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity"), pod.tolerations))
+    return repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity"), pod.tolerations,
+                 consumed_request(pod.manifest)))
 
 
 def unschedulable_message(total: int, reasons: Counter[str]) -> str:

@@ -30,9 +30,18 @@ from typing import Any
 
 from ..events import AnyEvent, ProvisioningRequestCondition
 from ..manifests import pod_requests
-from ..provreq import BEST_EFFORT_ATOMIC, BOOKING_MS, consumed_request, fake_pods, retry_backoff_ms
+from ..provreq import (
+    BEST_EFFORT_ATOMIC,
+    BOOKING_MS,
+    BOOKING_TAINT,
+    booking_value,
+    consumed_request,
+    fake_pods,
+    retry_backoff_ms,
+)
 from ..provreq_state import RequestState
 from ..state import RUNNING, SUCCEEDED, ClusterState, PodState
+from .lifecycle import set_taints
 
 CLOUD_ANSWER_MS = 60_000  # a failure of the group this soon after the request is the request's
 
@@ -88,9 +97,20 @@ class Broker:
             elif started >= state.count:
                 events.append(_condition(state, "BookingExpired", "True", "CapacityBookingConsumed",
                                          "all pods of the request are scheduled"))
+                events += self.unreserve(state.key)
             elif self.now >= provisioned.t + BOOKING_MS:
                 events.append(_condition(state, "BookingExpired", "True", "CapacityReservationTimeExpired",
                                          "the capacity booking expired"))
+                events += self.unreserve(state.key)
+        return events
+
+    def unreserve(self, key: str) -> list[AnyEvent]:
+        """Lift the reservation taint of the request's nodes (only there with `reserveBookings`)."""
+        value = booking_value(key)
+        events: list[AnyEvent] = []
+        for node in self.view.nodes.values():
+            if any(t.get("key") == BOOKING_TAINT and t.get("value") == value for t in node.taints):
+                events += set_taints(self.view, node.name, [t for t in node.taints if t.get("key") != BOOKING_TAINT])
         return events
 
     def booked(self) -> list[PodState]:
