@@ -124,6 +124,8 @@ class RunMetrics:
     gpu_hours_idle: float = 0.0
     gpu_hours_held: float = 0.0  # part of idle: held by gang members waiting at Permit
     gpu_hours_used_share: float = 0.0  # used GPU-hours with partitions counted by the share they consume
+    gpu_fragmentation_mean: float | None = None  # share of free GPUs no pending pod could use, while pods wait
+    gpu_fragmentation_s: float = 0.0  # the time that mean is over
     gpu_hours_unready: float = 0.0
     gpu_allocation_ratio_mean: float | None = None
     gpu_allocation_ratio_series: list[list[float | None]] = field(default_factory=list)  # [t_s, ratio]
@@ -153,6 +155,9 @@ class RunMetrics:
             "gpu_hours_unready": round(self.gpu_hours_unready, 3),
             "gpu_hours_held_at_permit": round(self.gpu_hours_held, 3),
             "gpu_hours_used_by_share": round(self.gpu_hours_used_share, 3),
+            "gpu_fragmentation": {
+                "mean": None if self.gpu_fragmentation_mean is None else round(self.gpu_fragmentation_mean, 4),
+                "over_s": round(self.gpu_fragmentation_s, 3)},
             "gpu_allocation_ratio": {"mean": None if ratio is None else round(ratio, 4),
                                      "series": self.gpu_allocation_ratio_series},
             "scale_ups": self.scale_ups,
@@ -215,6 +220,8 @@ class _Replay:
         self.acc_idle_ms = 0
         self.acc_held_ms = 0
         self.acc_used_share_ms = 0.0
+        self.acc_frag = 0.0
+        self.acc_frag_ms = 0
         self.acc_unready_ms = 0
         self.acc_ratio = 0.0
         self.acc_ratio_ms = 0
@@ -268,6 +275,11 @@ class _Replay:
         self.acc_unready_ms += self.unready_gpus * dt
         self.acc_idle_ms += (self._idle_gpus() + self.ready_held) * dt
         self.acc_held_ms += self.ready_held * dt
+        if self.by_demand:  # fragmentation: the share of free GPUs no pending pod can use, while pods wait
+            free = sum(f * n for f, n in self.free_hist.items() if n)
+            if free > 0:
+                self.acc_frag += self._idle_gpus() / free * dt
+                self.acc_frag_ms += dt
         ratio = self.ratio()
         if ratio is not None:
             self.acc_ratio += ratio * dt
@@ -558,6 +570,8 @@ def compute_metrics(records: Iterable[tuple[int, Record]], end_ms: int | None = 
         gpu_hours_used_share=replay.acc_used_share_ms / hours,
         gpu_hours_unready=replay.acc_unready_ms / hours,
         gpu_allocation_ratio_mean=replay.acc_ratio / replay.acc_ratio_ms if replay.acc_ratio_ms else None,
+        gpu_fragmentation_mean=replay.acc_frag / replay.acc_frag_ms if replay.acc_frag_ms else None,
+        gpu_fragmentation_s=replay.acc_frag_ms / 1000,
         gpu_allocation_ratio_series=sample([p for p in replay.series if p[0] * 1000 <= end]),
         scale_ups=len(replay.scale_ups),
         scale_ups_without_pod=len(without_pod),

@@ -353,3 +353,18 @@ def test_sim_json_has_the_four_contract_keys() -> None:
     assert {"node_hours_paid", "gpu_hours_paid_by_group", "gpu_hours_unready", "gpu_allocation_ratio",
             "nodes_never_used"} <= set(summary["metrics"])
     assert summary["metrics"]["end_s"] == 600.0
+
+
+def test_fragmentation_is_the_share_of_free_gpus_no_pending_pod_can_use() -> None:
+    """Two 8-GPU nodes with 5 and 7 GPUs in use leave 3 + 1 free. For an hour a 4-GPU pod waits: none
+    of the 4 free GPUs can take it: fragmentation 1.0 over that hour (enough free in total, split)."""
+    log = Log()
+    log.group("g")
+    log.node("g-0", group="g", t=0)
+    log.node("g-1", group="g", t=0)
+    for name, gpus, node in (("a", 5, "g-0"), ("b", 7, "g-1")):
+        log.bind(log.pod(gpu_pod(name, gpus), t=0), node, t=0)
+    big = log.pod(gpu_pod("big", 4), t=0)
+    log.unschedulable(big, t=0)
+    m = metrics(log, end_ms=H)
+    assert m.details()["gpu_fragmentation"] == {"mean": 1.0, "over_s": 3600.0}
