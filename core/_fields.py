@@ -7,6 +7,7 @@ the file name. Used by :mod:`dralab.core.scenario` and :mod:`dralab.core.manifes
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import re
@@ -231,6 +232,55 @@ def label_value_error(value: str) -> str | None:
 
 
 # --- whole-document pass --------------------------------------------------------------------------------
+
+
+def check_labels(value: object, path: str) -> None:
+    if value is None:
+        return
+    for key, item in expect_map(value, path).items():
+        item_path = join(path, key)
+        error = qualified_name_error(key)
+        if error is not None:
+            raise FieldError(item_path, f"invalid label key: {error}")
+        error = label_value_error(expect_str(item, item_path))
+        if error is not None:
+            raise FieldError(item_path, error)
+
+
+def check_metadata(meta: dict[str, Any], path: str, *, namespaced: bool, name_required: bool) -> None:
+    """ObjectMeta: the name (an RFC 1123 subdomain), the namespace (a label; `default` filled in), labels
+    and annotations."""
+    if "name" in meta or name_required:
+        name_path = join(path, "name")
+        if "name" not in meta:
+            raise FieldError(name_path, "missing required field")
+        error = dns1123_subdomain_error(expect_str(meta["name"], name_path))
+        if error is not None:
+            raise FieldError(name_path, error)
+    if namespaced:
+        if meta.get("namespace") in (None, ""):
+            meta["namespace"] = "default"
+        ns_path = join(path, "namespace")
+        error = dns1123_label_error(expect_str(meta["namespace"], ns_path))
+        if error is not None:
+            raise FieldError(ns_path, error)
+    check_labels(meta.get("labels"), join(path, "labels"))
+    if meta.get("annotations") is not None:
+        for key, item in expect_map(meta["annotations"], join(path, "annotations")).items():
+            expect_str(item, join(join(path, "annotations"), key))
+
+
+def checked_object(obj: object, path: str, *, body: str = "spec") -> tuple[dict[str, Any], dict[str, Any], str]:
+    """A copy of a namespaced API object with its metadata checked (namespace filled in), its required
+    `body` field (`spec`, or `template` for a PodTemplate) and that field's path."""
+    out = copy.deepcopy(expect_map(obj, path))
+    meta = expect_map(out.get("metadata") or {}, join(path, "metadata"))
+    check_metadata(meta, join(path, "metadata"), namespaced=True, name_required=True)
+    out["metadata"] = meta
+    body_path = join(path, body)
+    if out.get(body) is None:
+        raise FieldError(body_path, "missing required field")
+    return out, expect_map(out[body], body_path), body_path
 
 
 def _bad_key(key: object) -> str:

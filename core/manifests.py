@@ -18,6 +18,7 @@ from typing import Any
 from ._fields import (
     INT64_MAX,
     FieldError,
+    check_metadata,
     dns1123_label_error,
     dns1123_subdomain_error,
     expect_bool,
@@ -143,40 +144,6 @@ def _check_resources(container: dict[str, Any], path: str) -> None:
 # --- metadata -------------------------------------------------------------------------------------------
 
 
-def _check_labels(value: object, path: str) -> None:
-    if value is None:
-        return
-    for key, item in expect_map(value, path).items():
-        item_path = join(path, key)
-        error = qualified_name_error(key)
-        if error is not None:
-            raise FieldError(item_path, f"invalid label key: {error}")
-        error = label_value_error(expect_str(item, item_path))
-        if error is not None:
-            raise FieldError(item_path, error)
-
-
-def _check_metadata(meta: dict[str, Any], path: str, *, namespaced: bool, name_required: bool) -> None:
-    if "name" in meta or name_required:
-        name_path = join(path, "name")
-        if "name" not in meta:
-            raise FieldError(name_path, "missing required field")
-        error = dns1123_subdomain_error(expect_str(meta["name"], name_path))
-        if error is not None:
-            raise FieldError(name_path, error)
-    if namespaced:
-        if meta.get("namespace") in (None, ""):
-            meta["namespace"] = "default"
-        ns_path = join(path, "namespace")
-        error = dns1123_label_error(expect_str(meta["namespace"], ns_path))
-        if error is not None:
-            raise FieldError(ns_path, error)
-    _check_labels(meta.get("labels"), join(path, "labels"))
-    if meta.get("annotations") is not None:
-        for key, item in expect_map(meta["annotations"], join(path, "annotations")).items():
-            expect_str(item, join(join(path, "annotations"), key))
-
-
 def _check_type_meta(obj: dict[str, Any], path: str, kind: str) -> None:
     for field, want in (("apiVersion", "v1"), ("kind", kind)):
         if obj.get(field) is None:
@@ -250,7 +217,7 @@ def _check_pod(pod: object, path: str) -> dict[str, Any]:
     if "metadata" not in obj:
         raise FieldError(join(path, "metadata"), "missing required field")
     meta = expect_map(obj["metadata"], join(path, "metadata"))
-    _check_metadata(meta, join(path, "metadata"), namespaced=True, name_required=True)
+    check_metadata(meta, join(path, "metadata"), namespaced=True, name_required=True)
     spec_path = join(path, "spec")
     if "spec" not in obj:
         raise FieldError(spec_path, "missing required field")
@@ -330,7 +297,7 @@ def _check_node(node: object, path: str) -> dict[str, Any]:
     _check_type_meta(obj, path, "Node")
     if obj.get("metadata") is not None:
         meta = expect_map(obj["metadata"], join(path, "metadata"))
-        _check_metadata(meta, join(path, "metadata"), namespaced=False, name_required=False)
+        check_metadata(meta, join(path, "metadata"), namespaced=False, name_required=False)
     if obj.get("spec") is not None:
         spec_path = join(path, "spec")
         spec = expect_map(obj["spec"], spec_path)

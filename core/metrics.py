@@ -339,9 +339,10 @@ class _Replay:
                                           str(result.get("device", ""))))
         return held
 
-    def _refresh_node(self, name: str, extra: set[DeviceID] | None) -> set[DeviceID] | None:
-        """Recount one node's GPUs, used GPUs, readiness and billing. `extra` is the set of devices in use
-        besides the dedicated ones (shared, held at Permit): small, built at most once per record and only
+    def _refresh_node(self, name: str, extra: tuple[set[DeviceID], set[DeviceID]] | None
+                      ) -> tuple[set[DeviceID], set[DeviceID]] | None:
+        """Recount one node's GPUs, used GPUs, readiness and billing. `extra` is (shared devices in use,
+        devices held at Permit): small, built at most once per record and only
         when a touched node publishes devices; returned for the next node of the same record."""
         current = self.state.nodes.get(name)
         node = self.nodes.get(name)
@@ -360,8 +361,8 @@ class _Replay:
         if slices:
             dedicated = self.state.dra.allocated.devices
             if extra is None:
-                extra = self.state.dra.allocated.shared_devices() | self._held_devices()
-            shared = self.state.dra.allocated.shared_devices()
+                extra = self.state.dra.allocated.shared_devices(), self._held_devices()
+            shared, held_devices = extra
             taken: set[Unit] = set()
             waiting: set[Unit] = set()
             capacity: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -378,7 +379,7 @@ class _Replay:
                             total = consumed.setdefault((slc.driver, slc.pool, use.counter_set), {})
                             for counter, amount in use.counters.items():
                                 total[counter] = total.get(counter, 0) + amount
-                    elif device.id in extra:
+                    elif device.id in held_devices:
                         waiting.update(units)
             used += len(taken)
             held += len(waiting - taken)
@@ -524,7 +525,7 @@ class _Replay:
         self._events_after(record, touched)
         for key in writes:
             self._nodes_of(key, touched)
-        extra: set[DeviceID] | None = None
+        extra: tuple[set[DeviceID], set[DeviceID]] | None = None
         for name in sorted(touched):
             extra = self._refresh_node(name, extra)
         for key in writes:

@@ -18,7 +18,7 @@ from typing import Any
 from ._fields import (
     FieldError,
     check_fields,
-    dns1123_subdomain_error,
+    checked_object,
     expect_int,
     expect_list,
     expect_map,
@@ -72,29 +72,13 @@ def retry_backoff_ms(attempts: int) -> int:
     return duration
 
 
-def _name(meta: dict[str, Any], path: str) -> None:
-    if meta.get("name") in (None, ""):
-        raise FieldError(join(path, "metadata.name"), "missing required field")
-    error = dns1123_subdomain_error(expect_str(meta["name"], join(path, "metadata.name")))
-    if error is not None:
-        raise FieldError(join(path, "metadata.name"), error)
-
-
 def check_provisioning_request(obj: object, path: str) -> dict[str, Any]:
     """Check a ProvisioningRequest; return a copy with `metadata.namespace` filled in. A `status` is refused
     (the autoscaler writes it)."""
-    req = copy.deepcopy(expect_map(obj, path))
-    meta = expect_map(req.get("metadata") or {}, join(path, "metadata"))
-    _name(meta, path)
-    meta["namespace"] = meta.get("namespace") or "default"
-    req["metadata"] = meta
-    if req.get("status") is not None:
+    if isinstance(obj, dict) and obj.get("status") is not None:
         raise FieldError(join(path, "status"), "a request starts without status (the autoscaler writes it); "
                                                "leave `status` out")
-    spec_path = join(path, "spec")
-    if req.get("spec") is None:
-        raise FieldError(spec_path, "missing required field")
-    spec = expect_map(req["spec"], spec_path)
+    req, spec, spec_path = checked_object(obj, path)
     check_fields(spec, spec_path, ("provisioningClassName", "podSets", "parameters"),
                  required=("provisioningClassName", "podSets"))
     cls = expect_str(spec["provisioningClassName"], join(spec_path, "provisioningClassName"), nonempty=True)
@@ -125,15 +109,8 @@ def check_provisioning_request(obj: object, path: str) -> dict[str, Any]:
 
 def check_pod_template(obj: object, path: str) -> dict[str, Any]:
     """Check a v1 PodTemplate; its `template` must make a valid Pod (what the autoscaler simulates)."""
-    tmpl = copy.deepcopy(expect_map(obj, path))
-    meta = expect_map(tmpl.get("metadata") or {}, join(path, "metadata"))
-    _name(meta, path)
-    meta["namespace"] = meta.get("namespace") or "default"
-    tmpl["metadata"] = meta
-    t_path = join(path, "template")
-    if tmpl.get("template") is None:
-        raise FieldError(t_path, "missing required field")
-    inner = expect_map(tmpl["template"], t_path)
+    tmpl, inner, t_path = checked_object(obj, path, body="template")
+    meta = tmpl["metadata"]
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {**(inner.get("metadata") or {}), "name": meta["name"], "namespace": meta["namespace"]},
            "spec": inner.get("spec")}

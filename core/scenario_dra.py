@@ -46,6 +46,7 @@ __all__ = [
     "render_slice_templates",
     "render_slices",
     "slice_name",
+    "slice_names",
 ]
 
 DRA_API_VERSION = "resource.k8s.io/v1"
@@ -84,18 +85,27 @@ def render_slices(group: NodeGroup, node_name: str) -> list[dict[str, Any]]:
     return render_slice_templates(group.resource_slices, node_name)
 
 
+def slice_names(templates: Sequence[dict[str, Any]], node_name: str) -> list[str]:
+    """The names :func:`render_slice_templates` gives the slices of ``node_name``, without rendering them
+    (the autoscaler asks this of every node on every loop)."""
+    seen: dict[str, int] = {}
+    out = []
+    for template in templates:
+        driver: str = template["spec"]["driver"]
+        i = seen.get(driver, 0)
+        seen[driver] = i + 1
+        out.append(slice_name(node_name, driver, i))
+    return out
+
+
 def render_slice_templates(templates: Sequence[dict[str, Any]], node_name: str) -> list[dict[str, Any]]:
     """:func:`render_slices` for checked templates as :class:`~dralab.core.scenario.NodeGroup` holds them
     (``resource_slices``), for code that keeps the templates without the group."""
     out: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for template in templates:
-        spec = template["spec"]
-        driver: str = spec["driver"]
-        i = seen.get(driver, 0)
-        seen[driver] = i + 1
+    for template, name in zip(templates, slice_names(templates, node_name), strict=True):
+        driver: str = template["spec"]["driver"]
         manifest = copy.deepcopy(template)
-        manifest["metadata"] = {"name": slice_name(node_name, driver, i), **manifest["metadata"]}
+        manifest["metadata"] = {"name": name, **manifest["metadata"]}
         pool = {"name": node_name, **manifest["spec"]["pool"]}
         manifest["spec"] = {"driver": driver, "pool": pool, "nodeName": node_name, **manifest["spec"]}
         manifest["spec"]["pool"] = pool

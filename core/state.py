@@ -214,24 +214,21 @@ class ClusterState:
             case NodeCreated():
                 self._node_created(offset, t, event)
             case NodeReady():
-                node = self.nodes.get(event.name)
+                node = self._known_node(offset, event.name, "NodeReady for")
                 if node is None:
-                    self.anomalies.append(f"offset {offset}: NodeReady for unknown node {event.name}")
                     return
                 node.ready = True
                 if node.ready_t < 0:
                     node.ready_t = t
                     self.never_ready.pop(node.name, None)
             case NodeNotReady():
-                node = self.nodes.get(event.name)
+                node = self._known_node(offset, event.name, "NodeNotReady for")
                 if node is None:
-                    self.anomalies.append(f"offset {offset}: NodeNotReady for unknown node {event.name}")
                     return
                 node.ready = False
             case NodeTaintsChanged():
-                node = self.nodes.get(event.name)
+                node = self._known_node(offset, event.name, "taints of")
                 if node is None:
-                    self.anomalies.append(f"offset {offset}: taints of unknown node {event.name}")
                     return
                 spec = {**(node.manifest.get("spec") or {}), "taints": [dict(x) for x in event.taints]}
                 if not event.taints:
@@ -365,6 +362,13 @@ class ClusterState:
         self.runs += 1
         if pod.run_for_ms >= 0:
             heapq.heappush(self.run_deadlines, (t + pod.run_for_ms, self.runs, pod.key))
+
+    def _known_node(self, offset: int, name: str, what: str) -> NodeState | None:
+        """The node an event is about, or None with the anomaly noted (`<what> unknown node <name>`)."""
+        node = self.nodes.get(name)
+        if node is None:
+            self.anomalies.append(f"offset {offset}: {what} unknown node {name}")
+        return node
 
     def _pod_reserved(self, offset: int, event: PodReserved) -> None:
         pod = self.pods.get(event.pod)

@@ -19,13 +19,13 @@ scheduler reactor does not read them.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
 from ._fields import (
     FieldError,
     check_fields,
+    checked_object,
     dns1123_label_error,
     dns1123_subdomain_error,
     expect_int,
@@ -114,17 +114,7 @@ def _name(value: object, path: str, *, label: bool) -> str:
 
 def check_workload(obj: object, path: str) -> dict[str, Any]:
     """Check a `scheduling.k8s.io/v1alpha1` Workload; return a copy with `metadata.namespace` filled in."""
-    workload = copy.deepcopy(expect_map(obj, path))
-    meta = expect_map(workload.get("metadata") or {}, join(path, "metadata"))
-    _name(meta.get("name"), join(path, "metadata.name"), label=False)
-    if meta.get("namespace") not in (None, ""):
-        _name(meta["namespace"], join(path, "metadata.namespace"), label=True)
-    meta["namespace"] = meta.get("namespace") or "default"
-    workload["metadata"] = meta
-    spec_path = join(path, "spec")
-    if workload.get("spec") is None:
-        raise FieldError(spec_path, "missing required field")
-    spec = expect_map(workload["spec"], spec_path)
+    workload, spec, spec_path = checked_object(obj, path)
     check_fields(spec, spec_path, ("controllerRef", "podGroups"), required=("podGroups",))
     if spec.get("controllerRef") is not None:
         expect_map(spec["controllerRef"], join(spec_path, "controllerRef"))
@@ -190,17 +180,7 @@ def check_pod_group(obj: object, path: str) -> dict[str, Any]:
     PodGroup without it would make every pod of the group wait for nothing, which is a dump's mistake worth
     an error rather than a silently ignored group. `minResources` is a ResourceList (qualified names,
     quantities >= 0); `scheduleTimeoutSeconds` an int32 >= 0. `status` is not read."""
-    group = copy.deepcopy(expect_map(obj, path))
-    meta = expect_map(group.get("metadata") or {}, join(path, "metadata"))
-    _name(meta.get("name"), join(path, "metadata.name"), label=False)
-    if meta.get("namespace") not in (None, ""):
-        _name(meta["namespace"], join(path, "metadata.namespace"), label=True)
-    meta["namespace"] = meta.get("namespace") or "default"
-    group["metadata"] = meta
-    spec_path = join(path, "spec")
-    if group.get("spec") is None:
-        raise FieldError(spec_path, "missing required field")
-    spec = expect_map(group["spec"], spec_path)
+    group, spec, spec_path = checked_object(obj, path)
     check_fields(spec, spec_path, ("minMember", "minResources", "scheduleTimeoutSeconds"), required=("minMember",))
     expect_int(spec["minMember"], join(spec_path, "minMember"), minimum=1, maximum=INT32_MAX)
     if spec.get("minResources") is not None:

@@ -81,8 +81,7 @@ def test_the_dra_policy_adds_the_node_the_topology_needs() -> None:
     """dra-quickstart as written (`policy.autoscaler: dra`): the autoscaler runs the allocator on a
     template node's slices, adds one node, and the two `train` pods take one NVLink domain each there."""
     result = run(base())
-    assert result.state.pending_pods() == [] or all(
-        p.key.split("/")[2].startswith("eval") for p in result.state.pending_pods())
+    assert result.state.pending_pods() == []
     trains = [p for p in result.state.pods.values() if p.key.split("/")[2].startswith("train")]
     assert {p.node for p in trains} == {"h100-8x-1"}
     allocated = [e for e in events_of(result, ClaimAllocated) if e.pod in {p.key for p in trains}]

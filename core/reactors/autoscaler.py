@@ -133,7 +133,6 @@ class Autoscaler:
         self._fake: dict[str, list[PodState] | str] = {}  # each ProvisioningRequest's pods, a cache
         self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
         self._scale_down = ScaleDown(**self.scale_down)
-        self._failing: set[str] = set()  # groups given up on in the decision being made
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms
@@ -143,8 +142,9 @@ class Autoscaler:
         timed_out = self._timeouts.check(view, now, ready)  # late nodes given up on: their groups back off
         events += timed_out
         given_up = {n for e in timed_out if isinstance(e, ScaleUpTimedOut) for n in e.nodes}
-        # groups that fail in this very decision are backed off already (the view does not show it yet)
-        self._failing = {e.group for e in timed_out if isinstance(e, ScaleUpTimedOut)}
+        # groups in backoff, and those that fail in this very decision (the view does not show it yet)
+        blocked = {name for name, group in view.node_groups.items() if backed_off(group, now)}
+        blocked |= {e.group for e in timed_out if isinstance(e, ScaleUpTimedOut)}
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
         unschedulable = sorted(
             (p for p in view.pending_pods()
@@ -155,14 +155,15 @@ class Autoscaler:
         request = broker.next_request() if broker is not None else None
         # WrapperOrchestrator: loops alternate between ProvisioningRequests and regular pods when both wait
         provreq_mode = request is not None and (not unschedulable or (now // self.scan_interval_ms) % 2 == 1)
-        watch_bookings = self.capacity_revoked and broker is not None and bool(broker.booked())
+        booked = broker.booked() if broker is not None else []
+        watch_bookings = self.capacity_revoked and bool(booked)
         if not unschedulable and not provreq_mode and not watch_bookings:
             return Decision(tuple(events + self._scale_down.decide(view, now, ready, occupied(nominated))), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates)
         ready_nodes = self._ready_nodes(view, sim, nominated)
-        upcoming = self._upcoming(view, sim, now, given_up, self._failing)
+        upcoming = self._upcoming(view, sim, given_up, blocked)
         if broker is not None:
-            unplaced = self._absorb(sim, ready_nodes + upcoming, broker.booked())  # in the snapshot only
+            unplaced = self._absorb(sim, ready_nodes + upcoming, booked)  # bookings: in the snapshot only
             if unplaced and self.capacity_revoked:
                 events += broker.revoke(unplaced)
         if not unschedulable and not provreq_mode:
@@ -170,7 +171,7 @@ class Autoscaler:
         if provreq_mode:
             assert broker is not None and request is not None
             handled = broker.handle(request, lambda pods: self._absorb(sim, ready_nodes, pods),
-                                    lambda pods: self._atomic_option(view, sim, pods, rng, now))
+                                    lambda pods: self._atomic_option(view, sim, pods, rng, blocked))
             events.extend(handled.events)
             if handled.scale_up is not None:
                 target, nodes = handled.scale_up
@@ -181,7 +182,7 @@ class Autoscaler:
         if not remaining:
             return Decision(tuple(events + self._scale_down.decide(view, now, ready, occupied(nominated))), wake)
         gangs = self._gangs(view, remaining) if self.policy == "atomic" else None
-        options = self._options(view, sim, remaining, now, gangs)
+        options = self._options(view, sim, remaining, blocked, gangs)
         if options:
             best = self._expand(options, rng)
             events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
@@ -189,25 +190,25 @@ class Autoscaler:
         return Decision(tuple(events), wake)
 
     def _atomic_option(self, view: ClusterState, sim: Simulation, pods: list[PodState],
-                       rng: random.Random, now: int) -> tuple[str, int] | None:
+                       rng: random.Random, blocked: set[str]) -> tuple[str, int] | None:
         """One node group that takes all `pods` on new nodes within its room (best-effort-atomic), as the
         expander picks among such groups."""
-        options = [o for o in self._options(view, sim, pods, now) if len(o.pods) == len(pods)]
+        options = [o for o in self._options(view, sim, pods, blocked) if len(o.pods) == len(pods)]
         if not options:
             return None
         best = self._expand(options, rng)
         return best.group.name, best.count
 
-    def _options(self, view: ClusterState, sim: Simulation, pods: list[PodState], now: int,
+    @staticmethod
+    def _options(view: ClusterState, sim: Simulation, pods: list[PodState], blocked: set[str],
                  gangs: dict[str, list[PodState]] | None = None) -> list[Option]:
         """Each node group's scale-up for `pods` (binpacked within the group's room), where it helps;
-        groups in backoff are skipped."""
-        failing = self._failing
+        `blocked` groups (in backoff) are skipped."""
         options = []
         for name in sorted(view.node_groups):
             group = view.node_groups[name]
             room = group.max - group.target_size
-            if room <= 0 or backed_off(group, now) or name in failing:
+            if room <= 0 or name in blocked:
                 continue
             count, placed, waste = binpack(pods, group, room, sim, gangs)
             if count:
@@ -226,12 +227,11 @@ class Autoscaler:
         return list(nodes.values())
 
     @staticmethod
-    def _upcoming(view: ClusterState, sim: Simulation, now: int, given_up: set[str],
-                  failing: set[str]) -> list[SimNode]:
+    def _upcoming(view: ClusterState, sim: Simulation, given_up: set[str], blocked: set[str]) -> list[SimNode]:
         """Upcoming nodes (not ready yet, or not created yet), each as a template node of its group; not
         those of a group in backoff, nor nodes given up on."""
         upcoming: list[SimNode] = []
-        live = {name for name, group in view.node_groups.items() if not backed_off(group, now)} - failing
+        live = set(view.node_groups) - blocked
         for node in view.nodes.values():
             group = view.node_groups.get(node.group)
             if (not sim.ready(node) and node.group in live and group is not None

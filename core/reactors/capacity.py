@@ -31,7 +31,7 @@ from ..dra.cel import SelectorError
 from ..dra.convert import convert_slice
 from ..dra.model import Slice
 from ..dra.pools import SliceIndex
-from ..scenario_dra import render_slice_templates
+from ..scenario_dra import render_slice_templates, slice_names
 from ..state import ClusterState, NodeGroupState, NodeState, PodState
 from .dra_plugin import DraPlugin, PodClaims, dra_node
 from .fragmentation import claim_demand
@@ -55,8 +55,7 @@ def devices_unpublished(view: ClusterState, node: NodeState) -> bool:
     group = view.node_groups.get(node.group)
     if group is None or not group.resource_slices:
         return False
-    names = (m["metadata"]["name"] for m in render_slice_templates(list(group.resource_slices), node.name))
-    return any(name not in view.dra.slices for name in names)
+    return any(name not in view.dra.slices for name in slice_names(group.resource_slices, node.name))
 
 
 @dataclass

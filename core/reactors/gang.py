@@ -38,7 +38,7 @@ from ..state import PENDING, RUNNING, ClusterState, PodState
 from ..workloads import group_policy, min_count
 
 if TYPE_CHECKING:
-    from .dra_plugin import DraPlugin, PodClaims
+    from .dra_plugin import DraPlugin
     from .scheduler import Cycle
 
 NOT_READY = "NotReadyForScheduling"  # v1.PodReasonNotReadyForScheduling (KEP-5501)
@@ -60,7 +60,6 @@ class Placed:
 
     pod: PodState
     node: str
-    claims: PodClaims
     allocations: dict[str, dict[str, Any]]
 
 

@@ -68,6 +68,7 @@ class Broker:
         self.view = view
         self.now = now
         self._pods = pods
+        self._owner: dict[str, str] = {}  # fake pod key -> its request's key (filled by `booked`)
 
     def fake(self, state: RequestState) -> list[PodState] | str:
         hit = self._pods.get(state.key)
@@ -123,13 +124,14 @@ class Broker:
                 if not isinstance(pods, str):
                     started = sum(1 for p in self.consumers(state.key) if p.phase in (RUNNING, SUCCEEDED))
                     out.extend(pods[started:])
+                    self._owner.update((p.key, state.key) for p in pods)
         return out
 
     def revoke(self, unplaced: list[PodState]) -> list[AnyEvent]:
         """CapacityRevoked (an option: upstream defines the condition and never sets it): a request whose
         booked pods no longer fit the snapshot (its capacity was taken, or its nodes went away) is
         revoked and goes back to Provisioned=False, to be provisioned again."""
-        keys = {p.key.rsplit("-", 2)[0].split("/", 1)[1] for p in unplaced}  # pod/<ns>/<req>-<set>-<j>
+        keys = {self._owner[p.key] for p in unplaced}
         events: list[AnyEvent] = []
         for state in self.view.provisioning.requests.values():
             if state.key in keys and state.is_true("Provisioned") and "BookingExpired" not in state.conditions:

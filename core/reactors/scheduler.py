@@ -140,7 +140,7 @@ class Scheduler:
                 cycle.bind(pod, node_name, claims, allocations)
             else:  # Reserve, then wait at Permit for the rest of the gang
                 cycle.hold(pod, node_name, allocations, gang)
-                gangs.place(gang, Placed(pod, node_name, claims, allocations))
+                gangs.place(gang, Placed(pod, node_name, allocations))
             return
         message = unschedulable_message(len(view.nodes), reasons)
         cause, detail = pending_cause(reasons), ""
