@@ -268,6 +268,27 @@ def check_metadata(meta: dict[str, Any], path: str, *, namespaced: bool, name_re
     if meta.get("annotations") is not None:
         for key, item in expect_map(meta["annotations"], join(path, "annotations")).items():
             expect_str(item, join(join(path, "annotations"), key))
+    if meta.get("ownerReferences") is not None:
+        check_owner_references(meta["ownerReferences"], join(path, "ownerReferences"))
+
+
+def check_owner_references(value: object, path: str) -> None:
+    """apimachinery's ValidateOwnerReferences: apiVersion, kind, name and uid required, at most one
+    `controller: true` (the workload controllers and the drain rules read that one)."""
+    controllers = 0
+    for i, ref in enumerate(expect_list(value, path)):
+        ref_path = f"{path}[{i}]"
+        ref = expect_map(ref, ref_path)
+        for field_name in ("apiVersion", "kind", "name", "uid"):
+            if not ref.get(field_name):
+                raise FieldError(join(ref_path, field_name), "missing required field")
+            expect_str(ref[field_name], join(ref_path, field_name))
+        for flag in ("controller", "blockOwnerDeletion"):
+            if ref.get(flag) is not None:
+                expect_bool(ref[flag], join(ref_path, flag))
+        controllers += ref.get("controller") is True
+        if controllers > 1:
+            raise FieldError(ref_path, "only one reference can have controller set to true")
 
 
 def checked_object(obj: object, path: str, *, body: str = "spec") -> tuple[dict[str, Any], dict[str, Any], str]:

@@ -230,6 +230,19 @@ class PodFinished(Event, tag="PodFinished", frozen=True):
         return (self.pod,)
 
 
+class PodEvicted(Event, tag="PodEvicted", frozen=True):
+    """The pod was evicted (the Eviction API, as cluster-autoscaler drains a node it scales down): it
+    ends Failed, with the DisruptionTarget condition upstream writes; its controller, if any, makes a
+    replacement. dralab models a zero grace period: the pod is gone in the same record."""
+
+    pod: str
+    node: str
+    reason: str = ""  # who evicted it and why, e.g. "scale-down: unneeded"
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.pod,)
+
+
 # ---------------------------------------------------------------- DRA (resource.k8s.io/v1)
 
 
@@ -394,6 +407,17 @@ class ProvisioningRequestCondition(Event, tag="ProvisioningRequestCondition", fr
         return (f"provreq/{self.request}",)
 
 
+class ProvisioningRequestDeleted(Event, tag="ProvisioningRequestDeleted", frozen=True):
+    """The autoscaler deletes a finished request (cluster-autoscaler's DeleteOldProvReqs: its Provisioned
+    or Failed condition was last written more than 7 days ago)."""
+
+    request: str  # "namespace/name"
+    reason: str = ""
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"provreq/{self.request}",)
+
+
 # ---------------------------------------------------------------- autoscaling
 
 
@@ -444,6 +468,7 @@ AnyEvent = (
     | PodBound
     | PodUnschedulable
     | PodFinished
+    | PodEvicted
     | ScaleUpRequested
     | NodeProvisioning
     | NodeNotReady
@@ -464,6 +489,7 @@ AnyEvent = (
     | ProvisioningRequestCreated
     | ProvisioningRequestCondition
     | ScaleUpTimedOut
+    | ProvisioningRequestDeleted
 )
 
 

@@ -26,6 +26,11 @@ Definitions (the approximations are deliberate, and documented in docs/cli.md):
   beyond its group's templates (nodes outside any group) raise its count from when they appear.
 - **used**: GPUs of bound pods: their extended resources (`node.used`), and DRA devices of the node's
   slices that are allocated (dedicated or shared).
+- **used by share**: the same GPUs, each weighted by the share of it in use: a GPU partitioned through
+  shared counters by the share its allocated partitions consume (the most-consumed counter of its
+  counter set), a device shared through consumable capacity (KEP-5075, `allowMultipleAllocations`) by
+  the share of its capacity its allocations consume (the most-consumed capacity); extended GPUs and
+  dedicated devices count whole. A GPU whose share is below 1 is *partially used*.
 - **held**: GPUs that gang members waiting at Permit hold (`node.reserved`, and the devices of their
   in-flight allocations): paid, unavailable to others, doing no work; they count as idle. A counter
   set is used when any device consuming it is.
@@ -33,12 +38,17 @@ Definitions (the approximations are deliberate, and documented in docs/cli.md):
   until it is deleted (a `NodeDeleted` event naming it, or its disappearance from `state.nodes`) or the
   end of the run.
 - **unready**: paid GPUs of nodes that are not Ready yet.
-- **idle**: GPUs held at Permit, plus free GPUs (GPUs - used - held) of Ready nodes during intervals
-  when no pending pod could use them: a node's free GPUs count as idle when no pending pod asks for
-  devices, or when every pending pod that does asks for more than that node has free (demand per pod
-  as the scheduler's fragmentation score counts it, `pod_demand`). Selectors, taints and device
-  attributes are not weighed: a pending pod that could not land there anyway still makes the free GPUs
-  "wanted", so idle is a lower bound.
+- **idle**: GPUs held at Permit, plus the unused GPUs of Ready nodes during intervals when no pending
+  pod could use them: a node's free GPUs (GPUs - used - held) and the unused share of its partially
+  used GPUs (1 - share, as `used by share` weighs them) count as idle when no pending pod asks for
+  devices, or when every pending pod that does asks for more devices than that node offers: its free
+  GPUs plus its partially used GPUs (each of which may still offer a partition to a pod asking for
+  one; demand per pod as the scheduler's fragmentation score counts it, `pod_demand`). So paid =
+  used by share + idle + unready + the unused GPUs a pending pod could use. Selectors, taints and
+  device attributes are not weighed: a pending pod that could not land there anyway still makes the
+  unused GPUs "wanted", so idle is a lower bound.
+- **fragmentation**: while pods asking for devices wait, the share of the free (whole) GPUs of Ready
+  nodes that no waiting pod can use (fewer free on the node than the smallest demand).
 - **allocation ratio**: used GPUs / GPUs of Ready nodes, time-weighted over the intervals when some
   Ready node has GPUs (undefined, and left out of the mean, when none has).
 - **pending pod-seconds**: for every pending pod, the time it spent pending, attributed to its reason
@@ -56,6 +66,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from .dra.model import Device, DeviceID, Slice
@@ -68,6 +79,7 @@ from .summary import pending_cause, schedule_waits, time_to_schedule
 MS_PER_HOUR = 3_600_000
 SERIES_POINTS = 500  # the allocation-ratio series is sampled down to this many points
 NO_GROUP = ""  # gpu_hours_paid_by_group key of nodes outside any group
+ONE = Fraction(1)
 
 Unit = tuple[str, str, str, str]  # one physical GPU: ("device" | "counters", driver, pool, device or counter set)
 
@@ -87,6 +99,20 @@ def _units(driver: str, pool: str, device: str, counter_sets: Iterable[str]) -> 
 def _device_units(device: Device) -> list[Unit]:
     return _units(device.id.driver, device.id.pool, device.id.device,
                   (c.counter_set for c in device.consumes_counters))
+
+
+def capacity_share(device: Device, consumed: dict[str, Fraction] | None) -> Fraction:
+    """The share of a device shared through consumable capacity (KEP-5075) that its allocations consume:
+    the most-consumed of its capacities (`consumedCapacity` is keyed by the names the slice published).
+    A share that consumes no capacity, or a device without capacities, counts whole."""
+    ratios = []
+    for qualified, cap in device.capacity.items():
+        if cap.value <= 0 or not consumed:
+            continue
+        amount = consumed.get(device.published_capacity_names.get(qualified, qualified), consumed.get(qualified))
+        if amount is not None:
+            ratios.append(amount / cap.value)
+    return min(ONE, max(ratios)) if ratios else ONE
 
 
 def template_gpus(templates: Sequence[dict[str, Any]], node_name: str) -> int:
@@ -177,6 +203,8 @@ class _Node:
     used: int = 0
     held: int = 0  # held by gang members waiting at Permit
     used_share: float = 0.0  # GPUs in use counting partitions by the share of the GPU they consume
+    partial: int = 0  # used GPUs in use by a share below 1 (partitions, consumable-capacity shares)
+    partial_free: float = 0.0  # the unused share of those: sum of (1 - share)
     ready: bool = False
     gone: bool = False
     creation: int = 0  # index of this creation (a deleted name may be created again)
@@ -205,6 +233,9 @@ class _Replay:
         self.ready_used_share = 0.0
         self.unready_gpus = 0
         self.free_hist: Counter[int] = Counter()  # free GPUs -> Ready nodes with that many free
+        # room (free GPUs + partially used GPUs) -> Ready nodes with that room, and their unused GPUs
+        self.room_hist: Counter[int] = Counter()
+        self.room_unused: dict[int, float] = {}
         # pending pods: reason and device demand
         self.cause: dict[str, str] = {}
         self.by_cause: Counter[str] = Counter()
@@ -217,7 +248,7 @@ class _Replay:
         self.acc_gpu_ms = 0
         self.acc_gpu_group_ms: Counter[str] = Counter()
         self.acc_used_ms = 0
-        self.acc_idle_ms = 0
+        self.acc_idle_ms = 0.0
         self.acc_held_ms = 0
         self.acc_used_share_ms = 0.0
         self.acc_frag = 0.0
@@ -249,13 +280,31 @@ class _Replay:
             self.ready_used += sign * used
             self.ready_used_share += sign * min(node.used_share, float(node.gpus))
             self.ready_held += sign * held
-            self.free_hist[node.gpus - used - held] += sign
+            free = node.gpus - used - held
+            self.free_hist[free] += sign
+            partial = min(node.partial, used)
+            room = free + partial
+            self.room_hist[room] += sign
+            if self.room_hist[room]:
+                self.room_unused[room] = self.room_unused.get(room, 0.0) + sign * (
+                    free + min(node.partial_free, float(partial)))
+            else:  # no node left with that room: drop the sum (no float residue)
+                del self.room_hist[room]
+                self.room_unused.pop(room, None)
         else:
             self.unready_gpus += sign * node.gpus
 
     def _idle_gpus(self) -> int:
+        """Free (whole) GPUs of Ready nodes no pending pod could use (fragmentation)."""
         smallest = min(self.by_demand) if self.by_demand else None
         return sum(free * n for free, n in self.free_hist.items() if n and (smallest is None or free < smallest))
+
+    def _idle_unused(self) -> float:
+        """Unused GPUs of Ready nodes (free ones, and the unused share of partially used ones) on nodes
+        whose room (free + partially used GPUs) is below every pending pod's demand."""
+        smallest = min(self.by_demand) if self.by_demand else None
+        return sum(self.room_unused.get(room, 0.0) for room, n in self.room_hist.items()
+                   if n and (smallest is None or room < smallest))
 
     def ratio(self) -> float | None:
         return self.ready_used / self.ready_gpus if self.ready_gpus > 0 else None
@@ -273,7 +322,7 @@ class _Replay:
         self.acc_used_ms += self.ready_used * dt
         self.acc_used_share_ms += self.ready_used_share * dt
         self.acc_unready_ms += self.unready_gpus * dt
-        self.acc_idle_ms += (self._idle_gpus() + self.ready_held) * dt
+        self.acc_idle_ms += (self._idle_unused() + self.ready_held) * dt
         self.acc_held_ms += self.ready_held * dt
         if self.by_demand:  # fragmentation: the share of free GPUs no pending pod can use, while pods wait
             free = sum(f * n for f, n in self.free_hist.items() if n)
@@ -367,6 +416,8 @@ class _Replay:
             waiting: set[Unit] = set()
             capacity: dict[tuple[str, str, str], dict[str, Any]] = {}
             consumed: dict[tuple[str, str, str], dict[str, Any]] = {}
+            device_share: dict[Unit, Fraction] = {}  # taken devices consuming no counters -> share in use
+            shared_capacity = self.state.dra.allocated.capacity
             for slc in slices.values():
                 for name, counters in slc.shared_counters.items():
                     capacity[(slc.driver, slc.pool, name)] = counters
@@ -375,23 +426,31 @@ class _Replay:
                     published.update(units)
                     if device.id in dedicated or device.id in shared:
                         taken.update(units)
+                        f = (ONE if device.id in dedicated
+                             else capacity_share(device, shared_capacity.get(device.id)))
+                        if not device.consumes_counters:
+                            for u in units:
+                                device_share[u] = max(device_share.get(u, Fraction(0)), f)
                         for use in device.consumes_counters:
                             total = consumed.setdefault((slc.driver, slc.pool, use.counter_set), {})
                             for counter, amount in use.counters.items():
-                                total[counter] = total.get(counter, 0) + amount
+                                total[counter] = total.get(counter, 0) + amount * f
                     elif device.id in held_devices:
                         waiting.update(units)
             used += len(taken)
             held += len(waiting - taken)
-            share = float(sum(1 for u in taken if u[0] == "device"))
+            shares = [float(f) for f in device_share.values()]
             for key, total in consumed.items():  # a partitioned GPU is in use by the share consumed
                 limits = capacity.get(key, {})
-                share += min(1.0, max((float(v / limits[c]) for c, v in total.items() if limits.get(c)),
-                                      default=1.0))
-            node.used_share = share + (used - len(taken))  # extended GPUs count whole
+                shares.append(min(1.0, max((float(v / limits[c]) for c, v in total.items() if limits.get(c)),
+                                           default=1.0)))
+            node.used_share = sum(shares) + (used - len(taken))  # extended GPUs count whole
+            node.partial = sum(1 for f in shares if f < 1.0)
+            node.partial_free = sum(1.0 - f for f in shares if f < 1.0)
         node.gpus = node.extended_gpus + max(node.template_gpus, len(published))
         if not slices:
             node.used_share = float(used)
+            node.partial, node.partial_free = 0, 0.0
         node.used = used
         node.held = held
         node.ready = current.ready

@@ -12,6 +12,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+# On a pod a workload controller made to replace a failed or evicted one: the old pod's name. Upstream
+# has no such link (a ReplicaSet just counts its pods); dralab writes it so that the log says which pod
+# a replacement stands for and the controller makes one replacement per lost pod.
+REPLACES_ANNOTATION = "dralab.io/replaces"
+
+
+def replaced_pod(manifest: dict[str, Any]) -> str:
+    """The key of the pod this one replaces ("" if none)."""
+    meta = manifest.get("metadata") or {}
+    name = (meta.get("annotations") or {}).get(REPLACES_ANNOTATION)
+    return f"pod/{meta.get('namespace') or 'default'}/{name}" if name else ""
+
+
+def controller_ref(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """metadata.ownerReferences' entry with controller: true (metav1.GetControllerOf)."""
+    for ref in (manifest.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return ref
+    return None
 
 
 @dataclass(frozen=True)
@@ -72,6 +91,7 @@ class PodState:
     finished_t: int = -1
     condition: Condition | None = None
     attempts: int = 0  # failed scheduling attempts (PodScheduled=False, Unschedulable, written each time)
+    replaced_by: str = ""  # the key of the pod its controller made in its place (see REPLACES_ANNOTATION)
 
     @property
     def node_selector(self) -> dict[str, str]:

@@ -42,6 +42,15 @@ MAX_PARAMETERS = 100
 BOOKING_MS = 10 * 60_000  # capacity is held in the autoscaler's simulation this long after Provisioned
 RETRY_INITIAL_MS = 60_000  # --provisioning-request-initial-backoff-time
 RETRY_MAX_MS = 10 * 60_000  # --provisioning-request-max-backoff-time
+# Lifetime (cluster-autoscaler processors/provreq/processor.go, provReqProcessor.refresh and
+# DeleteOldProvReqs; constants, no flags): a request not Provisioned=True within `defaultExpirationTime`
+# of its creation gets Failed=True (reason `Expired`); a request whose Provisioned or Failed condition
+# was last written more than `defaultTerminalProvReqTTL` ago is deleted.
+EXPIRATION_MS = 7 * 24 * 3_600_000  # defaultExpirationTime, 7 days
+TERMINAL_TTL_MS = 7 * 24 * 3_600_000  # defaultTerminalProvReqTTL, 7 days
+MAX_UPDATED = 20  # defaultMaxUpdated: BookingExpired (reservation time) and Failed (Expired) per loop
+EXPIRED_REASON = "Expired"  # conditions.ExpiredReason
+EXPIRED_MSG = "ProvisioningRequest is expired"  # conditions.ExpiredMsg
 
 
 # The taint that reserves a node for a ProvisioningRequest (`autoscaler.reserveBookings`, dralab's model

@@ -1,8 +1,11 @@
 """The ProvisioningRequest part of the cluster state: PodTemplates, requests and their conditions.
 
 Folded from the events like the rest of ClusterState. A request's conditions are kept as the autoscaler
-last wrote each type, with the time it wrote it (`lastTransitionTime`), which is what booking expiry and
-retry backoff are measured from.
+last wrote each type, with the time its status last changed (`lastTransitionTime`, what booking expiry
+is measured from) and the time it was last written (what retry backoff and garbage collection are
+measured from: upstream's AddOrUpdateCondition stamps `lastTransitionTime` on every write). A deleted
+request (garbage-collected by the autoscaler) leaves `requests`; its key stays in `deleted`, so a
+request of the same name may be created again.
 """
 
 from __future__ import annotations
@@ -10,7 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import PodTemplateCreated, ProvisioningRequestCondition, ProvisioningRequestCreated
+from .events import (
+    PodTemplateCreated,
+    ProvisioningRequestCondition,
+    ProvisioningRequestCreated,
+    ProvisioningRequestDeleted,
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ class RequestState:
 class ProvisioningState:
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> PodTemplate
     requests: dict[str, RequestState] = field(default_factory=dict)  # "ns/name" -> state, in creation order
+    deleted: dict[str, int] = field(default_factory=dict)  # "ns/name" -> when it was deleted
 
     def apply(self, offset: int, t: int, event: object, anomalies: list[str]) -> bool:
         """Apply a ProvisioningRequest event; False if it is not one."""
@@ -62,6 +71,7 @@ class ProvisioningState:
                     anomalies.append(f"offset {offset}: ProvisioningRequest {key} created twice")
                     return True
                 self.requests[key] = RequestState(key, event.manifest, t)
+                self.deleted.pop(key, None)
             case ProvisioningRequestCondition():
                 state = self.requests.get(event.request)
                 if state is None:
@@ -73,6 +83,11 @@ class ProvisioningState:
                     event.status, event.reason, event.message, t if changed or old is None else old.t, t, event.group)
                 if event.condition == "Provisioned" and event.status == "False":
                     state.attempts += 1
+            case ProvisioningRequestDeleted():
+                if self.requests.pop(event.request, None) is None:
+                    anomalies.append(f"offset {offset}: deletion of unknown ProvisioningRequest {event.request}")
+                    return True
+                self.deleted[event.request] = t
             case _:
                 return False
         return True

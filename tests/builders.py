@@ -22,6 +22,7 @@ from dralab.core.events import (
     PodUnschedulable,
     Record,
     ScaleUpRequested,
+    decode_record,
     node_key,
     pod_key,
 )
@@ -255,3 +256,12 @@ def key(name: str, namespace: str = "default") -> str:
 __all__ = ["GPU", "GPU_TAINT", "GPU_TOLERATION", "Log", "arrival", "checked_node", "checked_pod", "fold",
            "group", "initial_state", "key", "node_key", "node_template", "pod", "record", "scenario",
            "scenario_doc"]
+
+
+def sourced_events(entries: list[tuple[int, bytes]], kind: type) -> list[tuple[int, str, Any]]:
+    """(time, source, event) of every event of `kind` in a log's entries, in log order."""
+    out = []
+    for offset, payload in entries:
+        rec = decode_record(payload, offset)
+        out += [(rec.t, rec.source, e) for e in rec.events if isinstance(e, kind)]
+    return out

@@ -311,6 +311,85 @@ def test_dra_devices_of_a_node_are_paid_used_and_freed() -> None:
     assert m.gpu_allocation_ratio_series == [[0.0, 0.5], [3600.0, 0.0]]
 
 
+def dra_node(log: Log, devices: list[dict[str, Any]], counters: dict[str, Any] | None = None) -> None:
+    """A Ready DRA-only node `dra-0` publishing a slice of `devices` (and one of `sharedCounters`)."""
+    templates: tuple[dict[str, Any], ...] = (slice_template(devices),)
+    if counters:
+        shared = slice_template([])
+        del shared["spec"]["devices"]
+        shared["spec"]["sharedCounters"] = [{"name": k, "counters": v} for k, v in counters.items()]
+        shared["spec"]["pool"]["resourceSliceCount"] = 2
+        templates[0]["spec"]["pool"]["resourceSliceCount"] = 2
+        templates = (shared, *templates)
+    log.append(NodeGroupDefined(name="dra", min=0, max=3, provision_delay_ms=(0, 0),
+                                template=check_node(node_template(gpu=0)), resource_slices=templates), t=0)
+    node = check_node(node_template(gpu=0)) | {"metadata": {"name": "dra-0"}}
+    slices = [ResourceSlicePublished(manifest=m) for m in render_slice_templates(templates, "dra-0")]
+    log.append(NodeCreated(name="dra-0", group="dra", node=node, initial=True), NodeReady(name="dra-0"), *slices, t=0)
+
+
+def partitionable_gpu(log: Log) -> None:
+    """One GPU with 7 compute slices: the whole GPU (7 slices) and two 1-slice partitions."""
+    def consumes(n: int) -> list[dict[str, Any]]:
+        return [{"counterSet": "gpu-0", "counters": {"slices": {"value": str(n)}}}]
+    dra_node(log, [{"name": "gpu-0", "consumesCounters": consumes(7)},
+                   {"name": "gpu-0-1g-0", "consumesCounters": consumes(1)},
+                   {"name": "gpu-0-1g-1", "consumesCounters": consumes(1)}],
+             counters={"gpu-0": {"slices": {"value": "7"}}})
+
+
+def test_a_partially_used_gpu_leaves_its_unused_share_idle() -> None:
+    """One partition (1/7 of the GPU) allocated for an hour, nothing pending: the GPU counts as used,
+    1/7 of it by share, and the other 6/7 are idle (as gpu_hours_used_by_share weighs it); then all of it."""
+    log = Log()
+    partitionable_gpu(log)
+    p = log.pod(pod("a"), t=0)
+    log.append(ResourceClaimCreated(manifest=claim_manifest("c", 1)), t=0)
+    log.append(ClaimAllocated(claim="claim/default/c", allocation=allocation("dra-0", "gpu-0-1g-0"), pod=p), t=0)
+    log.append(ClaimReleased(claim="claim/default/c", pod=p, deallocate=True), t=H)
+    assert log.state.anomalies == []
+    m = metrics(log, end_ms=2 * H)
+    assert m.gpu_hours_paid == 2
+    assert m.gpu_hours_used == 1
+    assert m.gpu_hours_used_share == pytest.approx(1 / 7)
+    assert m.gpu_hours_idle == pytest.approx(6 / 7 + 1)
+    assert m.gpu_hours_used_share + m.gpu_hours_idle == pytest.approx(m.gpu_hours_paid)
+
+
+@pytest.mark.parametrize(("demand", "idle"), [(1, 0.0), (2, 6 / 7)])
+def test_a_partially_used_gpu_is_wanted_by_a_pending_pod_asking_for_no_more_devices(demand: int,
+                                                                                    idle: float) -> None:
+    """The node offers one partially used GPU (it may still hold a partition): a pending pod asking for
+    one device could use it (not idle); one asking for two could not (its unused 6/7 are idle)."""
+    log = Log()
+    partitionable_gpu(log)
+    p = log.pod(pod("a"), t=0)
+    log.append(ResourceClaimCreated(manifest=claim_manifest("c", 1)), t=0)
+    log.append(ClaimAllocated(claim="claim/default/c", allocation=allocation("dra-0", "gpu-0-1g-0"), pod=p), t=0)
+    waiting = log.pod(gpu_pod("w", demand), t=0)
+    log.unschedulable(waiting, cause="capacity", t=0)
+    m = metrics(log, end_ms=H)
+    assert m.gpu_hours_idle == pytest.approx(idle)
+    assert m.gpu_hours_used == 1
+
+
+def test_a_consumable_capacity_share_counts_by_the_capacity_it_consumes() -> None:
+    """A GPU shared through consumable capacity (80Gi): a 20Gi share uses a quarter of it; 3/4 idle."""
+    log = Log()
+    dra_node(log, [{"name": "gpu-0", "allowMultipleAllocations": True,
+                    "capacity": {"memory": {"value": "80Gi"}}}])
+    p = log.pod(pod("a"), t=0)
+    log.append(ResourceClaimCreated(manifest=claim_manifest("c", 1)), t=0)
+    share = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "dra-0", "device": "gpu-0",
+                                      "shareID": "1", "consumedCapacity": {"memory": "20Gi"}}]}}
+    log.append(ClaimAllocated(claim="claim/default/c", allocation=share, pod=p), t=0)
+    assert log.state.anomalies == []
+    m = metrics(log, end_ms=H)
+    assert (m.gpu_hours_paid, m.gpu_hours_used) == (1, 1)
+    assert m.gpu_hours_used_share == pytest.approx(0.25)
+    assert m.gpu_hours_idle == pytest.approx(0.75)
+
+
 # ---------------------------------------------------------------- summary and end to end
 
 

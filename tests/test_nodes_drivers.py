@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 import pytest
-from builders import Log, arrival, group, node_template, scenario_doc
+from builders import Log, arrival, group, node_template, scenario_doc, sourced_events
 
 from dralab.core.events import (
     ClaimReleased,
@@ -21,7 +21,6 @@ from dralab.core.events import (
     PodBound,
     PodFinished,
     ResourceSlicePublished,
-    decode_record,
 )
 from dralab.core.inputs import scenario_inputs
 from dralab.core.reactor import decision_rng
@@ -49,11 +48,7 @@ def run(d: dict[str, Any], seed: int = 3) -> SimResult:
 
 
 def events_of(result: SimResult, kind: type) -> list[tuple[int, str, Any]]:
-    out = []
-    for offset, payload in result.entries:
-        rec = decode_record(payload, offset)
-        out += [(rec.t, rec.source, e) for e in rec.events if isinstance(e, kind)]
-    return out
+    return sourced_events(result.entries, kind)
 
 
 def gpu_pod(name: str) -> dict[str, Any]:

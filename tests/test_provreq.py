@@ -1,15 +1,33 @@
 """ProvisioningRequests through the autoscaler (core/reactors/provreq_broker.py): check-capacity,
-best-effort-atomic, retry backoff, noRetry, booking consumed, and bad input named by path."""
+best-effort-atomic, retry backoff, noRetry, booking consumed, the 7-day expiry and garbage collection,
+and bad input named by path."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
+from builders import GPU_TOLERATION, Log, arrival, group, node_template, pod, scenario_doc
 
-from dralab.core.events import ProvisioningRequestCondition, ScaleUpRequested, decode_record
-from dralab.core.provreq import retry_backoff_ms
+from dralab.core.events import (
+    AnyEvent,
+    PodTemplateCreated,
+    ProvisioningRequestCondition,
+    ProvisioningRequestCreated,
+    ProvisioningRequestDeleted,
+    ScaleUpRequested,
+    decode_record,
+)
+from dralab.core.provreq import (
+    BOOKING_MS,
+    EXPIRATION_MS,
+    MAX_UPDATED,
+    TERMINAL_TTL_MS,
+    check_pod_template,
+    check_provisioning_request,
+    retry_backoff_ms,
+)
+from dralab.core.reactors.provreq_broker import Broker
 from dralab.core.scenario import ScenarioError, parse_scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import SimResult, simulate
@@ -100,6 +118,148 @@ def test_best_effort_atomic_that_no_group_can_take_whole_is_not_provisioned() ->
 def test_a_request_naming_a_missing_template_fails() -> None:
     result = run(doc([request("check-capacity")], nodes=1))
     assert ("Failed", "True", "FailedToCreatePods") in [c[1:] for c in conds(result)]
+
+
+# ---------------------------------------------------------------- lifetime: 7-day expiry, garbage collection
+
+DAY = 24 * 3_600_000
+
+
+def test_lifetime_constants_are_upstreams() -> None:
+    """cluster-autoscaler processors/provreq/processor.go: defaultExpirationTime and
+    defaultTerminalProvReqTTL are 7 days, defaultMaxUpdated 20, defaultReservationTime 10 minutes."""
+    assert (EXPIRATION_MS, TERMINAL_TTL_MS, MAX_UPDATED, BOOKING_MS) == (7 * DAY, 7 * DAY, 20, 600_000)
+
+
+def requests_log(n: int = 1, cls: str = "check-capacity") -> Log:
+    """A fold holding the PodTemplate and `n` requests `req-<i>`, all created at t=0."""
+    events: list[AnyEvent] = [PodTemplateCreated(manifest=check_pod_template(template(), "t"))]
+    for i in range(n):
+        manifest = request(cls)
+        manifest["metadata"]["name"] = f"req-{i}"
+        events.append(ProvisioningRequestCreated(manifest=check_provisioning_request(manifest, "r")))
+    log = Log()
+    log.append(*events, t=0)
+    return log
+
+
+def loop(log: Log, now: int) -> list[AnyEvent]:
+    """One loop's start: what the broker's expire() decides at `now`; appended to the log."""
+    events = Broker(log.state, now, {}).expire()
+    if events:
+        log.append(*events, t=now)
+    return events
+
+
+def condition(log: Log, kind: str, status: str, reason: str, t: int, key: str = "default/req-0") -> None:
+    log.append(ProvisioningRequestCondition(request=key, condition=kind, status=status, reason=reason), t=t)
+
+
+def test_a_request_not_provisioned_in_7_days_fails_as_expired() -> None:
+    log = requests_log()
+    condition(log, "Accepted", "True", "Accepted", t=10_000)
+    condition(log, "Provisioned", "False", "CapacityIsNotFound", t=6 * DAY)  # still retrying
+    assert loop(log, EXPIRATION_MS) == []  # upstream: created + 7 days *before* now
+    [failed] = loop(log, EXPIRATION_MS + 1)
+    assert isinstance(failed, ProvisioningRequestCondition)
+    assert (failed.request, failed.condition, failed.status, failed.reason, failed.message) == (
+        "default/req-0", "Failed", "True", "Expired", "ProvisioningRequest is expired")
+    assert log.state.provisioning.requests["default/req-0"].is_true("Failed")
+    assert loop(log, EXPIRATION_MS + 10_000) == []  # failed once; not handled any more
+
+
+def test_a_request_failed_as_expired_is_not_handled_in_the_same_loop() -> None:
+    log = requests_log()
+    broker = Broker(log.state, EXPIRATION_MS + 1, {})
+    assert broker.next_request() is not None
+    assert [e.condition for e in broker.expire() if isinstance(e, ProvisioningRequestCondition)] == ["Failed"]
+    assert broker.next_request() is None
+
+
+def test_a_provisioned_request_never_expires_and_is_deleted_7_days_after_provisioned() -> None:
+    log = requests_log()
+    condition(log, "Provisioned", "True", "CapacityIsFound", t=60_000)
+    [booking] = loop(log, 60_000 + BOOKING_MS)
+    assert isinstance(booking, ProvisioningRequestCondition) and booking.reason == "CapacityReservationTimeExpired"
+    assert loop(log, 60_000 + TERMINAL_TTL_MS) == []  # not a Failed(Expired) past 7 days from creation either
+    [deleted] = loop(log, 60_000 + TERMINAL_TTL_MS + 1)
+    assert deleted == ProvisioningRequestDeleted(request="default/req-0", reason=deleted.reason)
+    assert log.state.provisioning.requests == {}
+    assert log.state.provisioning.deleted == {"default/req-0": 60_000 + TERMINAL_TTL_MS + 1}
+    assert log.state.anomalies == []
+
+
+def test_an_expired_request_is_deleted_7_days_after_it_failed() -> None:
+    """Created at 0, retried until day 7 (Provisioned=False, last written then), Failed at day 7: upstream
+    deletes it when either condition was last written more than 7 days ago, here day 14."""
+    log = requests_log()
+    last_try = EXPIRATION_MS - 60_000
+    condition(log, "Provisioned", "False", "CapacityIsNotFound", t=last_try)
+    assert [e.reason for e in loop(log, EXPIRATION_MS + 1) if isinstance(e, ProvisioningRequestCondition)] == [
+        "Expired"]
+    assert loop(log, last_try + TERMINAL_TTL_MS) == []
+    assert [type(e) for e in loop(log, last_try + TERMINAL_TTL_MS + 1)] == [ProvisioningRequestDeleted]
+    assert log.state.provisioning.requests == {}
+
+
+def test_a_request_failed_for_another_reason_is_deleted_7_days_after_it_failed() -> None:
+    log = requests_log()
+    condition(log, "Failed", "True", "FailedToCreatePods", t=30_000)
+    assert loop(log, 30_000 + TERMINAL_TTL_MS) == []
+    assert [type(e) for e in loop(log, 30_000 + TERMINAL_TTL_MS + 1)] == [ProvisioningRequestDeleted]
+
+
+def test_a_request_never_tried_is_failed_but_not_deleted() -> None:
+    """No Provisioned or Failed condition: nothing to measure a TTL from (until it fails as expired)."""
+    log = requests_log()
+    assert [e.reason for e in loop(log, 30 * DAY) if isinstance(e, ProvisioningRequestCondition)] == ["Expired"]
+    assert "default/req-0" in log.state.provisioning.requests
+    assert [type(e) for e in loop(log, 37 * DAY + 1)] == [ProvisioningRequestDeleted]
+
+
+def test_at_most_20_requests_fail_as_expired_per_loop() -> None:
+    log = requests_log(MAX_UPDATED + 5)
+    assert len(loop(log, EXPIRATION_MS + 1)) == MAX_UPDATED
+    assert len(loop(log, EXPIRATION_MS + 10_001)) == 5
+    assert all(s.is_true("Failed") for s in log.state.provisioning.requests.values())
+
+
+def test_reservation_expiries_and_expired_failures_share_the_20_updates_of_a_loop() -> None:
+    """Upstream's refresh: failures are taken while fewer than 20 - (reservation expiries so far)."""
+    log = requests_log(MAX_UPDATED + 5)
+    condition(log, "Provisioned", "True", "CapacityIsFound", t=0, key="default/req-10")
+    events = loop(log, EXPIRATION_MS + 1)
+    reasons = [e.reason for e in events if isinstance(e, ProvisioningRequestCondition)]
+    assert reasons.count("CapacityReservationTimeExpired") == 1
+    assert reasons.count("Expired") == MAX_UPDATED - 1
+
+
+def test_deleting_an_unknown_request_is_an_anomaly() -> None:
+    log = requests_log()
+    log.append(ProvisioningRequestDeleted(request="default/nope"), t=1)
+    assert log.state.anomalies == ["offset 2: deletion of unknown ProvisioningRequest default/nope"]
+
+
+def test_a_deleted_request_may_be_created_again() -> None:
+    log = requests_log()
+    log.append(ProvisioningRequestDeleted(request="default/req-0"), t=1)
+    manifest = check_provisioning_request(request("check-capacity") | {"metadata": {"name": "req-0"}}, "r")
+    log.append(ProvisioningRequestCreated(manifest=manifest), t=2)
+    assert log.state.anomalies == [] and log.state.provisioning.deleted == {}
+    assert log.state.provisioning.requests["default/req-0"].created_t == 2
+
+
+def test_the_autoscaler_deletes_a_request_7_days_after_it_was_provisioned() -> None:
+    """End to end (and replayed exactly): provisioned at 0, booking expired at 10 min, deleted by the
+    first loop more than 7 days after Provisioned was written."""
+    result = run(doc([template(), request("check-capacity")], nodes=2, duration="170h"))
+    assert [c[1:] for c in conds(result)] == [("Accepted", "True", "Accepted"),
+                                              ("Provisioned", "True", "CapacityIsFound"),
+                                              ("BookingExpired", "True", "CapacityReservationTimeExpired")]
+    deleted = [(decode_record(p, o).t, e.request) for o, p in result.entries for e in decode_record(p, o).events
+               if isinstance(e, ProvisioningRequestDeleted)]
+    assert deleted == [(TERMINAL_TTL_MS + 10_000, "default/req")]  # the next 10 s loop after 7 days
+    assert result.state.provisioning.requests == {}
 
 
 @pytest.mark.parametrize(

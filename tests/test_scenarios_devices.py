@@ -185,7 +185,7 @@ def test_fractional_sharing_partitions_pay_for_far_fewer_gpus(policy: str) -> No
     a = figures(variant("whole"), policy)
     # (b) partitions: 2 nodes, one at 10s and one at 4m10s for the 2 jobs of wave 3 the first cannot take
     assert b["nodes"] == 2 and b["scale_ups"] == [(10_000, 1), (250_000, 1)]
-    assert b["paid"] == pytest.approx(4.221, abs=0.01) and b["idle"] == pytest.approx(2.168, abs=0.01)
+    assert b["paid"] == pytest.approx(4.221, abs=0.01) and b["idle"] == pytest.approx(2.312, abs=0.01)
     assert b["slice_idle_fraction"] == pytest.approx(0.549, abs=0.005)
     assert b["pending_at_end"] == 0 and b["scheduled"] == 40
     # (a) whole GPUs: one GPU per job, 10 nodes in four scale-ups (one per wave)
@@ -195,13 +195,15 @@ def test_fractional_sharing_partitions_pay_for_far_fewer_gpus(policy: str) -> No
     assert a["pending_at_end"] == 0 and a["scheduled"] == 40
     # the comparison of the header
     assert a["paid"] > 4.5 * b["paid"]
-    assert a["idle"] > 3 * b["idle"]
+    assert a["idle"] > 2.9 * b["idle"]
     assert a["slice_idle_fraction"] - b["slice_idle_fraction"] > 0.3
     assert b["pending_s"] < a["pending_s"]  # partitions: most jobs fit a node already there
-    # dralab's metrics count a GPU used as soon as one device consuming its counters is allocated: they
-    # cannot see the 6/7 of a GPU a whole-GPU job leaves unused, and their idle fractions do not favour
-    # partitions here (update the header if the metrics learn counter-level usage)
-    assert b["idle_fraction"] == pytest.approx(0.514, abs=0.005)
+    # idle counts a partitioned GPU by the share its partitions consume, so (b)'s idle fraction is the
+    # slice-level one; a whole-GPU job holds all of its GPU's counters (nothing another pod could take),
+    # so the metrics cannot see the 6/7 of a GPU it leaves unused, and (a)'s idle fraction stays lower.
+    # The allocation ratio still counts a GPU allocated as soon as one device consuming its counters is.
+    assert b["idle_fraction"] == pytest.approx(0.548, abs=0.005)
+    assert b["idle_fraction"] == pytest.approx(b["slice_idle_fraction"], abs=0.005)
     assert a["idle_fraction"] == pytest.approx(0.339, abs=0.005)
     assert b["unallocated_fraction"] == pytest.approx(0.509, abs=0.005)
     assert a["unallocated_fraction"] == pytest.approx(0.377, abs=0.005)

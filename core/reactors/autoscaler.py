@@ -146,6 +146,13 @@ class Autoscaler:
         blocked = {name for name, group in view.node_groups.items() if backed_off(group, now)}
         blocked |= {e.group for e in timed_out if isinstance(e, ScaleUpTimedOut)}
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
+
+        def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
+            sim = Simulation(view, self.policy, self._dra, self._templates)
+            return sim, self._ready_nodes(view, sim, nominated)
+
+        def scale_down() -> list[AnyEvent]:
+            return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot)
         unschedulable = sorted(
             (p for p in view.pending_pods()
              if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated
@@ -158,7 +165,7 @@ class Autoscaler:
         booked = broker.booked() if broker is not None else []
         watch_bookings = self.capacity_revoked and bool(booked)
         if not unschedulable and not provreq_mode and not watch_bookings:
-            return Decision(tuple(events + self._scale_down.decide(view, now, ready, occupied(nominated))), wake)
+            return Decision(tuple(events + scale_down()), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates)
         ready_nodes = self._ready_nodes(view, sim, nominated)
         upcoming = self._upcoming(view, sim, given_up, blocked)
@@ -167,7 +174,7 @@ class Autoscaler:
             if unplaced and self.capacity_revoked:
                 events += broker.revoke(unplaced)
         if not unschedulable and not provreq_mode:
-            return Decision(tuple(events + self._scale_down.decide(view, now, ready, occupied(nominated))), wake)
+            return Decision(tuple(events + scale_down()), wake)
         if provreq_mode:
             assert broker is not None and request is not None
             handled = broker.handle(request, lambda pods: self._absorb(sim, ready_nodes, pods),
@@ -180,7 +187,7 @@ class Autoscaler:
             return Decision(tuple(events), wake)
         remaining = self._absorb(sim, upcoming, self._absorb(sim, ready_nodes, unschedulable))
         if not remaining:
-            return Decision(tuple(events + self._scale_down.decide(view, now, ready, occupied(nominated))), wake)
+            return Decision(tuple(events + scale_down()), wake)
         gangs = self._gangs(view, remaining) if self.policy == "atomic" else None
         options = self._options(view, sim, remaining, blocked, gangs)
         if options:

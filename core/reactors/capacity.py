@@ -115,6 +115,11 @@ class Simulation:
                 else PodClaims())
         return hit
 
+    def set_claims(self, pod: PodState, claims: PodClaims) -> None:
+        """What the pod's claims are in this snapshot from now on (a drain deallocates a moving pod's
+        own claims, to allocate them again where it goes)."""
+        self._claims[pod.key] = claims
+
     def shape(self, pod: PodState) -> tuple[object, ...]:
         """What `fits` depends on, names aside: pods of one shape fit the same nodes."""
         claims = self.claims(pod)

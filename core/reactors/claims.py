@@ -6,6 +6,9 @@ the decision's seeded source), owned by the pod, annotated with the pod claim's 
 in the pod's status (resourceClaimStatuses) through the event's `pod`/`pod_claim` fields. When a
 pod is done it takes the pod out of each claim's reservedFor, and deallocates a claim nobody uses
 any more, so its devices are free again.
+
+The same reactor hosts the workload controllers' part that matters here (workload_controllers.py): a
+replicated pod that failed or was evicted gets a replacement. Both are kube-controller-manager.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from ..events import AnyEvent, ClaimReleased, ResourceClaimCreated
 from ..reactor import Decision, Trigger
 from ..state import FAILED, PENDING, SUCCEEDED, ClusterState, PodState
+from .workload_controllers import replacements
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand: no vowels, no look-alikes
@@ -68,6 +72,7 @@ class ClaimController:
                 for i, pod_key in enumerate(gone):
                     last = i == len(gone) - 1 and len(state.reserved_for) == len(gone)
                     events.append(ClaimReleased(claim=claim_key, pod=pod_key, deallocate=last))
+        events.extend(replacements(view, rng))  # after the claims: their names' random draws come first
         return Decision(tuple(events))
 
     def _create_claims(self, view: ClusterState, pod: PodState, rng: random.Random) -> list[AnyEvent]:

@@ -14,7 +14,7 @@ deleted node (their claims are then released by the resourceclaim controller).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from ..events import (
     NodeNotReady,
     NodeReady,
     NodeTaintsChanged,
+    PodEvicted,
     PodFinished,
     PodUnreserved,
     ResourceSlicePublished,
@@ -59,15 +60,17 @@ def set_taints(view: ClusterState, name: str, taints: Iterable[dict[str, Any]]) 
     return [NodeTaintsChanged(name=name, taints=new)]
 
 
-def delete_node(view: ClusterState, name: str, reason: str = "") -> list[AnyEvent]:
+def delete_node(view: ClusterState, name: str, reason: str = "", evict: Collection[str] = ()) -> list[AnyEvent]:
     """Delete a node (or cancel a VM still provisioning): the pods running there end as Failed and
-    gang members waiting at Permit there are released, in the same record, before the node goes."""
+    gang members waiting at Permit there are released, in the same record, before the node goes.
+    `evict`: pods of the node a drain evicts first (`PodEvicted`, so their controllers replace them)."""
     events: list[AnyEvent] = []
     node = view.nodes.get(name)
     if node is not None:
+        events += [PodEvicted(pod=key, node=name, reason=reason) for key in node.pods if key in evict]
         events += [PodUnreserved(pod=key, reason="node-deleted")
                    for key, r in view.gang.reservations.items() if r.node == name]
-        events += [PodFinished(pod=key, phase=FAILED) for key in node.pods]
+        events += [PodFinished(pod=key, phase=FAILED) for key in node.pods if key not in evict]
     elif name not in view.provisioning_nodes:
         return []
     return [*events, NodeDeleted(name=name, reason=reason)]

@@ -19,6 +19,12 @@ pkg/provisioningrequest, as of 1.35), as a part of the autoscaler's loop.
   the booking (upstream: any pod can take the capacity). BookingExpired=True when all its consumer pods
   are bound (CapacityBookingConsumed) or the 10 minutes are over (CapacityReservationTimeExpired).
 - Pods that consume a request (annotation) do not trigger regular scale-ups.
+- Lifetime (upstream's provReqProcessor.refresh and DeleteOldProvReqs, at the start of every loop): a
+  request neither Provisioned=True nor finished (BookingExpired/Failed) 7 days after its creation gets
+  Failed=True (`Expired`); at most 20 such failures and reservation-time expiries per loop. A request
+  whose Provisioned or Failed condition was last written more than 7 days ago is deleted
+  (`ProvisioningRequestDeleted`), whatever the condition's status; its consumer pods still never
+  trigger regular scale-ups (the pods filter reads only the annotation).
 Fake pods with DRA claims are not simulated yet (their claims do not exist): such requests never fit.
 """
 
@@ -28,12 +34,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import AnyEvent, ProvisioningRequestCondition
+from ..events import AnyEvent, ProvisioningRequestCondition, ProvisioningRequestDeleted
 from ..manifests import pod_requests
 from ..provreq import (
     BEST_EFFORT_ATOMIC,
     BOOKING_MS,
     BOOKING_TAINT,
+    EXPIRATION_MS,
+    EXPIRED_MSG,
+    EXPIRED_REASON,
+    MAX_UPDATED,
+    TERMINAL_TTL_MS,
     booking_value,
     consumed_request,
     fake_pods,
@@ -69,6 +80,7 @@ class Broker:
         self.now = now
         self._pods = pods
         self._owner: dict[str, str] = {}  # fake pod key -> its request's key (filled by `booked`)
+        self._finished: set[str] = set()  # requests failed or deleted by this loop (not handled again)
 
     def fake(self, state: RequestState) -> list[PodState] | str:
         hit = self._pods.get(state.key)
@@ -81,11 +93,21 @@ class Broker:
         return [p for p in self.view.pods.values() if consumed_request(p.manifest) == key]
 
     def expire(self) -> list[AnyEvent]:
-        """BookingExpired for provisioned requests whose consumers all run, or whose 10 minutes are over."""
+        """BookingExpired for provisioned requests whose consumers all run, or whose 10 minutes are over;
+        Failed=True (Expired) for requests not provisioned 7 days after their creation; then the
+        deletion of old finished requests (`collect`)."""
         events: list[AnyEvent] = []
+        expired = failures = 0  # upstream's refresh updates at most MAX_UPDATED requests per loop
         for state in self.view.provisioning.requests.values():
+            if "BookingExpired" in state.conditions or state.is_true("Failed"):
+                continue
             provisioned = state.conditions.get("Provisioned")
-            if provisioned is None or provisioned.status != "True" or "BookingExpired" in state.conditions:
+            if provisioned is None or provisioned.status != "True":
+                # refresh: `created.Add(defaultExpirationTime).Before(now)` (strictly after)
+                if failures < MAX_UPDATED - expired and self.now > state.created_t + EXPIRATION_MS:
+                    failures += 1
+                    self._finished.add(state.key)
+                    events.append(_condition(state, "Failed", "True", EXPIRED_REASON, EXPIRED_MSG))
                 continue
             group = self.view.node_groups.get(provisioned.group)
             failed = group is not None and any(provisioned.t <= t <= provisioned.t + CLOUD_ANSWER_MS
@@ -99,10 +121,26 @@ class Broker:
                 events.append(_condition(state, "BookingExpired", "True", "CapacityBookingConsumed",
                                          "all pods of the request are scheduled"))
                 events += self.unreserve(state.key)
-            elif self.now >= provisioned.t + BOOKING_MS:
+            elif self.now >= provisioned.t + BOOKING_MS and expired < MAX_UPDATED:
+                expired += 1
                 events.append(_condition(state, "BookingExpired", "True", "CapacityReservationTimeExpired",
                                          "the capacity booking expired"))
                 events += self.unreserve(state.key)
+        return events + self.collect()
+
+    def collect(self) -> list[AnyEvent]:
+        """Delete requests whose Provisioned or Failed condition was last written more than 7 days ago
+        (upstream's DeleteOldProvReqs checks the conditions' presence, not their status, against
+        `lastTransitionTime`, which its AddOrUpdateCondition stamps on every write: `written_t`)."""
+        events: list[AnyEvent] = []
+        for state in self.view.provisioning.requests.values():
+            if any(c is not None and self.now > c.written_t + TERMINAL_TTL_MS
+                   for c in (state.conditions.get("Provisioned"), state.conditions.get("Failed"))):
+                self._finished.add(state.key)
+                self._pods.pop(state.key, None)  # the fake-pod cache: a recreated request makes its own
+                events += self.unreserve(state.key)  # a booking taint left behind, if any
+                events.append(ProvisioningRequestDeleted(
+                    request=state.key, reason="its Provisioned or Failed condition is older than 7 days"))
         return events
 
     def unreserve(self, key: str) -> list[AnyEvent]:
@@ -119,7 +157,8 @@ class Broker:
         consumer already running (its real pod holds that share of the capacity)."""
         out: list[PodState] = []
         for state in self.view.provisioning.requests.values():
-            if state.is_true("Provisioned") and "BookingExpired" not in state.conditions:
+            if (state.is_true("Provisioned") and "BookingExpired" not in state.conditions
+                    and state.key not in self._finished):
                 pods = self.fake(state)
                 if not isinstance(pods, str):
                     started = sum(1 for p in self.consumers(state.key) if p.phase in (RUNNING, SUCCEEDED))
@@ -143,7 +182,7 @@ class Broker:
 
     def next_request(self) -> RequestState | None:
         for state in self.view.provisioning.requests.values():
-            if state.is_true("Provisioned") or state.is_true("Failed"):
+            if state.is_true("Provisioned") or state.is_true("Failed") or state.key in self._finished:
                 continue
             tried = state.conditions.get("Provisioned")
             if tried is not None and self.now < tried.written_t + retry_backoff_ms(state.attempts):

@@ -7,8 +7,16 @@ a candidate for `unneededTime` (10 min), and no scale-up may have happened in th
 (10 min). Actuation taints it `ToBeDeletedByClusterAutoscaler:NoSchedule` (the value is the time, as
 upstream writes it), then `deleteDelayAfterTaint` (5 s) later deletes it.
 
-dralab has no controllers that would re-create a drained pod, so only empty nodes (no running pod, no
-pod nominated to it) are scaled down; draining nodes with pods is not modelled yet.
+A node with pods is scaled down too when every pod is either left behind (DaemonSet and mirror pods) or
+may move and fits on another node (drain.py: upstream's drainability rules and removal simulation):
+at most `--scale-down-non-empty-candidates-count` (30) such nodes are simulated per loop and one is
+drained at a time (`--max-drain-parallelism` 1). After the taint and `deleteDelayAfterTaint` the pods
+are evicted (`PodEvicted`; a zero grace period: they are gone at once) and the node deleted in the same
+record; their controllers replace them (workload_controllers.py), and the scheduler places the
+replacements. A node stays unneeded from the last time a pod was bound to it, left it or was reserved
+on it (`busy_t`); upstream's timer restarts whenever a loop finds it needed, which for a non-empty node
+also happens when the pods stop fitting elsewhere for a while: dralab does not keep that memory (a
+reactor decides from the log), so it may drain such a node sooner.
 
 Before deleting, cluster-autoscaler looks at the node again; with `recheckBeforeDelete: false` dralab
 deletes on the judgment it made when tainting, which is the race of autoscaler#3886: a pod bound in
@@ -23,11 +31,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..events import AnyEvent
-from ..state import ClusterState, NodeState
+from ..state import ClusterState, NodeState, PodState
+from .capacity import SimNode, Simulation
+from .drain import RemovalSimulator, pods_to_move
 from .lifecycle import delete_node, set_taints
+
+Snapshot = Callable[[], tuple[Simulation, list[SimNode]]]
 
 TAINT_KEY = "ToBeDeletedByClusterAutoscaler"
 MAX_PARALLELISM = 10  # --max-scale-down-parallelism (empty nodes deleted per loop)
+MAX_DRAIN_PARALLELISM = 1  # --max-drain-parallelism (nodes with pods drained at once)
+NON_EMPTY_CANDIDATES = 30  # --scale-down-non-empty-candidates-count (drain simulations per loop)
 
 
 @dataclass(frozen=True)
@@ -40,46 +54,90 @@ class ScaleDown:
     recheck_before_delete: bool = True
 
     def decide(self, view: ClusterState, now: int, ready: Callable[[NodeState], bool],
-               occupied: set[str]) -> list[AnyEvent]:
-        """This loop's scale-down events. `occupied`: nodes with pods nominated to them."""
+               occupied: set[str], snapshot: Snapshot | None = None) -> list[AnyEvent]:
+        """This loop's scale-down events. `occupied`: nodes with pods nominated to them. `snapshot`:
+        makes the autoscaler's simulation and its ready nodes, for draining nodes with pods (none: only
+        empty nodes are scaled down)."""
         if not self.enabled:
             return []
         events: list[AnyEvent] = []
+        leaving: set[str] = set()  # nodes deleted or tainted for deletion: no destination for moved pods
+        removal: list[RemovalSimulator] = []  # made once, when a drain needs it
+
+        def removal_sim() -> RemovalSimulator:
+            if not removal:
+                assert snapshot is not None
+                removal.append(RemovalSimulator(view, *snapshot()))
+                removal[0].removed = leaving
+            return removal[0]
+
+        draining = 0
         for node in list(view.nodes.values()):
             taint = next((t for t in node.taints if t.get("key") == TAINT_KEY), None)
             if taint is None:
                 continue
+            leaving.add(node.name)
             tainted_at = int(str(taint.get("value") or "0") or 0)
+            # pods there when it was tainted: a drain; pods bound since: a race with the scheduler
+            drain = snapshot is not None and any(view.pods[k].bound_t <= tainted_at for k in node.pods)
             if now < tainted_at + self.delete_delay_after_taint_ms:
+                draining += drain
                 continue
-            if self.recheck_before_delete and (node.pods or node.name in occupied):
+            moving = pods_to_move(view, node) if drain else []
+            if self.recheck_before_delete and not self._still_removable(node, drain, moving, occupied,
+                                                                        removal_sim):
                 events += set_taints(view, node.name, [t for t in node.taints if t.get("key") != TAINT_KEY])
-                continue
-            events += delete_node(view, node.name, reason="scale-down: unneeded")
+                continue  # still counted as leaving in this loop, as the view shows it tainted
+            evict = [p.key for p in moving] if isinstance(moving, list) else []
+            events += delete_node(view, node.name, reason="scale-down: unneeded", evict=evict)
         last_add = max((t for t, _, _ in view.scale_ups), default=None)
         if last_add is not None and now < last_add + self.delay_after_add_ms:
             return events
-        deleting = {n.name for n in view.nodes.values() if any(t.get("key") == TAINT_KEY for t in n.taints)}
-        sizes = {g: sum(1 for n in members if n in view.nodes and n not in deleting)
+        sizes = {g: sum(1 for n in members if n in view.nodes and n not in leaving)
                  for g, members in view.nodes_by_group.items()}
-        tainted = 0
+        tainted = simulated = 0
         for node in view.nodes.values():
             group = view.node_groups.get(node.group)
             if group is None or sizes.get(node.group, 0) <= group.min or tainted >= MAX_PARALLELISM:
                 continue
-            if any(t.get("key") == TAINT_KEY for t in node.taints) or not ready(node):
+            if node.name in leaving or not ready(node):
                 continue
-            if node.pods or node.name in occupied or utilization(view, node) >= self.utilization_threshold:
+            if node.name in occupied or utilization(view, node) >= self.utilization_threshold:
                 continue
             since = max(node.ready_t, node.busy_t)
             if now < since + self.unneeded_time_ms:
                 continue
+            if node.pods:
+                if snapshot is None or draining >= MAX_DRAIN_PARALLELISM or simulated >= NON_EMPTY_CANDIDATES:
+                    continue
+                moving = pods_to_move(view, node)
+                if isinstance(moving, str):
+                    continue
+                if moving:  # else only DaemonSet and mirror pods: empty, as upstream counts it
+                    simulated += 1
+                    if not removal_sim().try_remove(node, moving):
+                        continue
+                    draining += 1
             taints: list[dict[str, Any]] = [*node.taints,
                                             {"key": TAINT_KEY, "value": str(now), "effect": "NoSchedule"}]
             events += set_taints(view, node.name, taints)
+            leaving.add(node.name)
             sizes[node.group] -= 1
             tainted += 1
         return events
+
+    @staticmethod
+    def _still_removable(node: NodeState, drain: bool, moving: list[PodState] | str, occupied: set[str],
+                         removal_sim: Callable[[], RemovalSimulator]) -> bool:
+        """cluster-autoscaler's look before deleting: an empty node is still empty; a drained node's
+        pods may still all move, and fit elsewhere."""
+        if node.name in occupied:
+            return False
+        if not drain:
+            return not node.pods
+        if isinstance(moving, str):
+            return False
+        return not moving or removal_sim().try_remove(node, moving)
 
 
 def utilization(view: ClusterState, node: NodeState) -> float:
