@@ -11,6 +11,11 @@ of an append (after a timeout, a crash, a redelivery) safe.
 Three implementations share one contract test suite (tests/test_bus_contract.py):
 ``MemoryBus`` (in-process; hosted by the embedded bus), ``RedisBus`` (Redis Streams) and ``RayBus``
 (a ``MemoryBus`` hosted by a Ray actor for ``dralab run`` without Redis).
+
+Delivery on the wire (docs/delivery.md): consumer groups give at-least-once delivery; a consumer
+that stops acknowledging has its entries claimed by its replacement (``claim_stale``); an entry
+no consumer can decode is set aside once in a dead-letter stream (``dead_letter``); the log is
+trimmed only below what every consumer group has acknowledged (``trim_acknowledged``).
 """
 
 from __future__ import annotations
@@ -20,15 +25,26 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "DEAD_LETTERS_MAXLEN",
+    "MAX_DEAD_PAYLOAD",
+    "MAX_DEAD_REASON",
+    "RECORDER_GROUP",
     "AppendItem",
     "Appended",
     "Bus",
     "BusUnavailable",
     "Conflict",
+    "DeadLetter",
     "Entry",
     "GroupInfo",
     "UnknownGroup",
+    "dead_letter_of",
 ]
+
+MAX_DEAD_PAYLOAD = 64 * 1024  # bytes of a bad entry kept in its dead letter (payloads are untrusted)
+MAX_DEAD_REASON = 1024  # characters of the reason kept
+DEAD_LETTERS_MAXLEN = 10_000  # dead letters kept, about (the oldest go first); still set aside once each
+RECORDER_GROUP = "recorder"  # the group a recorder (an exporter of the stream) reads and acknowledges with
 
 # (payload, id, expect, writes): one element of ``Bus.append_many``.
 AppendItem = tuple[bytes, str, Mapping[str, int], Sequence[str]]
@@ -81,6 +97,28 @@ class GroupInfo:
 
     last_delivered: int  # highest offset delivered to the group (0: nothing yet)
     pending: int  # delivered but not acknowledged
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An entry set aside because a consumer could not use it (it does not decode, or its schema
+    version is newer than this dralab). One per log offset, however many consumers met it: the
+    first one to set it aside names itself in ``consumer``.
+
+    ``payload`` is the raw entry cut to ``MAX_DEAD_PAYLOAD`` bytes; ``size`` is its full length.
+    """
+
+    offset: int
+    reason: str
+    consumer: str
+    payload: bytes
+    size: int
+
+
+def dead_letter_of(offset: int, payload: bytes, reason: str, consumer: str) -> DeadLetter:
+    """A ``DeadLetter`` with the payload and the reason cut to their bounds (every bus uses this)."""
+    return DeadLetter(int(offset), str(reason)[:MAX_DEAD_REASON], str(consumer)[:MAX_DEAD_REASON],
+                      bytes(payload[:MAX_DEAD_PAYLOAD]), len(payload))
 
 
 class BusUnavailable(Exception):
@@ -150,6 +188,41 @@ class Bus(Protocol):
 
     async def group_info(self, group: str) -> GroupInfo:
         """Delivery position and number of pending entries of a group."""
+        ...
+
+    async def claim_stale(
+        self, group: str, consumer: str, min_idle_ms: int, count: int = 100
+    ) -> list[Entry]:
+        """Take over entries of ``group`` delivered (to any consumer) at least ``min_idle_ms``
+        ago and still not acknowledged (XAUTOCLAIM): they become pending for ``consumer``, as
+        if just delivered to it, and are returned ascending, at most ``count``. This is how a
+        replacement consumer (a new name in the same group) finishes what a consumer that
+        stopped acknowledging left behind. Reading one's own pending entries (``pending``)
+        counts as a new delivery and restarts their idle time."""
+        ...
+
+    async def dead_letter(self, offset: int, payload: bytes, reason: str, consumer: str) -> bool:
+        """Set the entry at ``offset`` aside in the dead-letter stream with ``reason`` and the
+        name of the ``consumer`` that could not use it (payload and reason cut to their bounds,
+        see ``dead_letter_of``). Idempotent per offset: True if this call stored it, False if
+        that offset had already been set aside (by this or any other consumer)."""
+        ...
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        """The dead letters, in the order they were set aside (the latest ``DEAD_LETTERS_MAXLEN``
+        or so: the oldest are dropped past that, though their offsets stay set aside)."""
+        ...
+
+    async def trim_acknowledged(self) -> int:
+        """Remove the entries every consumer group is done with and return how many went.
+
+        The floor is the smallest, over all groups, of the group's oldest pending entry, or
+        (nothing pending) its last delivered offset + 1; entries below the floor are removed,
+        none at or above it. With no group at all nothing is removed. A recorder counts as a
+        group like any other (``RECORDER_GROUP``). Offsets keep their numbers: ``read(after)``,
+        ``last_offset``, versions and idempotency ids are unaffected (a duplicate of a trimmed
+        append is still recognised), and ``read(0)`` starts at the floor. A group created after
+        a trim starts at the floor: it cannot see what was removed."""
         ...
 
     async def close(self) -> None:

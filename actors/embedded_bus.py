@@ -22,7 +22,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 
-from .bus import Appended, AppendItem, BusUnavailable, Conflict, Entry, GroupInfo, UnknownGroup
+from .bus import Appended, AppendItem, BusUnavailable, Conflict, DeadLetter, Entry, GroupInfo, UnknownGroup
 from .memory_bus import MemoryBus
 
 __all__ = ["LogActor", "RayBus", "start_log_actor"]
@@ -84,6 +84,20 @@ class LogActor:
 
     async def group_info(self, group: str) -> GroupInfo | _Raised:
         return await _guarded(self._bus.group_info(group))
+
+    async def claim_stale(
+        self, group: str, consumer: str, min_idle_ms: int, count: int
+    ) -> list[Entry] | _Raised:
+        return await _guarded(self._bus.claim_stale(group, consumer, min_idle_ms, count))
+
+    async def dead_letter(self, offset: int, payload: bytes, reason: str, consumer: str) -> bool:
+        return await self._bus.dead_letter(offset, payload, reason, consumer)
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        return await self._bus.dead_letters()
+
+    async def trim_acknowledged(self) -> int:
+        return await self._bus.trim_acknowledged()
 
     async def ping(self) -> bool:
         return True
@@ -152,6 +166,22 @@ class RayBus:
     async def group_info(self, group: str) -> GroupInfo:
         result: GroupInfo = await self._call("group_info", group)
         return result
+
+    async def claim_stale(
+        self, group: str, consumer: str, min_idle_ms: int, count: int = 100
+    ) -> list[Entry]:
+        result: list[Entry] = await self._call("claim_stale", group, consumer, min_idle_ms, count)
+        return result
+
+    async def dead_letter(self, offset: int, payload: bytes, reason: str, consumer: str) -> bool:
+        return bool(await self._call("dead_letter", offset, bytes(payload), reason, consumer))
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        result: list[DeadLetter] = await self._call("dead_letters")
+        return result
+
+    async def trim_acknowledged(self) -> int:
+        return int(await self._call("trim_acknowledged"))
 
     async def close(self) -> None:
         """Drop nothing: the actor (and the log) outlive this handle wrapper."""

@@ -23,7 +23,7 @@ import ray
 import structlog
 
 from dralab.core.config import build_reactors, run_config
-from dralab.core.events import Record, decode_record, encode_record
+from dralab.core.events import Record, encode_record
 from dralab.core.inputs import scenario_inputs
 from dralab.core.invariants import InvariantMonitor, Violation
 from dralab.core.scenario import Scenario
@@ -34,6 +34,7 @@ from .bus_factory import BusSpec, open_bus
 from .reactor_actor import Clock, ReactorActor
 from .redis_bus import redact_url
 from .redis_server import private_redis_server, redis_server_available
+from .wire import decode_or_skip, set_aside_soon
 
 log = structlog.get_logger("dralab.run")
 RAY_NAMESPACE = "dralab"
@@ -158,8 +159,13 @@ class LiveRun:
 
     def _fold(self, entries: list[Entry]) -> None:
         for entry in entries:
-            self.state.apply(entry.offset, decode_record(entry.payload, entry.offset))
-            self.entries.append((entry.offset, entry.payload))
+            record, bad = decode_or_skip(entry, self.state, "driver")
+            payload = entry.payload
+            if bad is not None:  # set aside; the run keeps the no-op every consumer folded instead
+                set_aside_soon(self.bus, entry, bad, "driver")
+                payload = encode_record(record)
+            self.state.apply(entry.offset, record)
+            self.entries.append((entry.offset, payload))
             self.monitor.observe(self.state)
 
     def settled(self) -> bool:

@@ -4,6 +4,9 @@ Used by the deterministic simulator (so every operation also exists as a plain s
 ``*_nowait`` method that needs no event loop and never yields) and, inside a Ray actor, as the
 embedded bus. Blocked readers wait on futures created in *their* running loop and resolved by the
 next append, so one ``MemoryBus`` is not tied to a single event loop.
+
+Delivery times of pending entries (for ``claim_stale``) come from an injectable ``clock``
+(``time.monotonic`` by default), so tests of reclaiming can use a fake one.
 """
 
 from __future__ import annotations
@@ -11,10 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .bus import Appended, AppendItem, Conflict, Entry, GroupInfo, UnknownGroup
+from .bus import (
+    DEAD_LETTERS_MAXLEN,
+    Appended,
+    AppendItem,
+    Conflict,
+    DeadLetter,
+    Entry,
+    GroupInfo,
+    UnknownGroup,
+    dead_letter_of,
+)
 
 __all__ = ["MemoryBus"]
 
@@ -22,14 +35,18 @@ __all__ = ["MemoryBus"]
 @dataclass
 class _Group:
     last_delivered: int = 0
-    pending: dict[int, str] = field(default_factory=dict)  # offset -> consumer
+    pending: dict[int, tuple[str, float]] = field(default_factory=dict)  # offset -> (consumer, delivered at)
 
 
 class MemoryBus:
     """A ``Bus`` held in memory. Not thread-safe; safe for any number of asyncio tasks."""
 
-    def __init__(self) -> None:
-        self._payloads: list[bytes] = []  # offset n is at index n-1
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._first = 1  # offset of _payloads[0]: 1 until the log is trimmed
+        self._payloads: list[bytes] = []  # offset n is at index n - _first
+        self._dead: dict[int, DeadLetter] = {}  # offset -> dead letter, in the order set aside
+        self._dead_seen: set[int] = set()  # every offset ever set aside (the letters are capped)
         self._versions: dict[str, int] = {}
         self._ids: dict[str, int] = {}
         self._groups: dict[str, _Group] = {}
@@ -50,7 +67,7 @@ class MemoryBus:
             if have != want:
                 raise Conflict(key, want, have)
         self._payloads.append(bytes(payload))
-        offset = len(self._payloads)
+        offset = self._first - 1 + len(self._payloads)
         for key in writes:
             versions[key] = offset
         self._ids[id] = offset
@@ -70,12 +87,14 @@ class MemoryBus:
 
     def read_nowait(self, after: int = 0, count: int | None = None) -> list[Entry]:
         """``Bus.read`` without blocking."""
-        start = max(after, 0)
-        stop = len(self._payloads) if count is None else min(len(self._payloads), start + max(count, 0))
-        return [Entry(o + 1, self._payloads[o]) for o in range(start, stop)]
+        base = self._first - 1  # offset just before _payloads[0]
+        start = max(after, base) - base
+        size = len(self._payloads)
+        stop = size if count is None else min(size, start + max(count, 0))
+        return [Entry(base + i + 1, self._payloads[i]) for i in range(start, stop)]
 
     def last_offset_nowait(self) -> int:
-        return len(self._payloads)
+        return self._first - 1 + len(self._payloads)
 
     def version_nowait(self, key: str) -> int:
         return self._versions.get(key, 0)
@@ -87,16 +106,21 @@ class MemoryBus:
         """``Bus.read_group`` without blocking."""
         g = self._group(group)
         entries = self.read_nowait(g.last_delivered, count)
+        now = self._clock() if entries else 0.0
         for e in entries:
-            g.pending[e.offset] = consumer
+            g.pending[e.offset] = (consumer, now)
         if entries:
             g.last_delivered = entries[-1].offset
         return entries
 
     def pending_nowait(self, group: str, consumer: str) -> list[Entry]:
+        """``Bus.pending``; like XREADGROUP 0, this delivers them again (their idle time restarts)."""
         g = self._group(group)
-        offsets = sorted(o for o, c in g.pending.items() if c == consumer)
-        return [Entry(o, self._payloads[o - 1]) for o in offsets]
+        offsets = sorted(o for o, (c, _) in g.pending.items() if c == consumer)
+        now = self._clock() if offsets else 0.0
+        for o in offsets:
+            g.pending[o] = (consumer, now)
+        return [Entry(o, self._payload(o)) for o in offsets]
 
     def ack_nowait(self, group: str, offsets: Sequence[int]) -> None:
         g = self._groups.get(group)
@@ -108,6 +132,44 @@ class MemoryBus:
     def group_info_nowait(self, group: str) -> GroupInfo:
         g = self._group(group)
         return GroupInfo(g.last_delivered, len(g.pending))
+
+    def claim_stale_nowait(self, group: str, consumer: str, min_idle_ms: int, count: int = 100) -> list[Entry]:
+        """``Bus.claim_stale`` without an event loop."""
+        g = self._group(group)
+        now = self._clock()
+        idle_s = max(min_idle_ms, 0) / 1000
+        claimed: list[Entry] = []
+        for o in sorted(g.pending):
+            if len(claimed) >= max(count, 0):
+                break
+            if now - g.pending[o][1] >= idle_s:
+                g.pending[o] = (consumer, now)
+                claimed.append(Entry(o, self._payload(o)))
+        return claimed
+
+    def dead_letter_nowait(self, offset: int, payload: bytes, reason: str, consumer: str) -> bool:
+        """``Bus.dead_letter`` without an event loop."""
+        if offset in self._dead_seen:
+            return False
+        self._dead_seen.add(offset)
+        self._dead[offset] = dead_letter_of(offset, payload, reason, consumer)
+        if len(self._dead) > DEAD_LETTERS_MAXLEN:
+            del self._dead[next(iter(self._dead))]
+        return True
+
+    def dead_letters_nowait(self) -> list[DeadLetter]:
+        return list(self._dead.values())
+
+    def trim_acknowledged_nowait(self) -> int:
+        """``Bus.trim_acknowledged`` without an event loop."""
+        if not self._groups:
+            return 0
+        floor = min(min(g.pending) if g.pending else g.last_delivered + 1 for g in self._groups.values())
+        drop = min(max(floor - self._first, 0), len(self._payloads))
+        if drop:
+            del self._payloads[:drop]
+            self._first += drop
+        return drop
 
     # -- the async Bus -------------------------------------------------------------------------
 
@@ -157,10 +219,27 @@ class MemoryBus:
     async def group_info(self, group: str) -> GroupInfo:
         return self.group_info_nowait(group)
 
+    async def claim_stale(
+        self, group: str, consumer: str, min_idle_ms: int, count: int = 100
+    ) -> list[Entry]:
+        return self.claim_stale_nowait(group, consumer, min_idle_ms, count)
+
+    async def dead_letter(self, offset: int, payload: bytes, reason: str, consumer: str) -> bool:
+        return self.dead_letter_nowait(offset, payload, reason, consumer)
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        return self.dead_letters_nowait()
+
+    async def trim_acknowledged(self) -> int:
+        return self.trim_acknowledged_nowait()
+
     async def close(self) -> None:
         """Nothing to release: the log lives as long as this object."""
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _payload(self, offset: int) -> bytes:
+        return self._payloads[offset - self._first]
 
     def _group(self, group: str) -> _Group:
         g = self._groups.get(group)

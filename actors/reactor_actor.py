@@ -10,6 +10,13 @@ Why the shape:
   restarted actor decide again, on a view rebuilt up to the end of the log, which includes what it
   appended before dying; an append that was in flight then conflicts on the versions it expected.
 - The fold skips offsets it has already applied, so a redelivered entry is never applied twice.
+  An entry delivered after a gap (entries given to another consumer of the group, or claimed out
+  of order) makes the fold read the gap from the log first: the view never skips an offset.
+- An entry that does not decode (or has a newer schema version) is folded as an applied no-op,
+  logged, set aside in the dead-letter stream (before it is acknowledged) and acknowledged: bad
+  input never stops the actor (actors/wire.py).
+- Entries another consumer of the group read but did not acknowledge for ``reclaim_idle_ms`` are
+  claimed (XAUTOCLAIM) on start and every ``reclaim_every_s``, then processed like new ones.
 - A decision that lost an optimistic-concurrency race is dropped; the actor reads on and decides
   again on the fresher view.
 """
@@ -27,15 +34,18 @@ import ray
 import structlog
 
 from dralab.core.config import build_reactors
-from dralab.core.events import RunStarted, decode_record, encode_record
+from dralab.core.events import RunStarted, encode_record
 from dralab.core.reactor import Reactor, decide, expectations
 from dralab.core.state import ClusterState
 
 from .bus import Bus, Conflict, Entry
 from .bus_factory import BusSpec, open_bus
+from .wire import decode_or_skip, set_aside
 
 log = structlog.get_logger("dralab.actor")
 READ_CHUNK = 500
+RECLAIM_IDLE_MS = 30_000  # an entry unacknowledged this long by its consumer is claimed by another
+RECLAIM_EVERY_S = 5.0  # how often a running loop looks for such entries
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,8 @@ class Clock:
 class ReactorLoop:
     """The consume-decide-append loop (separate from Ray so it is testable on its own)."""
 
-    def __init__(self, name: str, bus: Bus, group: str, consumer: str) -> None:
+    def __init__(self, name: str, bus: Bus, group: str, consumer: str, *,
+                 reclaim_idle_ms: int = RECLAIM_IDLE_MS, reclaim_every_s: float = RECLAIM_EVERY_S) -> None:
         self.name = name
         self.bus = bus
         self.clock: Clock | None = None  # from the run's RunStarted record, so a restart finds it again
@@ -67,7 +78,12 @@ class ReactorLoop:
         self.stats: dict[str, Any] = {
             "pid": os.getpid(), "rebuilt": 0, "redelivered": 0, "applied": 0, "duplicates_skipped": 0,
             "decisions": 0, "duplicate_appends": 0, "conflicts": 0, "acked": 0, "resumed_from": 0,
+            "reclaimed": 0, "dead_letters": 0, "gap_reads": 0,
         }
+        self.reclaim_idle_ms = reclaim_idle_ms
+        self.reclaim_every_s = reclaim_every_s
+        self._next_reclaim = 0.0
+        self._bad: list[tuple[Entry, str]] = []  # met, not yet set aside
         self._wake: int | None = 0
         self._seen = -1
         self.stopping = False
@@ -77,7 +93,9 @@ class ReactorLoop:
             if entry.offset <= self.state.offset:
                 self.stats["duplicates_skipped"] += 1
                 continue
-            record = decode_record(entry.payload, entry.offset)
+            record, bad = decode_or_skip(entry, self.state, self.consumer)
+            if bad is not None:
+                self._bad.append((entry, bad))
             self.state.apply(entry.offset, record)
             self.stats["applied"] += 1
             if self.reactor is None and record.events and isinstance(record.events[0], RunStarted):
@@ -86,10 +104,49 @@ class ReactorLoop:
                 self.clock = Clock(run.epoch, run.speed)
                 self.reactor = {r.name: r for r in build_reactors(run.config)}[self.name]
 
+    async def _fold(self, entries: list[Entry]) -> None:
+        """Fold delivered entries in order, reading any gap before one from the log first, then set
+        the bad ones aside (before the caller acknowledges them)."""
+        for entry in entries:
+            while entry.offset > self.state.offset + 1:
+                want = min(READ_CHUNK, entry.offset - 1 - self.state.offset)
+                gap = [e for e in await self.bus.read(self.state.offset, want) if e.offset < entry.offset]
+                if not gap:
+                    break  # trimmed away: the fold records the gap as an anomaly
+                self._apply(gap)
+                self.stats["gap_reads"] += len(gap)
+            self._apply([entry])
+        await self._set_aside()
+
+    async def _set_aside(self) -> None:
+        bad, self._bad = self._bad, []
+        for entry, reason in bad:
+            await set_aside(self.bus, entry, reason, self.consumer)
+            self.stats["dead_letters"] += 1
+
+    async def _claim(self, now: float) -> list[Entry]:
+        """Entries of the group idle for ``reclaim_idle_ms`` (a consumer stopped acknowledging),
+        now this consumer's; looked for at most every ``reclaim_every_s``."""
+        if now < self._next_reclaim:
+            return []
+        self._next_reclaim = now + self.reclaim_every_s
+        claimed: list[Entry] = []
+        while batch := await self.bus.claim_stale(self.group, self.consumer, self.reclaim_idle_ms, READ_CHUNK):
+            claimed += batch
+            if len(batch) < READ_CHUNK:
+                break
+        if claimed:
+            self.stats["reclaimed"] += len(claimed)
+            log.warning("entries.reclaimed", reactor=self.name, consumer=self.consumer, count=len(claimed),
+                        first=claimed[0].offset, last=claimed[-1].offset)
+        return claimed
+
     async def rebuild(self) -> list[Entry]:
         """Rebuild the view from the log, up to its current end (not only up to what the group was
         given: a decision this actor appended just before it died must be in the view it decides on
-        next, or it could decide the same thing twice); returns the entries to acknowledge again."""
+        next, or it could decide the same thing twice); returns the entries to acknowledge again:
+        those delivered to this consumer and not acknowledged, and those claimed from consumers
+        that stopped acknowledging."""
         await self.bus.create_group(self.group)
         info = await self.bus.group_info(self.group)
         self.stats["resumed_from"] = info.last_delivered
@@ -100,9 +157,11 @@ class ReactorLoop:
                 break
             self._apply(chunk)
             self.stats["rebuilt"] += len(chunk)
+        await self._set_aside()
         pending = await self.bus.pending(self.group, self.consumer)
         self.stats["redelivered"] = len(pending)
-        return pending
+        claimed = await self._claim(time.monotonic())
+        return _merge(pending, claimed)
 
     def now_ms(self) -> int:
         return self.clock.now_ms() if self.clock is not None else 0
@@ -137,7 +196,7 @@ class ReactorLoop:
         todo = await self.rebuild()
         self.stats["ready"] = True
         while True:
-            self._apply(todo)
+            await self._fold(todo)
             now = self.now_ms()
             if self._due(now):
                 await self._decide()
@@ -151,6 +210,14 @@ class ReactorLoop:
             if self._wake is not None and self.clock is not None:
                 block = max(1, min(block, int(self.clock.wall_s(self._wake - now) * 1000) + 1))
             todo = await self.bus.read_group(self.group, self.consumer, READ_CHUNK, block)
+            todo = _merge(todo, await self._claim(time.monotonic()))
+
+
+def _merge(a: list[Entry], b: list[Entry]) -> list[Entry]:
+    """Two delivered batches as one, ascending, each offset once."""
+    if not b:
+        return a
+    return sorted({e.offset: e for e in (*a, *b)}.values(), key=lambda e: e.offset)
 
 
 @ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)
@@ -180,8 +247,9 @@ class ReactorActor:
         try:
             asyncio.run(go())
         except Exception as exc:
-            # Crash-only: a reactor that cannot go on (its bus went away, a bad entry) kills its
-            # process, so that Ray restarts it and it rebuilds its view from the log.
+            # Crash-only: a reactor that cannot go on (its bus went away) kills its process, so
+            # that Ray restarts it and it rebuilds its view from the log. (A bad entry is not
+            # such a case: it is set aside and skipped, see actors/wire.py.)
             self._error = f"{type(exc).__name__}: {exc}"
             log.error("actor.failed", reactor=self.name, error=self._error, action="exit for a restart")
             os._exit(1)

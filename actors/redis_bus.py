@@ -7,13 +7,21 @@ script may touch them all):
   (payload) and ``i`` (idempotency id)
 * ``{s}:seq``  last offset (INCR)
 * ``{s}:ver``  hash key -> version (offset of its last writer)
-* ``{s}:ids``  hash idempotency id -> offset (grows with the log; an emulator run is bounded)
+* ``{s}:ids``  hash idempotency id -> offset (grows with the log; an emulator run is bounded;
+  not trimmed with the log, so a resend of a trimmed append is still recognised)
+* ``{s}:dead`` the dead-letter stream: one entry per bad log offset, fields ``offset``, ``reason``,
+  ``consumer``, ``size`` and ``payload`` (cut to 64 KiB); capped to about ``DEAD_LETTERS_MAXLEN``
+* ``{s}:deadidx`` hash offset -> 1 of the offsets set aside (makes ``dead_letter`` idempotent)
 
 An append is one Lua script, so the version checks, the idempotency check, the XADD and the version
 bumps are atomic. redis-py 8 retries timed-out commands by default; the append client has retries
 off so we never silently resend, and the idempotency id makes an explicit resend safe anyway.
 Blocking reads use their own connection pool whose socket timeout outlives the block time, and
 block in chunks of at most ``MAX_BLOCK_MS`` so that timeout stays bounded.
+
+``claim_stale`` is XAUTOCLAIM (Redis >= 6.2). ``trim_acknowledged`` is one Lua script (XINFO
+GROUPS, XPENDING per group, XTRIM MINID exact), so no group can move between the floor being
+computed and the trim.
 """
 
 from __future__ import annotations
@@ -34,7 +42,18 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import KeyT, StreamIdT
 
-from .bus import Appended, AppendItem, BusUnavailable, Conflict, Entry, GroupInfo, UnknownGroup
+from .bus import (
+    DEAD_LETTERS_MAXLEN,
+    Appended,
+    AppendItem,
+    BusUnavailable,
+    Conflict,
+    DeadLetter,
+    Entry,
+    GroupInfo,
+    UnknownGroup,
+    dead_letter_of,
+)
 
 __all__ = ["MAX_BLOCK_MS", "RedisBus", "redact_url"]
 
@@ -78,6 +97,49 @@ while i <= #ARGV do
   i = w + 1 + nw
 end
 return out
+"""
+
+
+# KEYS: dead stream, dead index.  ARGV: offset, reason, consumer, payload, size, maxlen.
+# Returns 1 if stored, 0 if that offset had been set aside already.
+_DEAD_LETTER_LUA = """
+if redis.call('HSETNX', KEYS[2], ARGV[1], '1') == 0 then
+  return 0
+end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*', 'offset', ARGV[1], 'reason', ARGV[2],
+           'consumer', ARGV[3], 'size', ARGV[5], 'payload', ARGV[4])
+return 1
+"""
+
+# KEYS: log.  Returns {removed, floor} (floor 0: no group, nothing removed). The floor is the
+# smallest, over all groups, of the oldest pending entry, else the last delivered offset + 1.
+_TRIM_LUA = """
+local log = KEYS[1]
+if redis.call('EXISTS', log) == 0 then
+  return {0, 0}
+end
+local floor = nil
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', log)) do
+  local name, last
+  for j = 1, #g, 2 do
+    if g[j] == 'name' then name = g[j + 1] elseif g[j] == 'last-delivered-id' then last = g[j + 1] end
+  end
+  local need
+  local p = redis.call('XPENDING', log, name)
+  if tonumber(p[1]) > 0 then
+    need = tonumber(string.match(p[2], '^(%d+)'))
+  else
+    need = tonumber(string.match(last, '^(%d+)')) + 1
+  end
+  if floor == nil or need < floor then
+    floor = need
+  end
+end
+if floor == nil then
+  return {0, 0}
+end
+local removed = redis.call('XTRIM', log, 'MINID', string.format('%d', floor) .. '-0')
+return {removed, floor}
 """
 
 
@@ -141,9 +203,13 @@ def _entries(resp: Any) -> list[Entry]:
     out: list[Entry] = []
     for items in streams:
         for sid, fields in items:
-            if fields:  # None for a pending entry that was trimmed away (we never trim)
+            if fields:  # None for a pending entry that was trimmed away (trimming never does that)
                 out.append(Entry(_offset(sid), fields[b"p"]))
     return out
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 class RedisBus:
@@ -158,6 +224,7 @@ class RedisBus:
         self._secrets = _secrets(url)
         self.log_key, self.seq_key = f"{{{stream}}}:log", f"{{{stream}}}:seq"
         self.ver_key, self.ids_key = f"{{{stream}}}:ver", f"{{{stream}}}:ids"
+        self.dead_key, self.dead_index_key = f"{{{stream}}}:dead", f"{{{stream}}}:deadidx"
         common: dict[str, Any] = {"socket_connect_timeout": connect_timeout_s}
         no_retry = Retry(NoBackoff(), 0)
         # Reads, groups, acks: harmless to retry, so keep redis-py's default retries.
@@ -170,6 +237,8 @@ class RedisBus:
         self._block = aioredis.Redis.from_url(
             url, socket_timeout=MAX_BLOCK_MS / 1000 + command_timeout_s, retry=no_retry, **common)
         self._append_script = self._once.register_script(_APPEND_LUA)
+        self._dead_script = self._cmd.register_script(_DEAD_LETTER_LUA)  # idempotent: retries are fine
+        self._trim_script = self._cmd.register_script(_TRIM_LUA)  # idempotent: retries are fine
 
     @classmethod
     async def connect(cls, url: str, stream: str, *, connect_timeout_s: float = 3.0) -> RedisBus:
@@ -303,6 +372,52 @@ class RedisBus:
             if name == group:
                 return GroupInfo(_offset(g["last-delivered-id"]), int(g["pending"]))
         raise UnknownGroup(group)
+
+    async def claim_stale(
+        self, group: str, consumer: str, min_idle_ms: int, count: int = 100
+    ) -> list[Entry]:
+        """XAUTOCLAIM from the start of the group's pending list, page by page, until ``count``
+        entries are claimed or the list has been scanned. Not retried behind our back: a resent
+        claim would find its entries freshly claimed (not idle) and leave them pending, unsaid,
+        for this consumer (``pending`` still returns them)."""
+        out: list[Entry] = []
+        start: str | bytes = "0-0"
+        with self._unavailable("claim_stale"), self._group_errors(group):
+            while len(out) < count:
+                resp = await self._once.xautoclaim(
+                    self.log_key, group, consumer, max(min_idle_ms, 0), start, count=min(count - len(out), _PAGE))
+                start, claimed = resp[0], resp[1]
+                out += [Entry(_offset(sid), fields[b"p"]) for sid, fields in claimed if fields]
+                if _text(start) == "0-0":
+                    break
+        return sorted(out, key=lambda e: e.offset)
+
+    async def dead_letter(self, offset: int, payload: bytes, reason: str, consumer: str) -> bool:
+        letter = dead_letter_of(offset, payload, reason, consumer)
+        with self._unavailable("dead_letter"):
+            stored = await self._dead_script(
+                keys=[self.dead_key, self.dead_index_key],
+                args=[letter.offset, letter.reason, letter.consumer, letter.payload, letter.size,
+                      DEAD_LETTERS_MAXLEN])
+        return bool(int(stored))
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        out: list[DeadLetter] = []
+        start = "-"
+        with self._unavailable("dead_letters"):
+            while True:
+                page: Any = await self._cmd.xrange(self.dead_key, min=start, count=_PAGE)
+                for _sid, f in page:
+                    out.append(DeadLetter(int(f[b"offset"]), _text(f[b"reason"]), _text(f[b"consumer"]),
+                                          bytes(f[b"payload"]), int(f[b"size"])))
+                if len(page) < _PAGE:
+                    return out
+                start = f"({_text(page[-1][0])}"
+
+    async def trim_acknowledged(self) -> int:
+        with self._unavailable("trim_acknowledged"):
+            removed, _floor = await self._trim_script(keys=[self.log_key], args=[])
+        return int(removed)
 
     async def close(self) -> None:
         for client in (self._cmd, self._once, self._block):

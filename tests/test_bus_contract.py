@@ -8,6 +8,7 @@ consumer sees it. Redis-only and MemoryBus-only properties follow the contract t
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,7 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dralab.actors.bus import Appended, Bus, BusUnavailable, Conflict, Entry, GroupInfo, UnknownGroup
+from dralab.actors.bus import (
+    MAX_DEAD_PAYLOAD,
+    MAX_DEAD_REASON,
+    RECORDER_GROUP,
+    Appended,
+    Bus,
+    BusUnavailable,
+    Conflict,
+    Entry,
+    GroupInfo,
+    UnknownGroup,
+)
 from dralab.actors.memory_bus import MemoryBus
 from dralab.actors.redis_bus import RedisBus, redact_url
 
@@ -256,6 +268,127 @@ async def test_unknown_group(log: Log) -> None:
     for call in (log.bus.read_group("nope", "c"), log.bus.pending("nope", "c"), log.bus.group_info("nope")):
         with pytest.raises(UnknownGroup):
             await call
+
+
+# -- delivery robustness: reclaim, dead letters, trimming (docs/delivery.md) -------------------
+
+
+async def test_claim_stale_takes_over_what_a_silent_consumer_left(log: Log) -> None:
+    bus = log.bus
+    await bus.create_group("g")
+    await put(bus, 4)
+    assert offsets(await bus.read_group("g", "old", count=3)) == [1, 2, 3]
+    await bus.ack("g", [1])
+    # not idle long enough yet: nothing moves
+    assert await bus.claim_stale("g", "new", min_idle_ms=60_000) == []
+    await asyncio.sleep(0.3)
+    replacement = await log.reopen()
+    claimed = await replacement.claim_stale("g", "new", min_idle_ms=200)
+    assert claimed == [Entry(2, b"e1"), Entry(3, b"e2")]
+    assert await replacement.pending("g", "old") == []
+    assert offsets(await replacement.pending("g", "new")) == [2, 3]
+    assert await replacement.group_info("g") == GroupInfo(3, 2)
+    # just claimed (and just re-read by pending): not idle, nobody else can take them now
+    assert await replacement.claim_stale("g", "third", min_idle_ms=200) == []
+    await replacement.ack("g", offsets(claimed))
+    assert offsets(await replacement.read_group("g", "new")) == [4]
+    await asyncio.sleep(0.3)
+    assert await replacement.claim_stale("g", "third", min_idle_ms=200, count=1) == [Entry(4, b"e3")]
+    assert await replacement.claim_stale("g", "third", min_idle_ms=0, count=0) == []
+    with pytest.raises(UnknownGroup):
+        await replacement.claim_stale("nope", "c", min_idle_ms=0)
+
+
+async def test_dead_letter_once_per_offset_with_bounded_payload(log: Log) -> None:
+    bus, other = log.bus, await log.reopen()
+    assert await bus.dead_letters() == []
+    big = bytes(range(256)) * 400  # 100 KiB
+    assert await bus.dead_letter(7, big, "malformed payload: truncated", "scheduler-0") is True
+    # the same offset met by another consumer (or again after a restart): stored once
+    assert await other.dead_letter(7, big, "malformed payload: truncated", "autoscaler-0") is False
+    assert await bus.dead_letter(7, b"other", "other reason", "scheduler-0") is False
+    assert await other.dead_letter(3, b"\x00\xff", "r" * 5000, "driver") is True
+    letters = await bus.dead_letters()
+    assert [(d.offset, d.consumer) for d in letters] == [(7, "scheduler-0"), (3, "driver")]
+    first, second = letters
+    assert first.reason == "malformed payload: truncated"
+    assert first.payload == big[:MAX_DEAD_PAYLOAD] and first.size == len(big)
+    assert second.payload == b"\x00\xff" and second.size == 2
+    assert second.reason == "r" * MAX_DEAD_REASON
+    assert await other.dead_letters() == letters
+
+
+async def test_trim_keeps_everything_some_group_has_not_acknowledged(log: Log) -> None:
+    bus = log.bus
+    await put(bus, 3)
+    assert await bus.trim_acknowledged() == 0  # no group: nobody acknowledged anything
+    await put(bus, 7, prefix="f")
+    for g in ("fast", "slow", RECORDER_GROUP):
+        await bus.create_group(g)
+    await bus.ack("fast", offsets(await bus.read_group("fast", "c")))
+    assert offsets(await bus.read_group("slow", "c", count=6)) == [1, 2, 3, 4, 5, 6]
+    await bus.ack("slow", [1, 2, 3, 5])  # 4 and 6 still pending
+    assert await bus.trim_acknowledged() == 0  # the recorder has acknowledged nothing
+    await bus.ack(RECORDER_GROUP, offsets(await bus.read_group(RECORDER_GROUP, "r", count=5)))
+    assert await bus.trim_acknowledged() == 3  # floor: min(11, 4 (slow's oldest pending), 6)
+    assert await bus.trim_acknowledged() == 0  # idempotent
+    # offsets keep their numbers; what remains reads as before
+    assert offsets(await bus.read()) == list(range(4, 11))
+    assert await bus.read(after=5, count=2) == [Entry(6, b"f2"), Entry(7, b"f3")]
+    assert await bus.last_offset() == 10
+    assert offsets(await bus.pending("slow", "c")) == [4, 6]
+    assert offsets(await bus.read_group("slow", "c")) == [7, 8, 9, 10]
+    # a resend of a trimmed append is still recognised; new appends continue the numbering
+    assert await bus.append(b"e0", id="e0", expect={}, writes=[]) == Appended(1, True)
+    assert await bus.append(b"g", id="g", expect={}, writes=["k"]) == Appended(11, False)
+    assert await bus.version("k") == 11
+    await bus.create_group("late")  # a group created after a trim starts at the floor
+    assert offsets(await bus.read_group("late", "c", count=2)) == [4, 5]
+    assert await bus.trim_acknowledged() == 0  # "late" holds 4 and 5 pending
+    for g in ("slow", "late"):
+        await bus.ack(g, offsets(await bus.pending(g, "c")))
+    await bus.ack(RECORDER_GROUP, offsets(await bus.read_group(RECORDER_GROUP, "r")))
+    for g in ("late", "fast", "slow"):
+        await bus.ack(g, offsets(await bus.read_group(g, "c")))
+    assert await bus.trim_acknowledged() == 8  # everything was acknowledged by everyone
+    assert await bus.read() == [] and await bus.last_offset() == 11
+    assert (await bus.append(b"h", id="h", expect={"k": 11}, writes=["k"])).offset == 12
+    assert offsets(await bus.read()) == [12]
+
+
+async def test_trim_never_removes_an_unacknowledged_entry(log: Log) -> None:
+    """Random reads, acks, appends and trims over three groups: after every trim, each group's
+    pending entries and everything it has not been given yet are still in the log."""
+    bus = log.bus
+    rng = random.Random(6)
+    groups = ["a", "b", RECORDER_GROUP]
+    for g in groups:
+        await bus.create_group(g)
+    await put(bus, 5)
+    held: dict[str, list[int]] = {g: [] for g in groups}
+    trimmed = 0
+    for step in range(60):
+        g = rng.choice(groups)
+        op = rng.random()
+        if op < 0.35:
+            held[g] += offsets(await bus.read_group(g, "c", count=rng.randint(1, 4)))
+        elif op < 0.65 and held[g]:
+            done = rng.sample(held[g], rng.randint(1, len(held[g])))
+            await bus.ack(g, done)
+            held[g] = [o for o in held[g] if o not in done]
+        elif op < 0.8:
+            await put(bus, rng.randint(1, 3), prefix=f"s{step}-")
+        else:
+            trimmed += await bus.trim_acknowledged()
+            present = set(offsets(await bus.read()))
+            last = await bus.last_offset()
+            for name in groups:
+                info = await bus.group_info(name)
+                needed = set(held[name]) | set(range(info.last_delivered + 1, last + 1))
+                assert needed <= present, (name, sorted(needed - present))
+                assert offsets(await bus.pending(name, "c")) == sorted(held[name])
+            assert present == set(range(last - len(present) + 1, last + 1))  # a suffix, dense
+    assert trimmed > 0
 
 
 # -- Redis only -------------------------------------------------------------------------------
