@@ -64,69 +64,21 @@ Definitions (the approximations are deliberate, and documented in docs/cli.md):
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .dra.model import Device, DeviceID, Slice
+from .dra.model import DeviceID, Slice
 from .events import NodeCreated, PodBound, Record, ResourceSlicePublished, ScaleUpRequested, decode_record
+from .gpu_units import ONE, Unit, capacity_share, device_units, is_gpu_resource, template_gpus
 from .reactors.fragmentation import pod_demand
-from .scenario_dra import render_slice_templates
 from .state import PENDING, ClusterState, NodeState
 from .summary import pending_cause, schedule_waits, time_to_schedule
 
 MS_PER_HOUR = 3_600_000
 SERIES_POINTS = 500  # the allocation-ratio series is sampled down to this many points
 NO_GROUP = ""  # gpu_hours_paid_by_group key of nodes outside any group
-ONE = Fraction(1)
-
-Unit = tuple[str, str, str, str]  # one physical GPU: ("device" | "counters", driver, pool, device or counter set)
-
-
-def is_gpu_resource(resource: str) -> bool:
-    """Extended resources that are GPUs (`nvidia.com/gpu`, `amd.com/gpu`)."""
-    return resource.endswith("/gpu")
-
-
-def _units(driver: str, pool: str, device: str, counter_sets: Iterable[str]) -> list[Unit]:
-    sets = list(dict.fromkeys(counter_sets))
-    if sets:
-        return [("counters", driver, pool, s) for s in sets]
-    return [("device", driver, pool, device)]
-
-
-def _device_units(device: Device) -> list[Unit]:
-    return _units(device.id.driver, device.id.pool, device.id.device,
-                  (c.counter_set for c in device.consumes_counters))
-
-
-def capacity_share(device: Device, consumed: dict[str, Fraction] | None) -> Fraction:
-    """The share of a device shared through consumable capacity (KEP-5075) that its allocations consume:
-    the most-consumed of its capacities (`consumedCapacity` is keyed by the names the slice published).
-    A share that consumes no capacity, or a device without capacities, counts whole."""
-    ratios = []
-    for qualified, cap in device.capacity.items():
-        if cap.value <= 0 or not consumed:
-            continue
-        amount = consumed.get(device.published_capacity_names.get(qualified, qualified), consumed.get(qualified))
-        if amount is not None:
-            ratios.append(amount / cap.value)
-    return min(ONE, max(ratios)) if ratios else ONE
-
-
-def template_gpus(templates: Sequence[dict[str, Any]], node_name: str) -> int:
-    """Physical GPUs in the slices a group's templates render for one node (counter sets counted once)."""
-    units: set[Unit] = set()
-    for manifest in render_slice_templates(templates, node_name):
-        spec = manifest.get("spec") or {}
-        driver, pool = str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", ""))
-        for device in spec.get("devices") or []:
-            sets = (str(c.get("counterSet", "")) for c in device.get("consumesCounters") or [])
-            units.update(_units(driver, pool, str(device.get("name", "")), sets))
-    return len(units)
-
-
 def sample(series: list[tuple[float, float | None]], points: int = SERIES_POINTS) -> list[list[float | None]]:
     """At most `points` of the series, uniformly spaced by index, first and last kept."""
     n = len(series)
@@ -422,7 +374,7 @@ class _Replay:
                 for name, counters in slc.shared_counters.items():
                     capacity[(slc.driver, slc.pool, name)] = counters
                 for device in slc.devices:
-                    units = _device_units(device)
+                    units = device_units(device)
                     published.update(units)
                     if device.id in dedicated or device.id in shared:
                         taken.update(units)
