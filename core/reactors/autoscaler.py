@@ -27,7 +27,7 @@ from ..provreq import consumed_request
 from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeGroupState, NodeState, PodState
 from .backoff import Timeouts, backed_off
-from .capacity import POLICIES, FirstFit, SimNode, Simulation, devices_unpublished
+from .capacity import POLICIES, FirstFit, SimNode, Simulation, StaticMemo, devices_unpublished
 from .dra_plugin import DraPlugin
 from .provreq_broker import Broker
 from .scale_down import ScaleDown
@@ -130,6 +130,7 @@ class Autoscaler:
             raise ValueError("scan interval must be positive")
         self._dra = DraPlugin()  # compiled selectors, a cache
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
+        self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
         self._fake: dict[str, list[PodState] | str] = {}  # each ProvisioningRequest's pods, a cache
         self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
         self._scale_down = ScaleDown(**self.scale_down)
@@ -148,7 +149,7 @@ class Autoscaler:
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
 
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
-            sim = Simulation(view, self.policy, self._dra, self._templates)
+            sim = Simulation(view, self.policy, self._dra, self._templates, self._statics)
             return sim, self._ready_nodes(view, sim, nominated)
 
         def scale_down() -> list[AnyEvent]:
@@ -166,7 +167,7 @@ class Autoscaler:
         watch_bookings = self.capacity_revoked and bool(booked)
         if not unschedulable and not provreq_mode and not watch_bookings:
             return Decision(tuple(events + scale_down()), wake)
-        sim = Simulation(view, self.policy, self._dra, self._templates)
+        sim = Simulation(view, self.policy, self._dra, self._templates, self._statics)
         ready_nodes = self._ready_nodes(view, sim, nominated)
         upcoming = self._upcoming(view, sim, given_up, blocked)
         if broker is not None:

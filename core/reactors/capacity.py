@@ -40,6 +40,7 @@ from .scheduler import FILTERS, fits_resources, node_ready, static_shape
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
 STATIC_TEMPLATE_FILTERS = tuple(f for f in TEMPLATE_FILTERS if f is not fits_resources)
 POLICIES = ("count", "dra", "atomic")
+StaticMemo = dict[str, dict[str, tuple[dict[str, Any], bool]]]
 
 
 def template_node(group: NodeGroupState, name: str | None = None) -> NodeState:
@@ -72,7 +73,8 @@ class SimNode:
 class Simulation:
     """One autoscaler loop's forked snapshot."""
 
-    def __init__(self, view: ClusterState, policy: str, dra: DraPlugin, templates: dict[tuple[str, str], list[Slice]]):
+    def __init__(self, view: ClusterState, policy: str, dra: DraPlugin, templates: dict[tuple[str, str], list[Slice]],
+                 statics: StaticMemo | None = None):
         self.view = view
         self.policy = policy
         self.dra = dra
@@ -80,7 +82,15 @@ class Simulation:
         self.allocated: AllocatedState = view.dra.allocated.copy()
         self._claims: dict[str, PodClaims] = {}
         self._static: dict[str, dict[str, bool]] = {}  # static shape -> sim node name -> static filters pass
-        self._static_of: dict[str, dict[str, bool]] = {}  # pod key -> its shape's entry of _static
+        # Across loops (the autoscaler's, optional): static shape -> node name -> (manifest, pass). A node's
+        # answer depends on its name and manifest only (the fold replaces a manifest, never changes it).
+        self._statics: StaticMemo = {} if statics is None else statics
+        if len(self._statics) > 1024:
+            self._statics.clear()
+        # pod key -> its shape's entries of _static and _statics, and its requests in NodeResourcesFit's order
+        self._pod_fit: dict[str, tuple[dict[str, bool], dict[str, tuple[dict[str, Any], bool]],
+                                       list[tuple[str, int]]]] = {}
+        self._shapes: dict[str, tuple[object, ...]] = {}  # pod key -> shape(pod)
 
     # ------------------------------------------------------------------ nodes
 
@@ -119,23 +129,44 @@ class Simulation:
         """What the pod's claims are in this snapshot from now on (a drain deallocates a moving pod's
         own claims, to allocate them again where it goes)."""
         self._claims[pod.key] = claims
+        self._shapes.pop(pod.key, None)
 
     def shape(self, pod: PodState) -> tuple[object, ...]:
         """What `fits` depends on, names aside: pods of one shape fit the same nodes."""
-        claims = self.claims(pod)
-        return (static_shape(pod), tuple(sorted(pod.requests.items())), claims.shape(), claims.missing,
-                claims.waiting)
+        hit = self._shapes.get(pod.key)
+        if hit is None:
+            claims = self.claims(pod)
+            hit = self._shapes[pod.key] = (static_shape(pod), tuple(sorted(pod.requests.items())), claims.shape(),
+                                           claims.missing, claims.waiting)
+        return hit
 
     def fits(self, pod: PodState, sim: SimNode) -> dict[str, dict[str, Any]] | None:
         """The pod's device allocations on this node if it fits there ({} without claims), else None."""
-        static = self._static_of.get(pod.key)
-        if static is None:
-            static = self._static_of[pod.key] = self._static.setdefault(static_shape(pod), {})
-        ok = static.get(sim.node.name)
-        if ok is None:  # a node's static filters (selector, taints) in this simulation: memoised per shape
-            ok = static[sim.node.name] = all(f(pod, sim.node, sim.used) is None for f in STATIC_TEMPLATE_FILTERS)
-        if not ok or fits_resources(pod, sim.node, sim.used) is not None:
+        fit = self._pod_fit.get(pod.key)
+        if fit is None:
+            shape = static_shape(pod)
+            fit = self._pod_fit[pod.key] = (self._static.setdefault(shape, {}), self._statics.setdefault(shape, {}),
+                                            sorted(pod.requests.items()))
+        static, kept, checks = fit
+        node, used = sim.node, sim.used
+        ok = static.get(node.name)
+        if ok is None:  # a node's static filters (selector, taints): memoised per shape, per loop and across
+            hit = kept.get(node.name)
+            if hit is not None and hit[0] is node.manifest:
+                ok = hit[1]
+            else:
+                ok = all(f(pod, node, used) is None for f in STATIC_TEMPLATE_FILTERS)
+                kept[node.name] = (node.manifest, ok)
+            static[node.name] = ok
+        if not ok:
             return None
+        # fits_resources, inlined (called for every node a pod is tried on): the same checks, same order
+        alloc = node.allocatable
+        if used.get("pods", 0) + 1 > alloc.get("pods", 110):
+            return None
+        for resource, amount in checks:
+            if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
+                return None
         claims = self.claims(pod)
         if claims.missing or claims.waiting:
             return None

@@ -65,10 +65,10 @@ class ClaimController:
         events: list[AnyEvent] = []
         for key in view.pods_by_phase[PENDING]:
             events.extend(self._create_claims(view, view.pods[key], rng))
-        done = {k for phase in (SUCCEEDED, FAILED) for k in view.pods_by_phase[phase]}
-        if done:
-            for claim_key, state in view.dra.claims.items():
-                gone = [p for p in state.reserved_for if p in done]
+        pods = view.pods  # not a set of every finished pod per decision: that grows all day long
+        for claim_key, state in view.dra.claims.items():
+            if state.reserved_for:
+                gone = [p for p in state.reserved_for if p in pods and pods[p].phase in (SUCCEEDED, FAILED)]
                 for i, pod_key in enumerate(gone):
                     last = i == len(gone) - 1 and len(state.reserved_for) == len(gone)
                     events.append(ClaimReleased(claim=claim_key, pod=pod_key, deallocate=last))

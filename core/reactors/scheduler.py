@@ -22,6 +22,8 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from operator import attrgetter
 from typing import Any
 
 from ..dra.allocated import AllocatedState
@@ -32,6 +34,7 @@ from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeState, PodState
 from ..workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 from .dra_plugin import DRA_FAILURE, DraPlugin, Held, PodClaims
+from .feasibility_cache import FeasibilityCache
 from .filters import FILTERS as FILTERS
 from .filters import STATIC_FILTERS, num_feasible_nodes_to_find
 from .filters import fits_resources as fits_resources
@@ -43,6 +46,8 @@ from .filters import unschedulable_message as unschedulable_message
 from .fragmentation import FreeDevices, dra_fragmentation, fragmentation_score, pod_demand, workload_histogram
 from .gang import NOT_READY, GangCycle, Placed
 from .queue import due
+
+_MANIFEST_READY = attrgetter("manifest", "ready")  # what a node's static filter answers depend on, its name aside
 
 
 def _utilisation(pod: PodState, node: NodeState, used: dict[str, int]) -> float:
@@ -95,6 +100,12 @@ class Scheduler:
         self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see fragmentation.py)
         # static shape -> node -> (manifest, ready, static filter answer): a cache (see _static)
         self._static_memo: dict[str, dict[str, tuple[dict[str, Any], bool, str | None]]] = {}
+        self._feasibility = FeasibilityCache()  # per pod shape: each node's fit and score (feasibility_cache.py)
+        # The static lists kept across decisions (see _static_nodes): each shape's list with the node
+        # generation it was made in; the nodes as last seen, and their generation.
+        self._static_lists: dict[str, tuple[int, list[tuple[str, str | None]]]] = {}
+        self._node_sig: tuple[list[str], list[tuple[dict[str, Any], bool]]] = ([], [])
+        self._generation = 0
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
@@ -165,18 +176,35 @@ class Scheduler:
         first node whose claims can be allocated is the choice. That is the node upstream would pick
         (the best score among feasible nodes, uniformly at random among equals) without running
         the allocator on every node. Returns the node (or None), the failure reasons counted over
-        nodes, the DRA allocations for the chosen node, and the nodes that failed only on DRA, the
-        closest first.
+        nodes (when no node is chosen: a pod that fits somewhere may not count them), the DRA
+        allocations for the chosen node, and the nodes that failed only on DRA, the closest first.
+
+        A pod without claims is answered from the per-shape cache (feasibility_cache.py): the same
+        nodes scanned, the same best nodes in the same order, so the same choice from the same
+        random draws, or the same failures counted; the node-by-node loop below is for the rest.
         """
         view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
-        nodes = self._static(view, pod, cycle.static, self._static_memo)
+        shape = static_shape(pod)
+        nodes = self._static_nodes(cycle, pod, shape)
         score = self._scorer(cycle, pod)
         # Like upstream, stop once enough feasible nodes are found, starting where the last search
         # stopped (a rotating start, carried by the decision's cycle); if none of them can take the
         # pod's claims, look at the rest too.
         want = num_feasible_nodes_to_find(len(nodes))
         start = cycle.cursor[0] % len(nodes) if nodes else 0
+        if nodes and not claims.any and self.score != "fragmentation":
+            index = self._feasibility.index((shape, tuple(pod.requests.items())), pod.requests,
+                                            self._node_score(pod, score))
+            index.sync(view, nodes, cycle, cycle.changed, used.own_map() if isinstance(used, Used) else {})
+            if not index.feasible():  # every node looked at, none fits
+                cycle.cursor[0] = start + len(nodes)
+                return None, index.reasons(), {}, []
+            scanned, group = index.scan(start, want)
+            cycle.cursor[0] = start + scanned
+            if len(group) > 1:
+                cycle.rng.shuffle(group)  # selectHost: uniformly at random among the best
+            return group[0], reasons, {}, []
         order = nodes[start:] + nodes[:start]
         scanned = 0
         dra_nodes: list[str] = []
@@ -241,6 +269,27 @@ class Scheduler:
                 return chosen, reasons, allocations, []
         return None, reasons, {}, dra_nodes
 
+    def _node_score(self, pod: PodState, score: Callable[[PodState, NodeState, dict[str, int]], float]
+                    ) -> Callable[[NodeState, dict[str, int]], float]:
+        """The score of one node for the pod (most-/least-allocated), as the loop below computes it: its
+        inlined arithmetic for at most two requested resources, else the scorer."""
+        if len(pod.requests) > 2:
+            return partial(score, pod)
+        in_order = list(pod.requests.items())
+        least = self.score == "least-allocated"
+
+        def value(node: NodeState, node_used: dict[str, int]) -> float:
+            total, k = 0.0, 0
+            alloc = node.allocatable
+            for resource, amount in in_order:
+                cap = alloc.get(resource)
+                if cap:
+                    total += (node_used.get(resource, 0) + amount) / cap
+                    k += 1
+            total = total / k if k else 0.0
+            return 1.0 - total if least else total
+        return value
+
     def _scorer(self, cycle: Cycle, pod: PodState) -> Callable[[PodState, NodeState, dict[str, int]], float]:
         """The score function for this pod (called per node: the plain function where there is one)."""
         if self.score != "fragmentation":
@@ -283,6 +332,29 @@ class Scheduler:
                 reasons[failure or DRA_FAILURE] += 1
                 dra_nodes.append(name)
         return None, {}
+
+    def _static_nodes(self, cycle: Cycle, pod: PodState, shape: str) -> list[tuple[str, str | None]]:
+        """`_static`'s list for the pod's static shape, and the very same list again in later decisions
+        while no node was added or removed, turned Ready or not, or got another manifest: one look at
+        the nodes per decision rather than one per shape, and a list the feasibility cache knows."""
+        nodes = cycle.static.get(shape)
+        if nodes is not None:
+            return nodes
+        if cycle.generation < 0:
+            sig = (list(cycle.view.nodes), list(map(_MANIFEST_READY, cycle.view.nodes.values())))
+            if sig != self._node_sig:
+                self._node_sig = sig
+                self._generation += 1
+            cycle.generation = self._generation
+        kept = self._static_lists.get(shape)
+        if kept is not None and kept[0] == cycle.generation:
+            nodes = cycle.static[shape] = kept[1]
+            return nodes
+        nodes = self._static(cycle.view, pod, cycle.static, self._static_memo)
+        if len(self._static_lists) > 1024:
+            self._static_lists.clear()
+        self._static_lists[shape] = (cycle.generation, nodes)
+        return nodes
 
     @staticmethod
     def _static(
@@ -362,10 +434,12 @@ class Cycle:
         # a decision (bindings take, nothing frees), so a failure stays a failure until the cycle ends.
         self.dra_failed: set[tuple[str, str]] = set()
         self.static: dict[str, list[tuple[str, str | None]]] = {}  # static_shape -> per-node static filter
+        self.generation = -1  # the scheduler's node generation (Scheduler._static_nodes), once looked at
         self.cursor = [view.offset]  # where the next node search starts (upstream: nextStartNodeIndex)
         self._free: FreeDevices | None = None
         self._histogram: dict[int, float] | None = None
         self.events: list[AnyEvent] = []
+        self.changed: list[str] = []  # nodes whose usage the decision changed, in order (feasibility_cache.py)
         for reservation in held or ():
             self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
             self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())
@@ -410,6 +484,7 @@ class Cycle:
         if allocations and self._free is not None:
             self._free.forget(node)
         node_used = self.used.own(node)
+        self.changed.append(node)
         for resource, amount in pod.requests.items():
             node_used[resource] = node_used.get(resource, 0) + amount
         node_used["pods"] = node_used.get("pods", 0) + 1
