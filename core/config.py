@@ -37,6 +37,9 @@ def run_config(scenario: Scenario) -> dict[str, Any]:
             "scale_down": msgspec.to_builtins(scenario.autoscaler.scale_down),
             "capacity_revoked": scenario.autoscaler.capacity_revoked,
             "reserve_bookings": scenario.autoscaler.reserve_bookings,
+            # recorded only when not the default, so logs written before the setting existed read the same
+            **({"provisioning_request_claims": scenario.autoscaler.provisioning_request_claims}
+               if scenario.autoscaler.provisioning_request_claims != "materialize" else {}),
         },
     }
 

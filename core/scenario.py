@@ -123,6 +123,9 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     scale_down: ScaleDownSettings = msgspec.field(default_factory=ScaleDownSettings)
     capacity_revoked: bool = False  # ProvisioningRequests: revoke a booking whose capacity is gone
     reserve_bookings: bool = False  # ProvisioningRequests: the scheduler honours a booking (a reservation)
+    # ProvisioningRequests' virtual pods: claims from templates made in memory (the fix of autoscaler#10065)
+    # or left unresolved, so such pods never fit (the bug); see core/reactors/virtual_claims.py
+    provisioning_request_claims: str = "materialize"
 
 
 class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
@@ -291,7 +294,7 @@ def _duration_or(m: dict[str, Any], key: str, path: str, default: int, *, positi
 def _autoscaler(value: object) -> AutoscalerSettings:
     path = "spec.autoscaler"
     m = _optional_map(value, path, ("scanInterval", "maxNodeProvisionTime", "maxNodeStartupTime", "expander",
-                                    "scaleDown", "capacityRevoked", "reserveBookings"))
+                                    "scaleDown", "capacityRevoked", "reserveBookings", "provisioningRequestClaims"))
     default = AutoscalerSettings()
     return AutoscalerSettings(
         scan_interval_ms=_duration_or(m, "scanInterval", path, default.scan_interval_ms),
@@ -305,6 +308,10 @@ def _autoscaler(value: object) -> AutoscalerSettings:
         else expect_bool(m["capacityRevoked"], join(path, "capacityRevoked")),
         reserve_bookings=False if m.get("reserveBookings") is None
         else expect_bool(m["reserveBookings"], join(path, "reserveBookings")),
+        provisioning_request_claims=default.provisioning_request_claims
+        if m.get("provisioningRequestClaims") is None
+        else expect_enum(m["provisioningRequestClaims"], join(path, "provisioningRequestClaims"),
+                         ("materialize", "unresolved")),
     )
 
 

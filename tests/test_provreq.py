@@ -281,3 +281,53 @@ def test_bad_requests_are_refused_with_their_path(edit, path: str) -> None:  # t
     with pytest.raises(ScenarioError) as info:
         parse_scenario(doc(objects), "pr.yaml")
     assert info.value.path == path
+
+
+# ---------------------------------------------------------------- virtual pods with claims (autoscaler#10065)
+
+GPU_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+             "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}
+FOUR_GPUS = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "four"},
+             "spec": {"spec": {"devices": {"requests": [
+                 {"name": "gpus", "exactly": {"deviceClassName": "gpu.example.com", "count": 4}}]}}}}
+
+
+def claim_template_doc(cls: str, *, nodes: int, claims: str | None = None, policy: str = "dra") -> dict[str, Any]:
+    """A DRA node group (4 devices a node) and a request for 2 pods whose template claims 4 devices each."""
+    g = group("dra", max=4, delay="1m", template=node_template(gpu=0))
+    g["resourceSlices"] = [{"spec": {"driver": "gpu.example.com", "devices": [{"name": f"gpu-{i}"} for i in range(4)]}}]
+    worker = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "worker"}, "template": {"spec": {
+        "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "four"}],
+        "containers": [{"name": "w", "image": "w:1", "resources": {"claims": [{"name": "gpus"}]}}]}}}
+    d = scenario_doc([g], nodes={"dra": nodes} if nodes else None, duration="10m")
+    d["spec"]["objects"] = [GPU_CLASS, FOUR_GPUS, worker, request(cls)]
+    d["spec"]["policy"] = {"autoscaler": policy}
+    if claims is not None:
+        d["spec"]["autoscaler"] = {"provisioningRequestClaims": claims}
+    return d
+
+
+@pytest.mark.parametrize("policy", ["count", "dra"])
+def test_virtual_pods_claims_are_made_in_memory_so_check_capacity_finds_capacity(policy: str) -> None:
+    result = run(claim_template_doc("check-capacity", nodes=2, policy=policy))
+    assert [c[1:] for c in conds(result)][:2] == [("Accepted", "True", "Accepted"),
+                                                  ("Provisioned", "True", "CapacityIsFound")]
+    assert result.state.dra.claims == {}  # made for the simulation only, never written
+
+
+def test_the_bug_leaves_virtual_pods_claims_unresolved_and_capacity_is_never_found() -> None:
+    result = run(claim_template_doc("check-capacity", nodes=2, claims="unresolved"))
+    reasons = [c[1:] for c in conds(result)]
+    assert ("Provisioned", "True", "CapacityIsFound") not in reasons
+    assert ("Provisioned", "False", "CapacityIsNotFound") in reasons
+
+
+def test_best_effort_atomic_with_claims_scales_up_for_the_whole_request() -> None:
+    result = run(claim_template_doc("best-effort-atomic-scale-up", nodes=0))
+    assert [(e.group, e.delta, e.atomic) for e in ups(result)] == [("dra", 2, True)]
+    assert ups(run(claim_template_doc("best-effort-atomic-scale-up", nodes=0, claims="unresolved"))) == []
+
+
+def test_an_unknown_claims_mode_is_refused_with_its_path() -> None:
+    with pytest.raises(ScenarioError, match="spec.autoscaler.provisioningRequestClaims"):
+        parse_scenario(claim_template_doc("check-capacity", nodes=1, claims="sometimes"), "pr.yaml")

@@ -31,6 +31,7 @@ from .capacity import POLICIES, FirstFit, SimNode, Simulation, StaticMemo, devic
 from .dra_plugin import DraPlugin
 from .provreq_broker import Broker
 from .scale_down import ScaleDown
+from .virtual_claims import MATERIALIZE, UNRESOLVED
 
 EXPANDERS = ("least-waste", "most-pods", "price", "priority", "random")
 
@@ -118,6 +119,7 @@ class Autoscaler:
     scale_down: dict[str, Any] = field(default_factory=dict)  # ScaleDown's fields (scenario: autoscaler.scaleDown)
     capacity_revoked: bool = False  # revoke bookings whose capacity is gone (provreq_broker.Broker.revoke)
     reserve_bookings: bool = False  # new nodes of an atomic request reserved for its consumers (a taint)
+    provisioning_request_claims: str = MATERIALIZE  # or UNRESOLVED: autoscaler#10065 (virtual_claims.py)
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -126,6 +128,9 @@ class Autoscaler:
             raise ValueError(f"unknown expander {self.expander!r}; expected one of {list(EXPANDERS)}")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown autoscaler policy {self.policy!r}; expected one of {list(POLICIES)}")
+        if self.provisioning_request_claims not in (MATERIALIZE, UNRESOLVED):
+            raise ValueError(f"unknown provisioningRequestClaims {self.provisioning_request_claims!r}; "
+                             f"expected {MATERIALIZE!r} or {UNRESOLVED!r}")
         if self.scan_interval_ms <= 0:
             raise ValueError("scan interval must be positive")
         self._dra = DraPlugin()  # compiled selectors, a cache
@@ -149,7 +154,8 @@ class Autoscaler:
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
 
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
-            sim = Simulation(view, self.policy, self._dra, self._templates, self._statics)
+            sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
+                             virtual_claims=self.provisioning_request_claims == MATERIALIZE)
             return sim, self._ready_nodes(view, sim, nominated)
 
         def scale_down() -> list[AnyEvent]:
@@ -167,7 +173,8 @@ class Autoscaler:
         watch_bookings = self.capacity_revoked and bool(booked)
         if not unschedulable and not provreq_mode and not watch_bookings:
             return Decision(tuple(events + scale_down()), wake)
-        sim = Simulation(view, self.policy, self._dra, self._templates, self._statics)
+        sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
+                             virtual_claims=self.provisioning_request_claims == MATERIALIZE)
         ready_nodes = self._ready_nodes(view, sim, nominated)
         upcoming = self._upcoming(view, sim, given_up, blocked)
         if broker is not None:

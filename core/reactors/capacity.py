@@ -36,6 +36,7 @@ from ..state import ClusterState, NodeGroupState, NodeState, PodState
 from .dra_plugin import DraPlugin, PodClaims, dra_node
 from .fragmentation import claim_demand
 from .scheduler import FILTERS, fits_resources, node_ready, static_shape
+from .virtual_claims import materialize
 
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
 STATIC_TEMPLATE_FILTERS = tuple(f for f in TEMPLATE_FILTERS if f is not fits_resources)
@@ -74,8 +75,9 @@ class Simulation:
     """One autoscaler loop's forked snapshot."""
 
     def __init__(self, view: ClusterState, policy: str, dra: DraPlugin, templates: dict[tuple[str, str], list[Slice]],
-                 statics: StaticMemo | None = None):
+                 statics: StaticMemo | None = None, *, virtual_claims: bool = True):
         self.view = view
+        self.virtual_claims = virtual_claims  # claims of virtual pods made in memory (virtual_claims.py)
         self.policy = policy
         self.dra = dra
         self._templates = templates  # (group, node name) -> converted slices, a cache kept by the autoscaler
@@ -120,9 +122,11 @@ class Simulation:
     def claims(self, pod: PodState) -> PodClaims:
         hit = self._claims.get(pod.key)
         if hit is None:
-            hit = self._claims[pod.key] = (
-                self.dra.prefilter(self.view, pod, {}) if pod.manifest.get("spec", {}).get("resourceClaims")
-                else PodClaims())
+            hit = (self.dra.prefilter(self.view, pod, {}) if pod.manifest.get("spec", {}).get("resourceClaims")
+                   else PodClaims())
+            if hit.waiting and self.virtual_claims and pod.key not in self.view.pods:  # a virtual pod
+                hit = materialize(self.view, pod, hit)
+            self._claims[pod.key] = hit
         return hit
 
     def set_claims(self, pod: PodState, claims: PodClaims) -> None:
