@@ -25,7 +25,7 @@ import random
 import time
 from typing import Any
 
-from _common import timed_run
+from _common import last_cpu_s, timed_run
 
 from dralab.core.scenario import parse_scenario
 from dralab.replay.sim import Simulator
@@ -128,6 +128,7 @@ def run(hours: float, nodes: int, seed: int, invariants: bool, profile: bool) ->
         "scale_ups": len(state.scale_ups), "deleted": sum(g.deleted for g in state.node_groups.values()),
         "nodes_at_end": groups, "violations": len(result.violations), "build_s": round(build_s, 2),
         "wall_s": round(wall, 2), "speedup": round(hours * 3600 / wall, 1), "digest": digest.hexdigest()[:16],
+        "cpu_s": round(last_cpu_s(), 2), "speedup_cpu": round(hours * 3600 / max(last_cpu_s(), 1e-9), 1),
     }
 
 
@@ -146,6 +147,7 @@ def main() -> None:
           f"{r['violations']} invariant violations")
     print(f"built in {r['build_s']} s; simulated in {r['wall_s']} s -> {r['speedup']:g}x real time "
           f"(log digest {r['digest']})")
+    print(f"CPU time {r['cpu_s']} s -> {r['speedup_cpu']:g}x real time per CPU second (one core)")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ class SimNode:
     slices: list[Slice] = field(default_factory=list)  # template nodes only
     index: SliceIndex | None = None  # template nodes only
     devices_used: int = 0  # count policy: devices taken by pods placed in the simulation
+    own: bool = True  # False: `used` is the node's own dict, copied on the first placement (copy on write)
 
 
 class Simulation:
@@ -97,7 +98,9 @@ class Simulation:
     # ------------------------------------------------------------------ nodes
 
     def existing(self, node: NodeState, used: dict[str, int]) -> SimNode:
-        return SimNode(node, dict(used))
+        """A ready node as it is; its usage is copied only if the simulation places a pod there (most
+        nodes of a loop's snapshot never get one)."""
+        return SimNode(node, used, own=False)
 
     def template(self, group: NodeGroupState, name: str) -> SimNode:
         node = template_node(group, name)
@@ -144,24 +147,38 @@ class Simulation:
                                            claims.missing, claims.waiting)
         return hit
 
-    def fits(self, pod: PodState, sim: SimNode) -> dict[str, dict[str, Any]] | None:
-        """The pod's device allocations on this node if it fits there ({} without claims), else None."""
+    def _fit_of(self, pod: PodState) -> tuple[dict[str, bool], dict[str, tuple[dict[str, Any], bool]],
+                                             list[tuple[str, int]]]:
         fit = self._pod_fit.get(pod.key)
         if fit is None:
             shape = static_shape(pod)
             fit = self._pod_fit[pod.key] = (self._static.setdefault(shape, {}), self._statics.setdefault(shape, {}),
                                             sorted(pod.requests.items()))
-        static, kept, checks = fit
-        node, used = sim.node, sim.used
+        return fit
+
+    def static_ok(self, pod: PodState, sim: SimNode) -> bool:
+        """Whether the node passes the pod's static filters (selector, taints): memoised per shape, per
+        loop and across loops."""
+        static, kept, _ = self._fit_of(pod)
+        node = sim.node
         ok = static.get(node.name)
-        if ok is None:  # a node's static filters (selector, taints): memoised per shape, per loop and across
+        if ok is None:
             hit = kept.get(node.name)
             if hit is not None and hit[0] is node.manifest:
                 ok = hit[1]
             else:
-                ok = all(f(pod, node, used) is None for f in STATIC_TEMPLATE_FILTERS)
+                ok = all(f(pod, node, sim.used) is None for f in STATIC_TEMPLATE_FILTERS)
                 kept[node.name] = (node.manifest, ok)
             static[node.name] = ok
+        return ok
+
+    def fits(self, pod: PodState, sim: SimNode) -> dict[str, dict[str, Any]] | None:
+        """The pod's device allocations on this node if it fits there ({} without claims), else None."""
+        static, _, checks = self._fit_of(pod)
+        node, used = sim.node, sim.used
+        ok = static.get(node.name)
+        if ok is None:
+            ok = self.static_ok(pod, sim)
         if not ok:
             return None
         # fits_resources, inlined (called for every node a pod is tried on): the same checks, same order
@@ -188,6 +205,8 @@ class Simulation:
         return dict(outcome.allocations) if outcome.outcome == "allocated" else None
 
     def place(self, pod: PodState, sim: SimNode, allocations: dict[str, dict[str, Any]]) -> None:
+        if not sim.own:
+            sim.used, sim.own = dict(sim.used), True
         for resource, amount in pod.requests.items():
             sim.used[resource] = sim.used.get(resource, 0) + amount
         sim.used["pods"] = sim.used.get("pods", 0) + 1
@@ -220,18 +239,27 @@ class FirstFit:
         self.sim = sim
         self.nodes = nodes
         self._start: dict[tuple[object, ...], int] = {}
+        # static shape -> the nodes passing its static filters, in order: a pod never fits the others, so
+        # a pass walks only these (GPU pods skip the CPU nodes once per loop, not once per shape)
+        # (binpacking appends template nodes as it goes: a list made for fewer nodes is made again)
+        self._eligible: dict[object, tuple[int, list[SimNode]]] = {}
 
     def find(self, pod: PodState) -> tuple[SimNode, dict[str, dict[str, Any]]] | None:
         key = self.sim.shape(pod)
+        seen = self._eligible.get(key[0])
+        if seen is None or seen[0] != len(self.nodes):
+            seen = self._eligible[key[0]] = (len(self.nodes), [n for n in self.nodes if self.sim.static_ok(pod, n)])
+        nodes = seen[1]
         i = self._start.get(key, 0)
-        while i < len(self.nodes):
-            allocations = self.sim.fits(pod, self.nodes[i])
+        while i < len(nodes):
+            allocations = self.sim.fits(pod, nodes[i])
             if allocations is not None:
                 self._start[key] = i
-                return self.nodes[i], allocations
+                return nodes[i], allocations
             i += 1
         self._start[key] = i
         return None
 
     def reset(self) -> None:
         self._start.clear()
+        self._eligible.clear()

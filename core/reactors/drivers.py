@@ -91,6 +91,8 @@ class Drivers:
     trigger: Trigger = "events"
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
+        if not any(g.resource_slices for g in view.node_groups.values()):
+            return Decision(())  # no group has devices: nothing to publish (and no scan of every node)
         events: list[AnyEvent] = []
         wake: list[int] = []
         for node in view.nodes.values():

@@ -102,22 +102,21 @@ class ScaleDown:
                 continue
             if node.name in leaving or not ready(node):
                 continue
-            if node.name in occupied or utilization(view, node) >= self.utilization_threshold:
-                continue
-            since = max(node.ready_t, node.busy_t)
-            if now < since + self.unneeded_time_ms:
-                continue
-            if node.pods:
+            if node.name in occupied or now < max(node.ready_t, node.busy_t) + self.unneeded_time_ms:
+                continue  # (the cheap checks first: every one of them only excludes)
+            if node.pods:  # the drain's cheap exclusions before the utilization
                 if snapshot is None or draining >= MAX_DRAIN_PARALLELISM or simulated >= NON_EMPTY_CANDIDATES:
                     continue
                 moving = pods_to_move(view, node)
-                if isinstance(moving, str):
+                if isinstance(moving, str) or utilization(view, node) >= self.utilization_threshold:
                     continue
                 if moving:  # else only DaemonSet and mirror pods: empty, as upstream counts it
                     simulated += 1
                     if not removal_sim().try_remove(node, moving):
                         continue
                     draining += 1
+            elif utilization(view, node) >= self.utilization_threshold:
+                continue
             taints: list[dict[str, Any]] = [*node.taints,
                                             {"key": TAINT_KEY, "value": str(now), "effect": "NoSchedule"}]
             events += set_taints(view, node.name, taints)
