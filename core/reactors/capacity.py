@@ -22,7 +22,6 @@ Pure: a scratch copy of usage and device allocations per simulation, nothing wri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..dra.allocated import AllocatedState
@@ -60,16 +59,22 @@ def devices_unpublished(view: ClusterState, node: NodeState) -> bool:
     return any(name not in view.dra.slices for name in slice_names(group.resource_slices, node.name))
 
 
-@dataclass
-class SimNode:
-    """A node of the simulation: its usage so far, and for a template node, its own rendered slices."""
+_NO_SLICES: list[Slice] = []  # shared by the existing nodes (only template nodes have slices of their own)
 
-    node: NodeState
-    used: dict[str, int]
-    slices: list[Slice] = field(default_factory=list)  # template nodes only
-    index: SliceIndex | None = None  # template nodes only
-    devices_used: int = 0  # count policy: devices taken by pods placed in the simulation
-    own: bool = True  # False: `used` is the node's own dict, copied on the first placement (copy on write)
+
+class SimNode:
+    """A node of the simulation: its usage so far, and for a template node, its own rendered slices.
+    A slotted class, not a dataclass: a loop makes one for every ready node."""
+
+    __slots__ = ("devices_used", "index", "node", "own", "slices", "used")
+
+    def __init__(self, node: NodeState, used: dict[str, int], own: bool = True) -> None:
+        self.node = node
+        self.used = used
+        self.own = own  # False: `used` is the node's own dict, copied on the first placement (copy on write)
+        self.slices: list[Slice] = _NO_SLICES  # template nodes only
+        self.index: SliceIndex | None = None  # template nodes only
+        self.devices_used = 0  # count policy: devices taken by pods placed in the simulation
 
 
 class Simulation:

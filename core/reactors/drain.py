@@ -77,14 +77,14 @@ def blocking_local_storage(manifest: dict[str, Any], annotations: dict[str, Any]
     return False
 
 
-def pods_to_move(view: ClusterState, node: NodeState) -> list[PodState] | str:
-    """The node's pods a drain evicts, or the first pod's block reason ("<reason>: <pod>")."""
+def pods_to_move(view: ClusterState, node: NodeState) -> list[PodState] | tuple[str, str]:
+    """The node's pods a drain evicts, or (the block reason, the pod key) of the first pod that blocks."""
     moving = []
     for key in node.pods:
         pod = view.pods[key]
         outcome, reason = drainability(pod)
         if outcome == "blocked":
-            return f"{reason}: {key[4:]}"
+            return reason, key
         if outcome == MOVES:
             moving.append(pod)
     return moving

@@ -27,7 +27,7 @@ is killed with the node.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import AnyEvent
@@ -52,6 +52,9 @@ class ScaleDown:
     delay_after_add_ms: int = 600_000
     delete_delay_after_taint_ms: int = 5_000
     recheck_before_delete: bool = True
+    # A cache, never an answer: node -> the pod that blocked its drain (drainability depends on the pod
+    # alone, so while that pod is on the node the node stays blocked).
+    _blocker: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def decide(self, view: ClusterState, now: int, ready: Callable[[NodeState], bool],
                occupied: set[str], snapshot: Snapshot | None = None) -> list[AnyEvent]:
@@ -73,6 +76,9 @@ class ScaleDown:
 
         draining = 0
         for node in list(view.nodes.values()):
+            spec = node.manifest.get("spec")
+            if not spec or not spec.get("taints"):
+                continue  # most nodes: no taints at all (read without the property: this runs every loop)
             taint = next((t for t in node.taints if t.get("key") == TAINT_KEY), None)
             if taint is None:
                 continue
@@ -107,8 +113,13 @@ class ScaleDown:
             if node.pods:  # the drain's cheap exclusions before the utilization
                 if snapshot is None or draining >= MAX_DRAIN_PARALLELISM or simulated >= NON_EMPTY_CANDIDATES:
                     continue
+                if self._blocker.get(node.name) in node.pods:
+                    continue  # the pod that blocked its drain is still there: still blocked
                 moving = pods_to_move(view, node)
-                if isinstance(moving, str) or utilization(view, node) >= self.utilization_threshold:
+                if isinstance(moving, tuple):
+                    self._blocker[node.name] = moving[1]
+                    continue
+                if utilization(view, node) >= self.utilization_threshold:
                     continue
                 if moving:  # else only DaemonSet and mirror pods: empty, as upstream counts it
                     simulated += 1
@@ -126,7 +137,7 @@ class ScaleDown:
         return events
 
     @staticmethod
-    def _still_removable(node: NodeState, drain: bool, moving: list[PodState] | str, occupied: set[str],
+    def _still_removable(node: NodeState, drain: bool, moving: list[PodState] | tuple[str, str], occupied: set[str],
                          removal_sim: Callable[[], RemovalSimulator]) -> bool:
         """cluster-autoscaler's look before deleting: an empty node is still empty; a drained node's
         pods may still all move, and fit elsewhere."""
@@ -134,7 +145,7 @@ class ScaleDown:
             return False
         if not drain:
             return not node.pods
-        if isinstance(moving, str):
+        if isinstance(moving, tuple):
             return False
         return not moving or removal_sim().try_remove(node, moving)
 
