@@ -15,7 +15,9 @@ Three implementations share one contract test suite (tests/test_bus_contract.py)
 Delivery on the wire (docs/delivery.md): consumer groups give at-least-once delivery; a consumer
 that stops acknowledging has its entries claimed by its replacement (``claim_stale``); an entry
 no consumer can decode is set aside once in a dead-letter stream (``dead_letter``); the log is
-trimmed only below what every consumer group has acknowledged (``trim_acknowledged``).
+trimmed only below what every consumer group has acknowledged (``trim_acknowledged``); readers
+keep state snapshots next to the log (``put_snapshot``/``get_snapshot``) so a restart folds only
+the tail.
 """
 
 from __future__ import annotations
@@ -213,16 +215,33 @@ class Bus(Protocol):
         or so: the oldest are dropped past that, though their offsets stay set aside)."""
         ...
 
-    async def trim_acknowledged(self) -> int:
+    async def trim_acknowledged(self, keep_from: int | None = None) -> int:
         """Remove the entries every consumer group is done with and return how many went.
 
         The floor is the smallest, over all groups, of the group's oldest pending entry, or
-        (nothing pending) its last delivered offset + 1; entries below the floor are removed,
-        none at or above it. With no group at all nothing is removed. A recorder counts as a
+        (nothing pending) its last delivered offset + 1, and of ``keep_from`` when given (what
+        the caller still needs for other reasons: a snapshot's tail); entries below the floor are
+        removed, none at or above it. With no group at all nothing is removed. A recorder counts as a
         group like any other (``RECORDER_GROUP``). Offsets keep their numbers: ``read(after)``,
         ``last_offset``, versions and idempotency ids are unaffected (a duplicate of a trimmed
         append is still recognised), and ``read(0)`` starts at the floor. A group created after
         a trim starts at the floor: it cannot see what was removed."""
+        ...
+
+    async def put_snapshot(self, name: str, offset: int, data: bytes) -> None:
+        """Store ``data`` (a state snapshot at log ``offset``, see core/snapshot_codec.py) as the
+        latest snapshot of ``name`` (a reactor), replacing any earlier one whatever its offset.
+        Snapshot and offset are written together (atomically): ``get_snapshot`` never sees one
+        without the other. Snapshots are a cache of the log: trimming does not touch them."""
+        ...
+
+    async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
+        """The latest snapshot of ``name`` as ``(offset, data)``, None if there is none."""
+        ...
+
+    async def snapshot_offsets(self) -> dict[str, int]:
+        """Name -> offset of every stored snapshot (without the data): what a trimmer must keep
+        the tail of (entries above each offset)."""
         ...
 
     async def close(self) -> None:

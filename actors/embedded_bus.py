@@ -96,8 +96,17 @@ class LogActor:
     async def dead_letters(self) -> list[DeadLetter]:
         return await self._bus.dead_letters()
 
-    async def trim_acknowledged(self) -> int:
-        return await self._bus.trim_acknowledged()
+    async def trim_acknowledged(self, keep_from: int | None) -> int:
+        return await self._bus.trim_acknowledged(keep_from)
+
+    async def put_snapshot(self, name: str, offset: int, data: bytes) -> None:
+        await self._bus.put_snapshot(name, offset, data)
+
+    async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
+        return await self._bus.get_snapshot(name)
+
+    async def snapshot_offsets(self) -> dict[str, int]:
+        return await self._bus.snapshot_offsets()
 
     async def ping(self) -> bool:
         return True
@@ -180,8 +189,19 @@ class RayBus:
         result: list[DeadLetter] = await self._call("dead_letters")
         return result
 
-    async def trim_acknowledged(self) -> int:
-        return int(await self._call("trim_acknowledged"))
+    async def trim_acknowledged(self, keep_from: int | None = None) -> int:
+        return int(await self._call("trim_acknowledged", keep_from))
+
+    async def put_snapshot(self, name: str, offset: int, data: bytes) -> None:
+        await self._call("put_snapshot", name, int(offset), bytes(data))
+
+    async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
+        result: tuple[int, bytes] | None = await self._call("get_snapshot", name)
+        return result
+
+    async def snapshot_offsets(self) -> dict[str, int]:
+        result: dict[str, int] = await self._call("snapshot_offsets")
+        return result
 
     async def close(self) -> None:
         """Drop nothing: the actor (and the log) outlive this handle wrapper."""

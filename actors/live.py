@@ -1,9 +1,16 @@
 """`dralab run`: the scenario live, its reactors as Ray actors, its events on Redis (or the embedded bus).
 
 The driver plays the world: it appends the scenario's external inputs when their cluster time comes,
-follows the log with a fold of its own to show progress and decide when the run is over, and at the
-end reads the whole log back (for the summary and `--log`). It never talks to a reactor except to
-start it, ask its status and stop it: everything else goes through the log.
+follows the log with a fold of its own to show progress and decide when the run is over, and keeps
+every entry it folds (for the summary and `--log`). It never talks to a reactor except to start it,
+ask its status and stop it: everything else goes through the log.
+
+The driver is also the run's recorder: it reads the log through the consumer group ``recorder`` and
+acknowledges each batch once it holds it, and every ``trim_every_s`` it trims the stream below what
+every consumer group (the recorder's included) has acknowledged and below every reactor's latest
+snapshot (a reactor that restarts needs the tail after its snapshot). If the bus goes away (Redis
+restarting) the driver waits up to ``reconnect_s`` for it and carries on; the reactor actors exit
+and Ray restarts them (crash-only), each waiting for the bus in turn. See docs/delivery.md.
 """
 
 from __future__ import annotations
@@ -29,15 +36,16 @@ from dralab.core.invariants import InvariantMonitor, Violation
 from dralab.core.scenario import Scenario
 from dralab.core.state import ClusterState
 
-from .bus import Bus, BusUnavailable, Entry
+from .bus import RECORDER_GROUP, Bus, BusUnavailable, Entry
 from .bus_factory import BusSpec, open_bus
-from .reactor_actor import Clock, ReactorActor
+from .reactor_actor import READ_CHUNK, Clock, ReactorActor, SnapshotPolicy
 from .redis_bus import redact_url
 from .redis_server import private_redis_server, redis_server_available
 from .wire import decode_or_skip, set_aside_soon
 
 log = structlog.get_logger("dralab.run")
 RAY_NAMESPACE = "dralab"
+RECORDER = "driver"  # the driver's consumer name in the recorder group
 
 
 class ServiceUnavailable(Exception):
@@ -60,6 +68,9 @@ class LiveOptions:
     log_file: str | None = None
     log_format: str = "console"
     progress_every_s: float = 2.0
+    snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)  # when reactor actors save their view
+    trim_every_s: float = 5.0  # trim the stream this often (0: never; the stream keeps the whole run)
+    reconnect_s: float = 60.0  # how long the driver waits for an unreachable bus before giving up
 
 
 @dataclass
@@ -146,6 +157,10 @@ class LiveRun:
         self.stop_requested = False  # SIGTERM / Ctrl-C: end the run cleanly, keep what was recorded
         self.error: str | None = None  # the bus failed mid-run
         self.mode = "cluster" if options.ray_address else "local"
+        self.trimmed = 0  # entries removed from the stream by trimming
+        self.outages: list[float] = []  # seconds the bus was unreachable, per outage
+        self._lost_since: float | None = None
+        self._recover = False  # re-read the recorder's pending entries (a reply may have been lost)
 
     async def _feed(self) -> None:
         now = self.clock.now_ms()
@@ -154,8 +169,71 @@ class LiveRun:
             due.append(self.inputs[self._fed])
             self._fed += 1
         if due:
-            # External inputs expect nothing; their ids make a retried append harmless.
+            # External inputs expect nothing; their ids make a retried append harmless. The inputs
+            # count as fed only once the append succeeded (a lost reply: they are sent again).
+            self._fed -= len(due)
             await self.bus.append_many([(encode_record(r), r.id, {}, r.writes()) for r in due])
+            self._fed += len(due)
+
+    async def _record(self, block_ms: int) -> list[Entry]:
+        """Read the next entries through the recorder group, fold them in order (reading any gap
+        from the log first: a reply lost to a broken connection left entries pending), and
+        acknowledge them: the driver holds them now, so trimming may remove them."""
+        delivered: list[Entry] = []
+        if self._recover:
+            delivered = await self.bus.pending(RECORDER_GROUP, RECORDER)
+            self._recover = False
+        if not delivered:
+            delivered = await self.bus.read_group(RECORDER_GROUP, RECORDER, 1000, block_ms)
+        new: list[Entry] = []
+        for entry in delivered:
+            while entry.offset > self.state.offset + 1:
+                gap = [e for e in await self.bus.read(self.state.offset, min(READ_CHUNK, entry.offset - 1
+                       - self.state.offset)) if e.offset < entry.offset]
+                if not gap:
+                    break  # not there any more: the fold records the gap as an anomaly
+                self._fold(gap)
+                new += gap
+            if entry.offset > self.state.offset:
+                self._fold([entry])
+                new.append(entry)
+        if delivered:
+            await self.bus.ack(RECORDER_GROUP, [e.offset for e in delivered])
+        return new
+
+    async def trim(self) -> int:
+        """Trim the stream below what every consumer group (the recorder's included) has
+        acknowledged and below every reactor's latest snapshot (+1: its tail starts there); a
+        reactor without a snapshot yet keeps the whole log."""
+        offsets = await self.bus.snapshot_offsets()
+        keep = min(min((offsets.get(n, 0) for n in self.reactor_names), default=0) + 1, self.state.offset + 1)
+        if keep <= 1:
+            return 0
+        removed = await self.bus.trim_acknowledged(keep)
+        self.trimmed += removed
+        if removed:
+            log.debug("log.trimmed", removed=removed, keep_from=keep)
+        return removed
+
+    def _bus_lost(self, exc: BusUnavailable) -> bool:
+        """Note an outage of the bus; False once it has lasted longer than ``reconnect_s``."""
+        now = time.monotonic()
+        self._recover = True
+        if self._lost_since is None:
+            self._lost_since = now
+            log.warning("run.bus_unreachable", error=str(exc)[:300], waiting_s=self.options.reconnect_s)
+        if now - self._lost_since > self.options.reconnect_s:
+            self.error = f"the log became unreachable mid-run: {exc}"
+            log.error("run.bus_lost", error=str(exc), records_kept=len(self.entries))
+            return False
+        return True
+
+    def _bus_back(self) -> None:
+        if self._lost_since is not None:
+            lasted = time.monotonic() - self._lost_since
+            self.outages.append(round(lasted, 2))
+            log.warning("run.bus_back", after_s=round(lasted, 2), offset=self.state.offset)
+            self._lost_since = None
 
     def _fold(self, entries: list[Entry]) -> None:
         for entry in entries:
@@ -182,7 +260,7 @@ class LiveRun:
         for name in self.reactor_names:
             self.actors[name] = ReactorActor.options(  # type: ignore[attr-defined]
                 name=f"dralab-{name}-{uuid.uuid4().hex[:6]}", namespace=RAY_NAMESPACE
-            ).remote(name, self.spec, self.options.log_format)
+            ).remote(name, self.spec, self.options.log_format, self.options.snapshots)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             status = await self.actor_status()
@@ -205,13 +283,19 @@ class LiveRun:
         return out
 
     async def stop_actors(self) -> None:
-        for actor in self.actors.values():
+        """Stop every actor at once (each finishes its step, up to a blocked read of 1 s), then kill."""
+
+        async def stop(actor: Any) -> None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(actor.stop.remote(), timeout=5)
+
+        await asyncio.gather(*(stop(a) for a in self.actors.values()))
+        for actor in self.actors.values():
             ray.kill(actor, no_restart=True)
 
     async def run(self, hook: Hook | None = None) -> LiveResult:
         opts = self.options
+        await self.bus.create_group(RECORDER_GROUP)  # before anything is appended: it sees every entry
         await self.start_actors()
         # The clock starts once every reactor listens; its epoch is recorded in RunStarted (offset 1).
         self.clock = Clock(time.time(), opts.speed)
@@ -221,24 +305,31 @@ class LiveRun:
         await self._feed()
         deadline = time.monotonic() + opts.timeout_s
         next_progress = time.monotonic()
+        next_trim = time.monotonic() + opts.trim_every_s
         quiet_since = time.monotonic()
         completed = False
         while time.monotonic() < deadline and not self.stop_requested:
+            new: list[Entry] = []
             try:
                 await self._feed()
-                new = await self.bus.read(self.state.offset, 1000, block_ms=100)
+                new = await self._record(100)
+                if opts.trim_every_s > 0 and time.monotonic() >= next_trim:
+                    next_trim = time.monotonic() + opts.trim_every_s
+                    await self.trim()
+                self._bus_back()
             except BusUnavailable as exc:
-                self.error = f"the log became unreachable mid-run: {exc}"
-                log.error("run.bus_lost", error=str(exc), records_kept=len(self.entries))
-                break
+                if not self._bus_lost(exc):
+                    break
+                await asyncio.sleep(0.2)
             if new:
-                self._fold(new)
                 quiet_since = time.monotonic()
             if hook is not None:
                 await hook(self)
             if time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + opts.progress_every_s
                 self._progress()
+            if self._lost_since is not None:
+                continue  # never end a run on a view that may be behind the log
             if self.clock.now_ms() > self.scenario.duration_ms:
                 completed = True
                 break
@@ -248,22 +339,36 @@ class LiveRun:
         status = await self.actor_status()
         await self.stop_actors()
         if self.error is None:
-            try:
-                self._fold(await self._read_rest())
-            except BusUnavailable as exc:
-                self.error = f"the log became unreachable at the end of the run: {exc}"
+            self._fold(await self._patiently(self._read_rest))
         if self.stop_requested:
             log.warning("run.interrupted", cluster_time_s=self.clock.now_ms() / 1000, records=len(self.entries))
         elif not completed:
             log.error("run.timeout", timeout_s=opts.timeout_s, cluster_time_s=self.clock.now_ms() / 1000)
+        keys = ("decisions", "conflicts", "error", "rebuilt_from", "snapshot_offset", "rebuilt", "snapshots_saved")
         extra = {
             "mode": self.mode,
             "interrupted": self.stop_requested,
             "bus": self.spec.describe(),
             "wall_s": round(time.time() - self.clock.epoch, 2),
-            "actors": {n: {k: s.get(k) for k in ("decisions", "conflicts", "error")} for n, s in status.items()},
+            "actors": {n: {k: s.get(k) for k in keys} for n, s in status.items()},
+            "trimmed": self.trimmed,
+            "bus_outages_s": self.outages,
         }
         return LiveResult(self.state, self.monitor.violations, self.entries, completed, extra, self.error)
+
+    async def _patiently(self, read: Callable[[], Awaitable[list[Entry]]]) -> list[Entry]:
+        """``read()``, retried while the bus is unreachable for up to ``reconnect_s``; [] (and
+        ``error`` set) after that."""
+        while True:
+            try:
+                out = await read()
+                self._bus_back()
+                return out
+            except BusUnavailable as exc:
+                if not self._bus_lost(exc):
+                    self.error = f"the log became unreachable at the end of the run: {exc}"
+                    return []
+                await asyncio.sleep(0.2)
 
     async def _read_rest(self) -> list[Entry]:
         out: list[Entry] = []

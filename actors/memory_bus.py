@@ -51,6 +51,7 @@ class MemoryBus:
         self._ids: dict[str, int] = {}
         self._groups: dict[str, _Group] = {}
         self._waiters: list[asyncio.Future[None]] = []
+        self._snapshots: dict[str, tuple[int, bytes]] = {}
 
     # -- synchronous core (the simulator calls these directly) ---------------------------------
 
@@ -160,16 +161,27 @@ class MemoryBus:
     def dead_letters_nowait(self) -> list[DeadLetter]:
         return list(self._dead.values())
 
-    def trim_acknowledged_nowait(self) -> int:
+    def trim_acknowledged_nowait(self, keep_from: int | None = None) -> int:
         """``Bus.trim_acknowledged`` without an event loop."""
         if not self._groups:
             return 0
         floor = min(min(g.pending) if g.pending else g.last_delivered + 1 for g in self._groups.values())
+        if keep_from is not None:
+            floor = min(floor, keep_from)
         drop = min(max(floor - self._first, 0), len(self._payloads))
         if drop:
             del self._payloads[:drop]
             self._first += drop
         return drop
+
+    def put_snapshot_nowait(self, name: str, offset: int, data: bytes) -> None:
+        self._snapshots[name] = (int(offset), bytes(data))
+
+    def get_snapshot_nowait(self, name: str) -> tuple[int, bytes] | None:
+        return self._snapshots.get(name)
+
+    def snapshot_offsets_nowait(self) -> dict[str, int]:
+        return {name: off for name, (off, _) in self._snapshots.items()}
 
     # -- the async Bus -------------------------------------------------------------------------
 
@@ -230,8 +242,17 @@ class MemoryBus:
     async def dead_letters(self) -> list[DeadLetter]:
         return self.dead_letters_nowait()
 
-    async def trim_acknowledged(self) -> int:
-        return self.trim_acknowledged_nowait()
+    async def trim_acknowledged(self, keep_from: int | None = None) -> int:
+        return self.trim_acknowledged_nowait(keep_from)
+
+    async def put_snapshot(self, name: str, offset: int, data: bytes) -> None:
+        self.put_snapshot_nowait(name, offset, data)
+
+    async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
+        return self.get_snapshot_nowait(name)
+
+    async def snapshot_offsets(self) -> dict[str, int]:
+        return self.snapshot_offsets_nowait()
 
     async def close(self) -> None:
         """Nothing to release: the log lives as long as this object."""

@@ -19,6 +19,12 @@ Why the shape:
   claimed (XAUTOCLAIM) on start and every ``reclaim_every_s``, then processed like new ones.
 - A decision that lost an optimistic-concurrency race is dropped; the actor reads on and decides
   again on the fresher view.
+- Every ``SnapshotPolicy.every`` applied entries (and at least every ``max_age_s`` while entries
+  arrive, at most every ``min_gap_s``) the view is saved as a state snapshot next to the log
+  (``Bus.put_snapshot``, core/snapshot_codec.py). A restart decodes the latest one and folds only
+  the tail; a snapshot that cannot be used (corrupt, another format, ahead of the log, another
+  run) is ignored and the view refolded from the start of the log. The driver trims the log only
+  below every reactor's latest snapshot (actors/live.py), so the tail is always there.
 """
 
 from __future__ import annotations
@@ -34,11 +40,12 @@ import ray
 import structlog
 
 from dralab.core.config import build_reactors
-from dralab.core.events import RunStarted, encode_record
+from dralab.core.events import LogDecodeError, RunStarted, decode_record, encode_record
 from dralab.core.reactor import Reactor, decide, expectations
+from dralab.core.snapshot_codec import SnapshotError, decode_state, encode_state
 from dralab.core.state import ClusterState
 
-from .bus import Bus, Conflict, Entry
+from .bus import Bus, BusUnavailable, Conflict, Entry
 from .bus_factory import BusSpec, open_bus
 from .wire import decode_or_skip, set_aside
 
@@ -46,6 +53,19 @@ log = structlog.get_logger("dralab.actor")
 READ_CHUNK = 500
 RECLAIM_IDLE_MS = 30_000  # an entry unacknowledged this long by its consumer is claimed by another
 RECLAIM_EVERY_S = 5.0  # how often a running loop looks for such entries
+SNAPSHOT_MAX_BYTES = 256 * 1024 * 1024  # a bigger view is not snapshotted (a restart refolds the log)
+CONNECT_PATIENCE_S = 60.0  # a (re)started actor waits this long for its bus before exiting for a restart
+
+
+@dataclass(frozen=True)
+class SnapshotPolicy:
+    """When a reactor loop saves its view as a snapshot: once ``every`` entries were applied since
+    the last one, or once ``max_age_s`` passed with at least one applied; never twice within
+    ``min_gap_s`` (encoding a 1,000-node state takes about 60-250 ms). ``every <= 0``: never."""
+
+    every: int = 5000
+    max_age_s: float = 10.0
+    min_gap_s: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -66,7 +86,8 @@ class ReactorLoop:
     """The consume-decide-append loop (separate from Ray so it is testable on its own)."""
 
     def __init__(self, name: str, bus: Bus, group: str, consumer: str, *,
-                 reclaim_idle_ms: int = RECLAIM_IDLE_MS, reclaim_every_s: float = RECLAIM_EVERY_S) -> None:
+                 reclaim_idle_ms: int = RECLAIM_IDLE_MS, reclaim_every_s: float = RECLAIM_EVERY_S,
+                 snapshots: SnapshotPolicy | None = None) -> None:
         self.name = name
         self.bus = bus
         self.clock: Clock | None = None  # from the run's RunStarted record, so a restart finds it again
@@ -79,7 +100,14 @@ class ReactorLoop:
             "pid": os.getpid(), "rebuilt": 0, "redelivered": 0, "applied": 0, "duplicates_skipped": 0,
             "decisions": 0, "duplicate_appends": 0, "conflicts": 0, "acked": 0, "resumed_from": 0,
             "reclaimed": 0, "dead_letters": 0, "gap_reads": 0,
+            # how the view was rebuilt on start: "snapshot" (decoded at snapshot_offset, then
+            # `rebuilt` entries of the tail folded) or "log" (all `rebuilt` entries folded)
+            "rebuilt_from": "log", "snapshot_offset": 0, "snapshot_discarded": None, "rebuild_ms": 0.0,
+            "snapshots_saved": 0, "snapshot_bytes": 0, "snapshot_ms": 0.0, "snapshot_errors": 0,
         }
+        self.snapshots = snapshots or SnapshotPolicy()
+        self._snap_offset = 0  # offset of the latest snapshot saved or restored
+        self._snap_at = time.monotonic()
         self.reclaim_idle_ms = reclaim_idle_ms
         self.reclaim_every_s = reclaim_every_s
         self._next_reclaim = 0.0
@@ -99,10 +127,7 @@ class ReactorLoop:
             self.state.apply(entry.offset, record)
             self.stats["applied"] += 1
             if self.reactor is None and record.events and isinstance(record.events[0], RunStarted):
-                run = record.events[0]
-                self.seed = run.seed
-                self.clock = Clock(run.epoch, run.speed)
-                self.reactor = {r.name: r for r in build_reactors(run.config)}[self.name]
+                self._set_run(record.events[0])
 
     async def _fold(self, entries: list[Entry]) -> None:
         """Fold delivered entries in order, reading any gap before one from the log first, then set
@@ -147,10 +172,13 @@ class ReactorLoop:
         next, or it could decide the same thing twice); returns the entries to acknowledge again:
         those delivered to this consumer and not acknowledged, and those claimed from consumers
         that stopped acknowledging."""
+        started = time.monotonic()
         await self.bus.create_group(self.group)
         info = await self.bus.group_info(self.group)
         self.stats["resumed_from"] = info.last_delivered
         end = await self.bus.last_offset()
+        if self.state.offset == 0:
+            await self._restore(end)
         while self.state.offset < end:
             chunk = await self.bus.read(self.state.offset, min(READ_CHUNK, end - self.state.offset))
             if not chunk:
@@ -158,10 +186,91 @@ class ReactorLoop:
             self._apply(chunk)
             self.stats["rebuilt"] += len(chunk)
         await self._set_aside()
+        self.stats["rebuild_ms"] = round((time.monotonic() - started) * 1000, 1)
+        if self.stats["snapshot_discarded"] is not None and self.state.offset > 0:
+            await self._save_snapshot()  # replace the unusable one now, rather than keep it around
         pending = await self.bus.pending(self.group, self.consumer)
         self.stats["redelivered"] = len(pending)
         claimed = await self._claim(time.monotonic())
         return _merge(pending, claimed)
+
+    async def _restore(self, end: int) -> None:
+        """Start the view from this reactor's latest snapshot if it is usable for this log (else,
+        the latest usable one of another reactor: they all fold the same log into the same state);
+        a snapshot ahead of the log's end, of another run, or that does not decode is ignored."""
+        names = [self.name] + sorted((await self.bus.snapshot_offsets()).keys() - {self.name})
+        first = await self.bus.read(0, 1)
+        run_at_1 = None
+        if first and first[0].offset == 1:
+            try:
+                events = decode_record(first[0].payload, 1).events
+                run_at_1 = events[0] if events and isinstance(events[0], RunStarted) else None
+            except LogDecodeError:
+                pass
+        for name in names:
+            got = await self.bus.get_snapshot(name)
+            if got is None:
+                continue
+            offset, data = got
+            reason = None
+            try:
+                state = decode_state(data, max_bytes=SNAPSHOT_MAX_BYTES)
+            except SnapshotError as exc:
+                reason = f"does not decode: {exc}"
+            else:
+                if state.offset != offset or state.offset > end:
+                    reason = f"ahead of the log (snapshot at {state.offset}, log ends at {end})"
+                elif state.run is None or (run_at_1 is not None and state.run != run_at_1):
+                    reason = "of another run"
+                elif first and first[0].offset > state.offset + 1:
+                    reason = f"the log was trimmed past it (starts at {first[0].offset})"
+            if reason is not None:
+                if name == self.name:
+                    self.stats["snapshot_discarded"] = reason
+                log.warning("snapshot.discarded", reactor=self.name, snapshot_of=name, offset=offset,
+                            reason=reason[:300])
+                continue
+            self.state = state
+            assert state.run is not None
+            self._set_run(state.run)
+            self._snap_offset = state.offset
+            self._snap_at = time.monotonic()
+            self.stats["rebuilt_from"] = "snapshot"
+            self.stats["snapshot_offset"] = state.offset
+            self.stats["snapshot_of"] = name
+            log.info("snapshot.restored", reactor=self.name, snapshot_of=name, offset=state.offset, log_end=end,
+                     bytes=len(data))
+            return
+
+    def _set_run(self, run: RunStarted) -> None:
+        self.seed = run.seed
+        self.clock = Clock(run.epoch, run.speed)
+        self.reactor = {r.name: r for r in build_reactors(run.config)}[self.name]
+
+    async def _maybe_snapshot(self) -> None:
+        policy = self.snapshots
+        since = self.state.offset - self._snap_offset
+        if policy.every <= 0 or since <= 0 or self.state.run is None:
+            return
+        age = time.monotonic() - self._snap_at
+        if age >= policy.min_gap_s and (since >= policy.every or age >= policy.max_age_s):
+            await self._save_snapshot()
+
+    async def _save_snapshot(self) -> None:
+        started = time.monotonic()
+        self._snap_at = started
+        try:
+            data = encode_state(self.state, max_bytes=SNAPSHOT_MAX_BYTES)
+        except SnapshotError as exc:  # too large: a restart refolds the log; trimming stays below
+            self.stats["snapshot_errors"] += 1
+            log.warning("snapshot.skipped", reactor=self.name, offset=self.state.offset, reason=str(exc)[:300])
+            return
+        await self.bus.put_snapshot(self.name, self.state.offset, data)
+        self._snap_offset = self.state.offset
+        self.stats["snapshots_saved"] += 1
+        self.stats["snapshot_bytes"] = len(data)
+        self.stats["snapshot_ms"] = round((time.monotonic() - started) * 1000, 1)
+        self.stats["snapshot_at"] = self.state.offset
 
     def now_ms(self) -> int:
         return self.clock.now_ms() if self.clock is not None else 0
@@ -203,6 +312,7 @@ class ReactorLoop:
             if todo:
                 await self.bus.ack(self.group, [e.offset for e in todo])
                 self.stats["acked"] += len(todo)
+            await self._maybe_snapshot()
             if self.stopping:
                 return
             now = self.now_ms()
@@ -211,6 +321,22 @@ class ReactorLoop:
                 block = max(1, min(block, int(self.clock.wall_s(self._wake - now) * 1000) + 1))
             todo = await self.bus.read_group(self.group, self.consumer, READ_CHUNK, block)
             todo = _merge(todo, await self._claim(time.monotonic()))
+
+
+async def _open_patiently(spec: BusSpec, name: str, patience_s: float = CONNECT_PATIENCE_S) -> Bus:
+    """Open the bus, retrying for ``patience_s`` while it is unreachable (Redis restarting): a
+    restarted actor waits for its bus rather than crash-looping through Ray restarts."""
+    deadline = time.monotonic() + patience_s
+    delay = 0.1
+    while True:
+        try:
+            return await open_bus(spec)
+        except BusUnavailable as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("actor.bus_unreachable", reactor=name, error=str(exc)[:300], retry_in_s=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
 
 def _merge(a: list[Entry], b: list[Entry]) -> list[Entry]:
@@ -224,20 +350,23 @@ def _merge(a: list[Entry], b: list[Entry]) -> list[Entry]:
 class ReactorActor:
     """Hosts one reactor by name. Plain (threaded) actor: its methods only read counters."""
 
-    def __init__(self, name: str, bus_spec: BusSpec, log_format: str = "console") -> None:
+    def __init__(self, name: str, bus_spec: BusSpec, log_format: str = "console",
+                 snapshots: SnapshotPolicy | None = None) -> None:
         from .logs import configure
 
         configure(log_format)
         self.name = name
         self._loop: ReactorLoop | None = None
         self._error: str | None = None
+        self._snapshots = snapshots
         self._thread = threading.Thread(target=self._main, args=(bus_spec,), daemon=True)
         self._thread.start()
 
     def _main(self, bus_spec: BusSpec) -> None:
         async def go() -> None:
-            bus = await open_bus(bus_spec)
-            self._loop = ReactorLoop(self.name, bus, group=self.name, consumer=f"{self.name}-0")
+            bus = await _open_patiently(bus_spec, self.name)
+            self._loop = ReactorLoop(self.name, bus, group=self.name, consumer=f"{self.name}-0",
+                                     snapshots=self._snapshots)
             log.info("actor.started", reactor=self.name, pid=os.getpid())
             try:
                 await self._loop.run()

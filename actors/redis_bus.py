@@ -12,6 +12,9 @@ script may touch them all):
 * ``{s}:dead`` the dead-letter stream: one entry per bad log offset, fields ``offset``, ``reason``,
   ``consumer``, ``size`` and ``payload`` (cut to 64 KiB); capped to about ``DEAD_LETTERS_MAXLEN``
 * ``{s}:deadidx`` hash offset -> 1 of the offsets set aside (makes ``dead_letter`` idempotent)
+* ``{s}:snap:<name>`` the latest state snapshot of reader ``name`` (a reactor), a string
+* ``{s}:snapoff`` hash name -> offset of that snapshot (written with it in one MULTI, so a trimmer
+  reads the offsets without fetching the snapshots)
 
 An append is one Lua script, so the version checks, the idempotency check, the XADD and the version
 bumps are atomic. redis-py 8 retries timed-out commands by default; the append client has retries
@@ -111,10 +114,12 @@ redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*', 'offset', ARGV[1], 'rea
 return 1
 """
 
-# KEYS: log.  Returns {removed, floor} (floor 0: no group, nothing removed). The floor is the
-# smallest, over all groups, of the oldest pending entry, else the last delivered offset + 1.
+# KEYS: log.  ARGV: keep_from (0: none).  Returns {removed, floor} (floor 0: no group, nothing
+# removed). The floor is the smallest, over all groups, of the oldest pending entry, else the last
+# delivered offset + 1, and of keep_from.
 _TRIM_LUA = """
 local log = KEYS[1]
+local keep = tonumber(ARGV[1])
 if redis.call('EXISTS', log) == 0 then
   return {0, 0}
 end
@@ -137,6 +142,9 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', log)) do
 end
 if floor == nil then
   return {0, 0}
+end
+if keep > 0 and keep < floor then
+  floor = keep
 end
 local removed = redis.call('XTRIM', log, 'MINID', string.format('%d', floor) .. '-0')
 return {removed, floor}
@@ -225,6 +233,7 @@ class RedisBus:
         self.log_key, self.seq_key = f"{{{stream}}}:log", f"{{{stream}}}:seq"
         self.ver_key, self.ids_key = f"{{{stream}}}:ver", f"{{{stream}}}:ids"
         self.dead_key, self.dead_index_key = f"{{{stream}}}:dead", f"{{{stream}}}:deadidx"
+        self.snapoff_key = f"{{{stream}}}:snapoff"
         common: dict[str, Any] = {"socket_connect_timeout": connect_timeout_s}
         no_retry = Retry(NoBackoff(), 0)
         # Reads, groups, acks: harmless to retry, so keep redis-py's default retries.
@@ -414,10 +423,38 @@ class RedisBus:
                     return out
                 start = f"({_text(page[-1][0])}"
 
-    async def trim_acknowledged(self) -> int:
+    async def trim_acknowledged(self, keep_from: int | None = None) -> int:
+        keep = 0 if keep_from is None else max(int(keep_from), 1)
         with self._unavailable("trim_acknowledged"):
-            removed, _floor = await self._trim_script(keys=[self.log_key], args=[])
+            removed, _floor = await self._trim_script(keys=[self.log_key], args=[keep])
         return int(removed)
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    async def put_snapshot(self, name: str, offset: int, data: bytes) -> None:
+        async with self._cmd.pipeline(transaction=True) as tx:  # MULTI/EXEC: data and offset together
+            tx.set(self.snap_key(name), data)
+            tx.hset(self.snapoff_key, name, str(int(offset)))
+            with self._unavailable("put_snapshot"):
+                await tx.execute()
+
+    async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
+        async with self._cmd.pipeline(transaction=True) as tx:
+            tx.hget(self.snapoff_key, name)
+            tx.get(self.snap_key(name))
+            with self._unavailable("get_snapshot"):
+                offset, data = await tx.execute()
+        if offset is None or data is None:
+            return None
+        return int(offset), bytes(data)
+
+    async def snapshot_offsets(self) -> dict[str, int]:
+        with self._unavailable("snapshot_offsets"):
+            raw = await self._cmd.hgetall(self.snapoff_key)
+        return {_text(k): int(v) for k, v in raw.items()}
+
+    def snap_key(self, name: str) -> str:
+        return f"{{{self.stream}}}:snap:{name}"
 
     async def close(self) -> None:
         for client in (self._cmd, self._once, self._block):

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["private_redis_server", "redis_server_available"]
+__all__ = ["RedisServer", "private_redis_server", "redis_server_available"]
 
 SHARED_REDIS_PORT = 6379  # never ours
 
@@ -97,3 +97,79 @@ def private_redis_server(
                 break
         raise RuntimeError(
             f"private redis-server did not answer PING within {start_timeout_s:g}s; log:\n{last_error}")
+
+
+class RedisServer:
+    """A private ``redis-server`` that can be killed and started again on the same port and data
+    directory (what a Redis restart looks like to its clients), for fault tests.
+
+    ``appendfsync`` is ``None`` (persistence off), ``"everysec"`` or ``"always"`` (AOF on). Use as
+    a context manager, or call ``start``/``kill``/``stop`` yourself.
+    """
+
+    def __init__(self, dir: str | Path, *, appendfsync: str | None = "everysec",
+                 start_timeout_s: float = 10.0) -> None:
+        if appendfsync not in (None, "everysec", "always", "no"):
+            raise ValueError(f"appendfsync must be None, everysec, always or no, not {appendfsync!r}")
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server is not on PATH (install the redis-server package)")
+        self.exe, self.dir, self.appendfsync = exe, Path(dir), appendfsync
+        self.start_timeout_s = start_timeout_s
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def start(self) -> str:
+        """Start the server (on its port of last time, if any) and wait for PING; its URL."""
+        if self.pid is not None:
+            return self.url
+        self.dir.mkdir(parents=True, exist_ok=True)
+        log = self.dir / "redis.log"
+        for _attempt in range(3 if not self.port else 50):
+            port = self.port or _free_port()
+            args = [self.exe, "--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes",
+                    "--save", "", "--dir", str(self.dir), "--logfile", str(log), "--daemonize", "no"]
+            if self.appendfsync is None:
+                args += ["--appendonly", "no"]
+            else:
+                args += ["--appendonly", "yes", "--appendfsync", self.appendfsync]
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+            deadline = time.monotonic() + self.start_timeout_s
+            while proc.poll() is None and time.monotonic() < deadline and not _pings(port):
+                time.sleep(0.02)
+            if proc.poll() is None and _pings(port):
+                self.proc, self.port = proc, port
+                return self.url
+            _stop(proc)
+            text = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            if "Address already in use" not in text:
+                raise RuntimeError(f"redis-server did not answer PING within {self.start_timeout_s:g}s:\n{text}")
+            time.sleep(0.1)  # the old socket may linger a moment on a restart
+        raise RuntimeError(f"redis-server could not bind port {self.port or 'any'}")
+
+    def kill(self) -> None:
+        """SIGKILL: a crash of the process (what was written to the AOF file stays there)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def stop(self) -> None:
+        """SIGTERM: a clean shutdown (Redis flushes and fsyncs the AOF)."""
+        if self.proc is not None:
+            _stop(self.proc)
+
+    def __enter__(self) -> RedisServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

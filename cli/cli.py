@@ -72,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                      help="give up after this much wall time (default 600)")
     run.add_argument("--embedded", action="store_true", help="use the embedded bus even if redis-server exists")
+    run.add_argument("--trim-every", type=float, default=5.0, metavar="SECONDS",
+                     help="trim the stream this often, below what every consumer group, the recorder and every "
+                          "reactor's snapshot no longer need (default 5; 0: never, Redis keeps the whole run)")
+    run.add_argument("--snapshot-every", type=int, default=5000, metavar="ENTRIES",
+                     help="each reactor actor saves its view as a snapshot after this many entries (also every 10 s "
+                          "while entries arrive; never twice within 2 s) (default 5000; 0: never, a restart "
+                          "refolds the log and the stream is never trimmed)")
     _policy_override(run)
     _common(run)
 
@@ -148,6 +155,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dralab.actors.live import LiveOptions, ServiceUnavailable, StreamInUse, run_live
+    from dralab.actors.reactor_actor import SnapshotPolicy
     from dralab.core.config import policies, run_config
     from dralab.core.metrics import metrics_from_entries
     from dralab.core.summary import render_text, summarize
@@ -156,13 +164,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = _load(args.scenario, args.autoscaler)
     if args.speed <= 0:
         raise InputError(f"--speed: must be > 0, got {args.speed}")
+    if args.trim_every < 0:
+        raise InputError(f"--trim-every: must be >= 0, got {args.trim_every}")
+    if args.snapshot_every < 0:
+        raise InputError(f"--snapshot-every: must be >= 0, got {args.snapshot_every}")
     if args.stream is not None and not STREAM_NAME.fullmatch(args.stream):
         raise InputError(f"--stream: {args.stream!r} is not a valid stream name "
                          "(letters, digits and . _ : - /, 1 to 200 characters)")
     options = LiveOptions(
         seed=_seed(args, scenario), ray_address=args.ray, redis_url=args.redis, stream=args.stream,
         speed=args.speed, timeout_s=args.timeout, embedded=args.embedded, log_file=args.log_file,
-        log_format=args.log_format,
+        log_format=args.log_format, trim_every_s=args.trim_every,
+        snapshots=SnapshotPolicy(every=args.snapshot_every),
     )
     try:
         result = run_live(scenario, options)

@@ -391,6 +391,46 @@ async def test_trim_never_removes_an_unacknowledged_entry(log: Log) -> None:
     assert trimmed > 0
 
 
+async def test_trim_keep_from_bounds_the_floor(log: Log) -> None:
+    """``keep_from`` (a reader's snapshot tail) keeps what the groups alone would let go."""
+    bus = log.bus
+    await bus.create_group("g")
+    await put(bus, 10)
+    await bus.ack("g", offsets(await bus.read_group("g", "c")))
+    assert await bus.trim_acknowledged(keep_from=4) == 3  # groups allow 11; keep_from holds 4..
+    assert offsets(await bus.read()) == list(range(4, 11))
+    assert await bus.trim_acknowledged(keep_from=2) == 0  # below what is gone already: nothing
+    assert await bus.trim_acknowledged(keep_from=50) == 7  # above the groups' floor: the groups win
+    assert await bus.read() == [] and await bus.last_offset() == 10
+
+
+# -- snapshots ----------------------------------------------------------------------------------
+
+
+async def test_snapshots_per_name_latest_wins_and_survive_a_reopen(log: Log) -> None:
+    bus = log.bus
+    assert await bus.get_snapshot("scheduler") is None
+    assert await bus.snapshot_offsets() == {}
+    await bus.put_snapshot("scheduler", 5, b"s5")
+    await bus.put_snapshot("autoscaler", 3, b"a3")
+    big = bytes(range(256)) * 8192  # 2 MiB of every byte value
+    await bus.put_snapshot("scheduler", 9, big)
+    assert await bus.get_snapshot("scheduler") == (9, big)
+    assert await bus.get_snapshot("autoscaler") == (3, b"a3")
+    # the latest put wins, whatever its offset (an older one is only more conservative)
+    await bus.put_snapshot("autoscaler", 2, b"a2")
+    assert await bus.snapshot_offsets() == {"scheduler": 9, "autoscaler": 2}
+    other = await log.reopen()
+    assert await other.get_snapshot("autoscaler") == (2, b"a2")
+    assert await other.snapshot_offsets() == {"scheduler": 9, "autoscaler": 2}
+    # trimming the log leaves snapshots alone
+    await bus.create_group("g")
+    await put(bus, 4)
+    await bus.ack("g", offsets(await bus.read_group("g", "c")))
+    assert await bus.trim_acknowledged() == 4
+    assert await other.get_snapshot("scheduler") == (9, big)
+
+
 # -- Redis only -------------------------------------------------------------------------------
 
 
