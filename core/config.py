@@ -20,8 +20,11 @@ from .reactors.scheduler import Scheduler
 from .scenario import Scenario
 
 
-def run_config(scenario: Scenario) -> dict[str, Any]:
+def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]:
+    """`drivers_shards`: a deployment choice of live runs (how many processes host the device drivers),
+    recorded only when above 1, so that a replay rebuilds the same reactors."""
     return {
+        **({"drivers_shards": drivers_shards} if drivers_shards > 1 else {}),
         "duration_ms": scenario.duration_ms,
         "scheduler": {
             "score": scenario.scheduler.score,
@@ -51,9 +54,16 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
         Autoscaler(**config.get("autoscaler", {})),
         Cloud(),
         Lifecycle(),
-        Drivers(),
+        *drivers_shards(int(config.get("drivers_shards", 1))),
         ClaimController(),
     ]
+
+
+def drivers_shards(shards: int) -> list[Drivers]:
+    """One `drivers` reactor, or `shards` of them (`drivers-0`...), each hosting a share of the nodes."""
+    if shards <= 1:
+        return [Drivers()]
+    return [Drivers(name=f"drivers-{i}", shard=i, shards=shards) for i in range(shards)]
 
 
 def policies(config: dict[str, Any]) -> dict[str, str]:

@@ -299,3 +299,33 @@ def test_driver_fields_are_parsed() -> None:
                                   "unhealthy": [{"device": "gpu-3", "after": "10m"}]}])).node_groups[0].drivers
     assert (spec.name, spec.publish_delay_ms, spec.restart_after_ms) == (GPU_DRIVER, (30_000, 30_000), 3_600_000)
     assert [(u.device, u.after_ms) for u in spec.unhealthy] == [("gpu-3", 600_000)]
+
+
+# ---------------------------------------------------------------- sharded drivers (live runs)
+
+
+def test_driver_shards_split_the_nodes_and_together_publish_what_one_reactor_does() -> None:
+    from dralab.core.config import build_reactors, run_config
+    from dralab.core.reactors.drivers import shard_of
+
+    d = doc([{"name": GPU_DRIVER, "restartAfter": "5m"}], nodes=9, workload=[])
+    d["spec"]["nodeGroups"][0]["max"] = 9
+    sc = parse_scenario(d)
+    assert run_config(sc) == run_config(sc, drivers_shards=1)  # one shard: the config as before
+    config = run_config(sc, drivers_shards=3)
+    shards = [r for r in build_reactors(config) if r.name.startswith("drivers")]
+    assert [r.name for r in shards] == ["drivers-0", "drivers-1", "drivers-2"]
+    lg = Log()
+    lg.extend(scenario_inputs(sc, 1))
+    now = 10 * MINUTE  # every node's GPU driver restarted: every node republishes its pool
+    whole = Drivers().react(lg.state, now, decision_rng(1, "drivers", lg.offset, now)).events
+    parts = [r.react(lg.state, now, decision_rng(1, r.name, lg.offset, now)).events for r in shards]
+    names = [[e.manifest["spec"]["nodeName"] for e in part] for part in parts]  # type: ignore[union-attr]
+    def key(e: Any) -> str:
+        return str(e.manifest["metadata"]["name"])
+
+    assert len(whole) == 9 and sorted((e for part in parts for e in part), key=key) == sorted(whole, key=key)
+    assert all(shard_of(n, 3) == i for i, part in enumerate(names) for n in part)
+    assert all(names)  # nine nodes spread over the three shards
+    with pytest.raises(ValueError, match="shard 3 of 3"):
+        Drivers(shard=3, shards=3)

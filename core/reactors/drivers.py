@@ -19,12 +19,17 @@ the published ones. That covers the scenario's faults too:
 
 Every other field of the templates (shared counters of partitionable devices, consumable capacity) is
 published as given, at every republication.
+
+Sharding: with `shards` > 1 a run has that many drivers reactors (`drivers-0`, `drivers-1`, ...), each
+hosting the drivers of the nodes whose name hashes (CRC-32) to its index, so that thousands of nodes
+are a few processes, not thousands. One shard (the default) is the reactor `drivers`, as before.
 """
 
 from __future__ import annotations
 
 import copy
 import random
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,10 +90,21 @@ def _tainted(slc: Slice, driver: str) -> frozenset[str]:
     return frozenset(d.id.device for d in slc.devices if any(t.key == key for t in d.taints))
 
 
+def shard_of(node: str, shards: int) -> int:
+    """The drivers shard hosting a node's drivers: stable across processes and runs (not `hash()`)."""
+    return zlib.crc32(node.encode()) % shards if shards > 1 else 0
+
+
 @dataclass
 class Drivers:
     name: str = "drivers"
     trigger: Trigger = "events"
+    shard: int = 0  # this reactor's shard, of `shards`
+    shards: int = 1
+
+    def __post_init__(self) -> None:
+        if self.shards < 1 or not 0 <= self.shard < self.shards:
+            raise ValueError(f"drivers shard {self.shard} of {self.shards}: need 0 <= shard < shards")
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         if not any(g.resource_slices for g in view.node_groups.values()):
@@ -96,6 +112,8 @@ class Drivers:
         events: list[AnyEvent] = []
         wake: list[int] = []
         for node in view.nodes.values():
+            if self.shards > 1 and shard_of(node.name, self.shards) != self.shard:
+                continue  # another shard's node
             group = view.node_groups.get(node.group)
             if group is None or not group.resource_slices or node.ready_t < 0:
                 continue  # no devices, or not Ready yet: its plugins have not started
