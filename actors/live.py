@@ -11,6 +11,12 @@ every consumer group (the recorder's included) has acknowledged and below every 
 snapshot (a reactor that restarts needs the tail after its snapshot). If the bus goes away (Redis
 restarting) the driver waits up to ``reconnect_s`` for it and carries on; the reactor actors exit
 and Ray restarts them (crash-only), each waiting for the bus in turn. See docs/delivery.md.
+
+While the run goes on, one background task polls every actor's ``status()`` and the consumer
+groups' positions (about once a second with ``metrics_port``, else every ``progress_every_s``: never
+one Ray call per event); with ``metrics_port`` the driver serves Prometheus metrics at /metrics, and
+every ``progress_every_s`` it shows a progress line: in place on a terminal (console logs), else as a
+``run.progress`` log line (actors/observability.py, docs/deploy.md#observability).
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,8 +44,10 @@ from dralab.core.invariants import InvariantMonitor, Violation
 from dralab.core.scenario import Scenario
 from dralab.core.state import ClusterState
 
-from .bus import RECORDER_GROUP, Bus, BusUnavailable, Entry
+from .bus import RECORDER_GROUP, Bus, BusUnavailable, Entry, GroupInfo
 from .bus_factory import BusSpec, open_bus
+from .logs import clear_status, show_status
+from .observability import MetricsServer, Observation, progress, progress_text
 from .reactor_actor import READ_CHUNK, Clock, ReactorActor, SnapshotPolicy
 from .redis_bus import redact_url
 from .redis_server import private_redis_server, redis_server_available
@@ -67,7 +77,10 @@ class LiveOptions:
     embedded: bool = False
     log_file: str | None = None
     log_format: str = "console"
-    progress_every_s: float = 2.0
+    progress_every_s: float = 2.0  # 0: no progress line
+    progress_in_place: bool | None = None  # overwrite one line (\r); None: when stderr is a terminal, console logs
+    metrics_port: int = 0  # serve Prometheus metrics at http://metrics_host:metrics_port/metrics (0: off)
+    metrics_host: str = "127.0.0.1"
     snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)  # when reactor actors save their view
     trim_every_s: float = 5.0  # trim the stream this often (0: never; the stream keeps the whole run)
     reconnect_s: float = 60.0  # how long the driver waits for an unreachable bus before giving up
@@ -161,6 +174,18 @@ class LiveRun:
         self.outages: list[float] = []  # seconds the bus was unreachable, per outage
         self._lost_since: float | None = None
         self._recover = False  # re-read the recorder's pending entries (a reply may have been lost)
+        # What the observer task and the fold gather for metrics and the progress line.
+        self.records_by_source: Counter[str] = Counter()
+        self.events_by_source: Counter[str] = Counter()
+        self.statuses: dict[str, dict[str, Any]] = {}  # latest status() per actor
+        self.restarts: Counter[str] = Counter()  # restarts seen (the actor's pid changed)
+        self._pids: dict[str, int] = {}
+        self.groups: dict[str, GroupInfo] = {}
+        self.log_end = 0
+        self.metrics: MetricsServer | None = None
+        self._observer: asyncio.Task[None] | None = None  # polls actors and groups (metrics, progress)
+        self._observing = False
+        self._rate_at: tuple[float, int] = (time.monotonic(), 0)  # (when, events) of the last progress line
 
     async def _feed(self) -> None:
         now = self.clock.now_ms()
@@ -243,6 +268,8 @@ class LiveRun:
                 set_aside_soon(self.bus, entry, bad, "driver")
                 payload = encode_record(record)
             self.state.apply(entry.offset, record)
+            self.records_by_source[record.source] += 1
+            self.events_by_source[record.source] += len(record.events)
             self.entries.append((entry.offset, payload))
             self.monitor.observe(self.state)
 
@@ -280,7 +307,61 @@ class LiveRun:
                 out[name] = await asyncio.wait_for(ref, timeout=10)
             except Exception as exc:  # a restarting actor may not answer yet
                 out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        for name, status in out.items():
+            pid = status.get("pid")
+            if pid is None:
+                continue
+            if self._pids.get(name, pid) != pid:
+                self.restarts[name] += 1
+            self._pids[name] = pid
         return out
+
+    async def poll(self) -> None:
+        """Every actor's status and every consumer group's position, for metrics and progress."""
+        self.statuses = await self.actor_status()
+        try:
+            end = await self.bus.last_offset()
+            groups = {g: await self.bus.group_info(g) for g in (*self.reactor_names, RECORDER_GROUP)}
+        except Exception:  # the bus is away (the run loop says so) or a group is not there yet
+            return
+        self.log_end, self.groups = end, groups
+
+    async def _stop_observer(self) -> None:
+        """Stop the observer, and do not wait long for it: a cancellation can be swallowed by a bus
+        call that it interrupts (and then turned into an error poll() ignores), so the loop also
+        checks a flag; a status call to an actor being killed may take a while to fail."""
+        task, self._observer = self._observer, None
+        self._observing = False
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=2)
+
+    async def _observe(self, every_s: float) -> None:
+        while self._observing:
+            with contextlib.suppress(Exception):
+                await self.poll()
+            await asyncio.sleep(every_s)
+
+    def observation(self) -> Observation:
+        """What the driver knows now (call from the event loop's thread)."""
+        return Observation(
+            state=self.state, cluster_time_s=max(0, self.clock.now_ms()) / 1000 if self.inputs else 0.0,
+            records_by_source=dict(self.records_by_source), events_by_source=dict(self.events_by_source),
+            actors=dict(self.statuses), restarts=dict(self.restarts), groups=dict(self.groups),
+            log_end=max(self.log_end, self.state.offset), trimmed=self.trimmed,
+        )
+
+    def start_metrics(self) -> None:
+        opts = self.options
+        if opts.metrics_port <= 0:
+            return
+        try:
+            self.metrics = MetricsServer(opts.metrics_host, opts.metrics_port, asyncio.get_running_loop(),
+                                         self.observation)
+        except OSError as exc:
+            raise ServiceUnavailable(f"--metrics-port: cannot serve metrics on "
+                                     f"{opts.metrics_host}:{opts.metrics_port}: {exc.strerror or exc}") from None
+        log.info("run.metrics", url=f"http://{opts.metrics_host}:{self.metrics.port}/metrics")
 
     async def stop_actors(self) -> None:
         """Stop every actor at once (each finishes its step, up to a blocked read of 1 s), then kill."""
@@ -294,9 +375,24 @@ class LiveRun:
             ray.kill(actor, no_restart=True)
 
     async def run(self, hook: Hook | None = None) -> LiveResult:
+        self.start_metrics()
+        try:
+            await self.bus.create_group(RECORDER_GROUP)  # before anything is appended: it sees every entry
+            await self.start_actors()
+            opts = self.options
+            if opts.metrics_port > 0 or opts.progress_every_s > 0:
+                every = 1.0 if opts.metrics_port > 0 else max(1.0, opts.progress_every_s)
+                self._observing = True
+                self._observer = asyncio.create_task(self._observe(every))
+            return await self._run(hook)
+        finally:
+            await self._stop_observer()
+            clear_status()
+            if self.metrics is not None:
+                self.metrics.close()
+
+    async def _run(self, hook: Hook | None) -> LiveResult:
         opts = self.options
-        await self.bus.create_group(RECORDER_GROUP)  # before anything is appended: it sees every entry
-        await self.start_actors()
         # The clock starts once every reactor listens; its epoch is recorded in RunStarted (offset 1).
         self.clock = Clock(time.time(), opts.speed)
         self.inputs = scenario_inputs(
@@ -304,7 +400,12 @@ class LiveRun:
         )
         await self._feed()
         deadline = time.monotonic() + opts.timeout_s
+        in_place = opts.progress_in_place
+        if in_place is None:
+            in_place = opts.log_format == "console" and sys.stderr.isatty()
+        every_progress = min(opts.progress_every_s, 0.5) if in_place else opts.progress_every_s
         next_progress = time.monotonic()
+        self._rate_at = (time.monotonic(), self.state.events_applied)
         next_trim = time.monotonic() + opts.trim_every_s
         quiet_since = time.monotonic()
         completed = False
@@ -325,9 +426,9 @@ class LiveRun:
                 quiet_since = time.monotonic()
             if hook is not None:
                 await hook(self)
-            if time.monotonic() >= next_progress:
-                next_progress = time.monotonic() + opts.progress_every_s
-                self._progress()
+            if opts.progress_every_s > 0 and time.monotonic() >= next_progress:
+                next_progress = time.monotonic() + every_progress
+                self._progress(in_place)
             if self._lost_since is not None:
                 continue  # never end a run on a view that may be behind the log
             if self.clock.now_ms() > self.scenario.duration_ms:
@@ -336,6 +437,7 @@ class LiveRun:
             if self.settled() and time.monotonic() - quiet_since > 0.5:
                 completed = True
                 break
+        await self._stop_observer()  # the last status is taken here; then the actors go
         status = await self.actor_status()
         await self.stop_actors()
         if self.error is None:
@@ -378,16 +480,27 @@ class LiveRun:
             after = chunk[-1].offset
         return out
 
-    def _progress(self) -> None:
-        s = self.state
-        log.info("run.progress", cluster_time_s=round(self.clock.now_ms() / 1000, 1), offset=s.offset,
-                 pods_scheduled=len(s.pods_by_phase["Running"]) + len(s.pods_by_phase["Succeeded"]),
-                 pods_pending=len(s.pods_by_phase["Pending"]), nodes=len(s.nodes),
-                 nodes_ready=sum(n.ready for n in s.nodes.values()))
+    def _progress(self, in_place: bool) -> None:
+        """The progress line: cluster time, events in the log and their rate, pending pods by reason,
+        nodes, actors restarted; in place on a terminal, else a ``run.progress`` log line."""
+        now, events = time.monotonic(), self.state.events_applied
+        then, before = self._rate_at
+        rate = (events - before) / (now - then) if now - then > 0.05 else 0.0
+        self._rate_at = (now, events)
+        fields = progress(self.observation(), rate)
+        if in_place:
+            show_status(progress_text(fields))
+        else:
+            log.info("run.progress", **fields)
 
 
 async def run_live_async(scenario: Scenario, options: LiveOptions, hook: Hook | None = None) -> LiveResult:
     """Needs Ray initialised (see ray_runtime)."""
+    with structlog.contextvars.bound_contextvars(actor="driver"):
+        return await _run_live(scenario, options, hook)
+
+
+async def _run_live(scenario: Scenario, options: LiveOptions, hook: Hook | None) -> LiveResult:
     async with live_bus(options, scenario) as (bus, spec):
         log.info("run.start", scenario=scenario.name, seed=options.seed, bus=spec.describe(), speed=options.speed)
         live = LiveRun(scenario, options, bus, spec)

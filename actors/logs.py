@@ -1,14 +1,58 @@
 """structlog set-up: readable console lines by default, one JSON object per line with --log-format json.
 
-Logs always go to stderr, so `-o json` leaves stdout to the one summary object.
+Logs always go to stderr, so `-o json` leaves stdout to the one summary object. A process may show a
+status line at the bottom of a terminal (``show_status``: the progress of `dralab run`, overwritten in
+place with ``\\r``); a log line printed meanwhile clears it, prints itself, and draws it again.
+Context bound with ``structlog.contextvars`` (the reactor actors bind ``actor``) is in every line.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
+from typing import Any
 
 import structlog
+
+_lock = threading.Lock()
+_status = ""  # the status line shown on the terminal, "" if none
+_CLEAR = "\r\x1b[K"
+
+
+class StderrLogger:
+    """structlog's PrintLogger, on whatever sys.stderr is at each call, aware of the status line."""
+
+    def msg(self, message: str, *_: Any, **__: Any) -> None:
+        with _lock:
+            out = sys.stderr
+            out.write(f"{_CLEAR if _status else ''}{message}\n{_status}")
+            out.flush()
+
+    log = debug = info = warn = warning = err = error = critical = exception = failure = fatal = msg
+
+
+def _logger_factory(*_: Any) -> StderrLogger:
+    return StderrLogger()
+
+
+def show_status(text: str) -> None:
+    """Show ``text`` as the terminal's status line, replacing the previous one (stderr, no newline)."""
+    global _status
+    with _lock:
+        _status = text
+        sys.stderr.write(f"{_CLEAR}{text}")
+        sys.stderr.flush()
+
+
+def clear_status(keep: bool = True) -> None:
+    """End the status line: leave it on screen (``keep``: a newline after it) or erase it."""
+    global _status
+    with _lock:
+        if _status:
+            sys.stderr.write("\n" if keep else _CLEAR)
+            sys.stderr.flush()
+        _status = ""
 
 
 def configure(fmt: str = "console", level: str = "info") -> None:
@@ -26,7 +70,7 @@ def configure(fmt: str = "console", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_logger_factory,
         cache_logger_on_first_use=False,
     )
     # The CEL library logs a warning whenever a Python function it calls raises (a bad quantity()

@@ -271,6 +271,8 @@ class ReactorLoop:
         self.stats["snapshot_bytes"] = len(data)
         self.stats["snapshot_ms"] = round((time.monotonic() - started) * 1000, 1)
         self.stats["snapshot_at"] = self.state.offset
+        log.debug("snapshot.saved", reactor=self.name, offset=self.state.offset, bytes=len(data),
+                  ms=self.stats["snapshot_ms"])
 
     def now_ms(self) -> int:
         return self.clock.now_ms() if self.clock is not None else 0
@@ -295,15 +297,20 @@ class ReactorLoop:
             )
         except Conflict as exc:
             self.stats["conflicts"] += 1
-            log.info("decision.conflict", reactor=self.name, view=record.view, key=exc.key)
+            log.info("decision.conflict", reactor=self.name, view=record.view, offset=self.state.offset, key=exc.key,
+                     record=record.id, keys=list(record.writes()[:10]))
             self._wake = now  # decide again once the fresher entries are folded in
             return
         self.stats["decisions"] += 1
         self.stats["duplicate_appends"] += appended.duplicate
+        log.debug("decision.appended", reactor=self.name, offset=appended.offset, view=record.view, record=record.id,
+                  events=len(record.events), keys=list(record.writes()[:10]), duplicate=appended.duplicate)
 
     async def run(self) -> None:
         todo = await self.rebuild()
         self.stats["ready"] = True
+        log.info("actor.ready", reactor=self.name, offset=self.state.offset, resumed_from=self.stats["resumed_from"],
+                 rebuilt_from=self.stats["rebuilt_from"], rebuilt=self.stats["rebuilt"], redelivered=len(todo))
         while True:
             await self._fold(todo)
             now = self.now_ms()
@@ -364,6 +371,7 @@ class ReactorActor:
 
     def _main(self, bus_spec: BusSpec) -> None:
         async def go() -> None:
+            structlog.contextvars.bind_contextvars(actor=self.name)  # in every line of this actor's loop
             bus = await _open_patiently(bus_spec, self.name)
             self._loop = ReactorLoop(self.name, bus, group=self.name, consumer=f"{self.name}-0",
                                      snapshots=self._snapshots)
@@ -380,7 +388,9 @@ class ReactorActor:
             # that Ray restarts it and it rebuilds its view from the log. (A bad entry is not
             # such a case: it is set aside and skipped, see actors/wire.py.)
             self._error = f"{type(exc).__name__}: {exc}"
-            log.error("actor.failed", reactor=self.name, error=self._error, action="exit for a restart")
+            offset = self._loop.state.offset if self._loop is not None else None
+            log.error("actor.failed", actor=self.name, reactor=self.name, offset=offset, error=self._error,
+                      action="exit for a restart")
             os._exit(1)
 
     def status(self) -> dict[str, Any]:

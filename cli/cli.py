@@ -79,6 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="each reactor actor saves its view as a snapshot after this many entries (also every 10 s "
                           "while entries arrive; never twice within 2 s) (default 5000; 0: never, a restart "
                           "refolds the log and the stream is never trimmed)")
+    run.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+                     help="serve Prometheus metrics at http://HOST:PORT/metrics while the run goes on "
+                          "(default 0: off); see docs/deploy.md#observability")
+    run.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                     help="address the metrics endpoint binds to (default 127.0.0.1: this machine only)")
+    run.add_argument("--progress-every", type=float, default=2.0, metavar="SECONDS",
+                     help="progress line on stderr this often: in place on a terminal, else a run.progress log "
+                          "line (default 2; 0: none)")
     _policy_override(run)
     _common(run)
 
@@ -168,6 +176,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"--trim-every: must be >= 0, got {args.trim_every}")
     if args.snapshot_every < 0:
         raise InputError(f"--snapshot-every: must be >= 0, got {args.snapshot_every}")
+    if not 0 <= args.metrics_port <= 65535:
+        raise InputError(f"--metrics-port: must be 0 (off) or a port from 1 to 65535, got {args.metrics_port}")
+    if args.progress_every < 0:
+        raise InputError(f"--progress-every: must be >= 0, got {args.progress_every}")
     if args.stream is not None and not STREAM_NAME.fullmatch(args.stream):
         raise InputError(f"--stream: {args.stream!r} is not a valid stream name "
                          "(letters, digits and . _ : - /, 1 to 200 characters)")
@@ -175,7 +187,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=_seed(args, scenario), ray_address=args.ray, redis_url=args.redis, stream=args.stream,
         speed=args.speed, timeout_s=args.timeout, embedded=args.embedded, log_file=args.log_file,
         log_format=args.log_format, trim_every_s=args.trim_every,
-        snapshots=SnapshotPolicy(every=args.snapshot_every),
+        snapshots=SnapshotPolicy(every=args.snapshot_every), metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host, progress_every_s=args.progress_every,
     )
     try:
         result = run_live(scenario, options)
