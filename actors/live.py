@@ -83,6 +83,7 @@ class LiveOptions:
     metrics_host: str = "127.0.0.1"
     snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)  # when reactor actors save their view
     trim_every_s: float = 5.0  # trim the stream this often (0: never; the stream keeps the whole run)
+    drivers_shards: int = 1  # device-driver actors, each hosting a share of the nodes (core/reactors/drivers.py)
     reconnect_s: float = 60.0  # how long the driver waits for an unreachable bus before giving up
 
 
@@ -160,7 +161,8 @@ class LiveRun:
     def __init__(self, scenario: Scenario, options: LiveOptions, bus: Bus, spec: BusSpec) -> None:
         self.scenario, self.options, self.bus, self.spec = scenario, options, bus, spec
         self.inputs: list[Record] = []  # made at start, when the clock's epoch is known
-        self.reactor_names = [r.name for r in build_reactors(run_config(scenario))]
+        self.reactor_names = [r.name for r in build_reactors(run_config(scenario,
+                                                                        drivers_shards=options.drivers_shards))]
         self.state = ClusterState()
         self.monitor = InvariantMonitor()
         self.entries: list[tuple[int, bytes]] = []
@@ -396,7 +398,8 @@ class LiveRun:
         # The clock starts once every reactor listens; its epoch is recorded in RunStarted (offset 1).
         self.clock = Clock(time.time(), opts.speed)
         self.inputs = scenario_inputs(
-            self.scenario, opts.seed, mode=self.mode, speed=opts.speed, epoch=self.clock.epoch
+            self.scenario, opts.seed, mode=self.mode, speed=opts.speed, epoch=self.clock.epoch,
+            drivers_shards=opts.drivers_shards,
         )
         await self._feed()
         deadline = time.monotonic() + opts.timeout_s

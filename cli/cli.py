@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="each reactor actor saves its view as a snapshot after this many entries (also every 10 s "
                           "while entries arrive; never twice within 2 s) (default 5000; 0: never, a restart "
                           "refolds the log and the stream is never trimmed)")
+    run.add_argument("--driver-shards", type=int, default=1, metavar="N",
+                     help="device-driver actors, each hosting the drivers of a share of the nodes (default 1)")
     run.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
                      help="serve Prometheus metrics at http://HOST:PORT/metrics while the run goes on "
                           "(default 0: off); see docs/deploy.md#observability")
@@ -174,6 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"--speed: must be > 0, got {args.speed}")
     if args.trim_every < 0:
         raise InputError(f"--trim-every: must be >= 0, got {args.trim_every}")
+    if args.driver_shards < 1:
+        raise InputError(f"--driver-shards: must be >= 1, got {args.driver_shards}")
     if args.snapshot_every < 0:
         raise InputError(f"--snapshot-every: must be >= 0, got {args.snapshot_every}")
     if not 0 <= args.metrics_port <= 65535:
@@ -186,7 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = LiveOptions(
         seed=_seed(args, scenario), ray_address=args.ray, redis_url=args.redis, stream=args.stream,
         speed=args.speed, timeout_s=args.timeout, embedded=args.embedded, log_file=args.log_file,
-        log_format=args.log_format, trim_every_s=args.trim_every,
+        log_format=args.log_format, trim_every_s=args.trim_every, drivers_shards=args.driver_shards,
         snapshots=SnapshotPolicy(every=args.snapshot_every), metrics_port=args.metrics_port,
         metrics_host=args.metrics_host, progress_every_s=args.progress_every,
     )

@@ -36,9 +36,11 @@ from .state import NodeGroupState
 SOURCE = "scenario"
 
 
-def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0, epoch: float = 0.0) -> Record:
+def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0, epoch: float = 0.0,
+                 drivers_shards: int = 1) -> Record:
+    config = run_config(scenario, drivers_shards=drivers_shards)
     events: list[AnyEvent] = [
-        RunStarted(scenario=scenario.name, seed=seed, config=run_config(scenario), mode=mode, speed=speed, epoch=epoch)
+        RunStarted(scenario=scenario.name, seed=seed, config=config, mode=mode, speed=speed, epoch=epoch)
     ]
     groups: dict[str, NodeGroupState] = {}
     for g in scenario.node_groups:
@@ -117,7 +119,8 @@ def arrival_records(scenario: Scenario) -> list[Record]:
 
 
 def scenario_inputs(
-    scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0, epoch: float = 0.0
+    scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0, epoch: float = 0.0, drivers_shards: int = 1
 ) -> list[Record]:
-    """All external inputs, in time order (setup first, at t=0)."""
-    return [setup_record(scenario, seed, mode, speed, epoch), *sorted(arrival_records(scenario), key=lambda r: r.t)]
+    """All external inputs, in time order (setup first, at t=0). `drivers_shards`: live runs' driver actors."""
+    return [setup_record(scenario, seed, mode, speed, epoch, drivers_shards),
+            *sorted(arrival_records(scenario), key=lambda r: r.t)]

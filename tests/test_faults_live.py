@@ -121,9 +121,10 @@ def check_log(live: LiveResult, scenario: Scenario, seed: int) -> None:
     assert result.ok, result.divergence and result.divergence.render()
 
 
-def _options(redis_url: str, tag: str) -> LiveOptions:
+def _options(redis_url: str, tag: str, drivers_shards: int = 1) -> LiveOptions:
     return LiveOptions(seed=5, redis_url=redis_url, stream=f"t-fault-{tag}-{uuid.uuid4().hex[:6]}", speed=SPEED,
-                       timeout_s=120, snapshots=SNAPSHOTS, trim_every_s=0.5, reconnect_s=30)
+                       timeout_s=120, snapshots=SNAPSHOTS, trim_every_s=0.5, reconnect_s=30,
+                       drivers_shards=drivers_shards)
 
 
 @pytest.fixture(scope="module")
@@ -151,9 +152,10 @@ def _mid_run(run: LiveRun) -> bool:
 
 @pytest.mark.live
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("kind", "shards"), [*((k, 1) for k in KINDS), ("drivers-0", 2)])
 async def test_killed_actor_same_end_state_nothing_lost_nothing_twice(
-        kind: str, redis_url: str, ray_session: None, undisturbed: LiveResult) -> None:
+        kind: str, shards: int, redis_url: str, ray_session: None, undisturbed: LiveResult) -> None:
+    """Each kind of actor, and one shard of two driver actors (drivers-0 hosts both nodes' drivers)."""
     scenario = _scenario()
     seen: dict[str, Any] = {}
 
@@ -175,7 +177,7 @@ async def test_killed_actor_same_end_state_nothing_lost_nothing_twice(
         seen["log_end"] = run.state.offset
         os.kill(status["pid"], signal.SIGKILL)
 
-    live = await run_live_async(scenario, _options(redis_url, kind), hook=kill_mid_run)
+    live = await run_live_async(scenario, _options(redis_url, kind, shards), hook=kill_mid_run)
     assert "killed_pid" in seen, f"the run ended before {kind} could be killed"
     assert live.completed, live.error
     after = seen.get("after")
