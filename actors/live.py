@@ -287,8 +287,9 @@ class LiveRun:
     async def start_actors(self, timeout_s: float = 120.0) -> None:
         """Start one actor per reactor and wait until each is consuming the log."""
         for name in self.reactor_names:
+            # SPREAD: on a Ray cluster the actors (driver shards above all) go to different nodes
             self.actors[name] = ReactorActor.options(  # type: ignore[attr-defined]
-                name=f"dralab-{name}-{uuid.uuid4().hex[:6]}", namespace=RAY_NAMESPACE
+                name=f"dralab-{name}-{uuid.uuid4().hex[:6]}", namespace=RAY_NAMESPACE, scheduling_strategy="SPREAD"
             ).remote(name, self.spec, self.options.log_format, self.options.snapshots)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
