@@ -8,8 +8,11 @@ extended resources such as ``nvidia.com/gpu``). A pod's requests follow
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import Any
+
+import msgspec
 
 from ._fields import qualified_name_error
 from .quantity import parse_quantity, resource_amount
@@ -127,7 +130,32 @@ def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
     ``spec.resources`` replaces cpu/memory/hugepages; ``spec.overhead`` is added. Amounts are in
     :func:`~dralab.core.quantity.resource_amount` units (milli-cpu, bytes, whole units), rounded up once
     on the exact total. ``pods`` is not included: every pod takes one of a node's allocatable ``pods``.
+
+    Memoised by the spec fields it reads (the pods of one workload share them, and every consumer of a
+    live run folds every pod's creation): the exact arithmetic costs about 20 times the key.
     """
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return {}
+    try:
+        key = _KEY.encode(tuple(spec.get(f) for f in _REQUEST_FIELDS))
+    except (TypeError, msgspec.EncodeError):
+        return _pod_requests(pod)
+    return dict(_requests_of(key))
+
+
+_REQUEST_FIELDS = ("containers", "initContainers", "resources", "overhead")  # all pod_request_quantities reads
+_KEY = msgspec.msgpack.Encoder()
+
+
+@functools.lru_cache(maxsize=4096)
+def _requests_of(key: bytes) -> dict[str, int]:
+    """A cache entry: never handed out itself (callers get a copy)."""
+    values = msgspec.msgpack.decode(key)
+    return _pod_requests({"spec": {f: v for f, v in zip(_REQUEST_FIELDS, values, strict=True) if v is not None}})
+
+
+def _pod_requests(pod: dict[str, Any]) -> dict[str, int]:
     return {name: resource_amount(name, q) for name, q in pod_request_quantities(pod).items()}
 
 
