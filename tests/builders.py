@@ -265,3 +265,16 @@ def sourced_events(entries: list[tuple[int, bytes]], kind: type) -> list[tuple[i
         rec = decode_record(payload, offset)
         out += [(rec.t, rec.source, e) for e in rec.events if isinstance(e, kind)]
     return out
+
+
+def simulated(d: dict[str, Any], seed: int, file: str = "test.yaml") -> Any:
+    """Simulate a scenario document; assert every invariant held and the log verifies."""
+    from dralab.replay.logfile import LogFile
+    from dralab.replay.sim import simulate
+    from dralab.replay.verify import verify
+
+    result = simulate(parse_scenario(d, file), seed)
+    assert result.violations == [], result.violations
+    checked = verify(LogFile("x", {}, result.entries))
+    assert checked.ok, checked.divergence and checked.divergence.render()
+    return result

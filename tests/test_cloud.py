@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import GPU_TOLERATION, Log, arrival, group, node_template, pod, scenario_doc
+from builders import GPU_TOLERATION, Log, arrival, group, node_template, pod, scenario_doc, simulated
 
 from dralab.core.events import (
     NodeCreated,
@@ -27,18 +27,13 @@ from dralab.core.reactors.cloud import ZONE_LABEL, Cloud
 from dralab.core.reactors.lifecycle import delete_node
 from dralab.core.scenario import ScenarioError, parse_scenario
 from dralab.core.state import ClusterState
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import SimResult, simulate
-from dralab.replay.verify import verify
+from dralab.replay.sim import SimResult
 
 NOW = 60_000
 
 
 def run(d: dict[str, Any], seed: int = 3) -> SimResult:
-    result = simulate(parse_scenario(d, "cloud.yaml"), seed)
-    assert result.violations == [], result.violations
-    checked = verify(LogFile("x", {}, result.entries))
-    assert checked.ok, checked.divergence and checked.divergence.render()
+    result: SimResult = simulated(d, seed, "cloud.yaml")
     return result
 
 

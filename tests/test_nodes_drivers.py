@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 import pytest
-from builders import Log, arrival, group, node_template, scenario_doc, sourced_events
+from builders import Log, arrival, group, node_template, scenario_doc, simulated, sourced_events
 
 from dralab.core.events import (
     ClaimReleased,
@@ -31,19 +31,14 @@ from dralab.core.reactors.scheduler import Scheduler
 from dralab.core.scenario import ScenarioError, parse_scenario
 from dralab.core.scenario_dra import check_slice_templates
 from dralab.core.state import ClusterState
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import SimResult, simulate
-from dralab.replay.verify import verify
+from dralab.replay.sim import SimResult
 
 GPU_DRIVER, NIC_DRIVER = "gpu.example.com", "nic.example.com"
 MINUTE = 60_000
 
 
 def run(d: dict[str, Any], seed: int = 3) -> SimResult:
-    result = simulate(parse_scenario(d, "drivers.yaml"), seed)
-    assert result.violations == [], result.violations
-    checked = verify(LogFile("x", {}, result.entries))
-    assert checked.ok, checked.divergence and checked.divergence.render()
+    result: SimResult = simulated(d, seed, "drivers.yaml")
     return result
 
 

@@ -100,9 +100,9 @@ class _Placed:
 class RemovalSimulator:
     """Moves nodes' pods elsewhere in the autoscaler's snapshot, candidate after candidate."""
 
-    def __init__(self, view: ClusterState, sim: Simulation, nodes: list[SimNode]) -> None:
+    def __init__(self, view: ClusterState, sim: Simulation, nodes: list[SimNode], removed: set[str]) -> None:
         self.view, self.sim, self.nodes = view, sim, nodes
-        self.removed: set[str] = set()
+        self.removed = removed  # nodes leaving (the caller's set, which this one adds to): no destinations
         self.destinations: set[str] = set()  # nodes that took pods: not removed in the same loop
 
     def try_remove(self, node: NodeState, pods: list[PodState]) -> bool:

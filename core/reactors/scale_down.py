@@ -70,8 +70,7 @@ class ScaleDown:
         def removal_sim() -> RemovalSimulator:
             if not removal:
                 assert snapshot is not None
-                removal.append(RemovalSimulator(view, *snapshot()))
-                removal[0].removed = leaving
+                removal.append(RemovalSimulator(view, *snapshot(), removed=leaving))
             return removal[0]
 
         draining = 0
