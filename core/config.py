@@ -10,11 +10,13 @@ from typing import Any
 
 import msgspec
 
+from .kueue import broker_config
 from .reactor import Reactor
 from .reactors.autoscaler import Autoscaler
 from .reactors.claims import ClaimController
 from .reactors.cloud import Cloud
 from .reactors.drivers import Drivers
+from .reactors.kueue_broker import KueueBroker
 from .reactors.lifecycle import Lifecycle
 from .reactors.scheduler import Scheduler
 from .scenario import Scenario
@@ -26,6 +28,8 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
     return {
         **({"drivers_shards": drivers_shards} if drivers_shards > 1 else {}),
         "duration_ms": scenario.duration_ms,
+        # Kueue's ProvisioningRequest admission checks, when the scenario has any (core/kueue.py)
+        **({"broker": broker} if (broker := broker_config(scenario.objects)) is not None else {}),
         "scheduler": {
             "score": scenario.scheduler.score,
             "gang_timeout_ms": scenario.scheduler.gang_timeout_ms,
@@ -56,6 +60,7 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
         Lifecycle(),
         *drivers_shards(int(config.get("drivers_shards", 1))),
         ClaimController(),
+        *([KueueBroker(**config["broker"])] if "broker" in config else []),
     ]
 
 

@@ -243,6 +243,19 @@ class PodEvicted(Event, tag="PodEvicted", frozen=True):
         return (self.pod,)
 
 
+class PodUngated(Event, tag="PodUngated", frozen=True):
+    """One update of a pod: scheduling gates removed and annotations added (Kueue admitting a workload:
+    it removes its `kueue.x-k8s.io/admission` gate and applies the admission check's podSetUpdates, e.g.
+    the annotations that make the pod consume its ProvisioningRequest). Gates can only be removed."""
+
+    pod: str  # pod key
+    gates: tuple[str, ...]
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.pod,)
+
+
 # ---------------------------------------------------------------- DRA (resource.k8s.io/v1)
 
 
@@ -418,6 +431,22 @@ class ProvisioningRequestDeleted(Event, tag="ProvisioningRequestDeleted", frozen
         return (f"provreq/{self.request}",)
 
 
+class AdmissionCheckUpdated(Event, tag="AdmissionCheckUpdated", frozen=True):
+    """Kueue's ProvisioningRequest admission check writes a workload's AdmissionCheckState (the broker,
+    core/reactors/kueue_broker.py): Pending (its request `attempt` is out), Ready, Retry (a new attempt
+    at `retry_at`) or Rejected (retries exhausted)."""
+
+    workload: str  # "namespace/name"
+    check: str  # the AdmissionCheck's name
+    state: str  # Pending | Ready | Retry | Rejected
+    attempt: int = 0  # the attempt of the ProvisioningRequest `<workload>-<check>-<attempt>` it is about
+    retry_at: int = -1  # Retry: cluster ms of the next attempt
+    message: str = ""
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"workload-check/{self.workload}/{self.check}",)
+
+
 # ---------------------------------------------------------------- autoscaling
 
 
@@ -490,6 +519,8 @@ AnyEvent = (
     | ProvisioningRequestCondition
     | ScaleUpTimedOut
     | ProvisioningRequestDeleted
+    | PodUngated
+    | AdmissionCheckUpdated
 )
 
 

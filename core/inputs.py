@@ -27,6 +27,7 @@ from .events import (
     RunStarted,
     WorkloadCreated,
 )
+from .kueue import KUEUE_KINDS
 from .manifests import node_allocatable
 from .reactors.cloud import node_from_template, node_name, zone_of
 from .scenario import Scenario, replica_name
@@ -85,8 +86,9 @@ OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Worklo
 
 
 def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
-    """The scenario's starting objects (classes first, then templates, shared claims, Workloads)."""
-    ranked = sorted(objects, key=lambda o: OBJECT_ORDER.index(o["kind"]))
+    """The scenario's starting objects (classes first, then templates, shared claims, Workloads). Kueue's
+    objects are not events: they configure the broker reactor (recorded in the run config)."""
+    ranked = sorted((o for o in objects if o["kind"] not in KUEUE_KINDS), key=lambda o: OBJECT_ORDER.index(o["kind"]))
     events: list[AnyEvent] = []
     for obj in ranked:
         kind = obj["kind"]

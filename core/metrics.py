@@ -46,7 +46,8 @@ Definitions (the approximations are deliberate, and documented in docs/cli.md):
   one; demand per pod as the scheduler's fragmentation score counts it, `pod_demand`). So paid =
   used by share + idle + unready + the unused GPUs a pending pod could use. Selectors, taints and
   device attributes are not weighed: a pending pod that could not land there anyway still makes the
-  unused GPUs "wanted", so idle is a lower bound.
+  unused GPUs "wanted", so idle is a lower bound. A pod held by a scheduling gate (e.g. waiting for
+  Kueue's admission) asks for nothing: it cannot be placed until the gate is removed.
 - **fragmentation**: while pods asking for devices wait, the share of the free (whole) GPUs of Ready
   nodes that no waiting pod can use (fewer free on the node than the smallest demand).
 - **allocation ratio**: used GPUs / GPUs of Ready nodes, time-weighted over the intervals when some
@@ -436,7 +437,7 @@ class _Replay:
                 self.cause[key] = cause
                 self.by_cause[cause] += 1
         demand = 0
-        if pod is not None and pending:
+        if pod is not None and pending and not pod.manifest.get("spec", {}).get("schedulingGates"):
             cached = self.final_demand.get(key)
             demand = pod_demand(self.state, pod) if cached is None else cached
             if cached is None and not pod.manifest.get("spec", {}).get("resourceClaims"):

@@ -102,3 +102,18 @@ class PodState:
     def tolerations(self) -> list[dict[str, Any]]:
         tolerations: list[dict[str, Any]] = self.manifest.get("spec", {}).get("tolerations") or []
         return tolerations
+
+
+def ungated(manifest: dict[str, Any], gates: tuple[str, ...], annotations: dict[str, str]) -> dict[str, Any]:
+    """A pod's manifest after an update that removes scheduling gates and adds annotations (a new dict:
+    the old one may be shared with the log's event)."""
+    spec = dict(manifest.get("spec") or {})
+    left = [g for g in spec.get("schedulingGates") or [] if g.get("name") not in gates]
+    if left:
+        spec["schedulingGates"] = left
+    else:
+        spec.pop("schedulingGates", None)
+    meta = dict(manifest.get("metadata") or {})
+    if annotations:
+        meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    return {**manifest, "metadata": meta, "spec": spec}

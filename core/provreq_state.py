@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .events import (
+    AdmissionCheckUpdated,
     PodTemplateCreated,
     ProvisioningRequestCondition,
     ProvisioningRequestCreated,
@@ -52,11 +53,24 @@ class RequestState:
         return sum(int(s["count"]) for s in self.manifest["spec"]["podSets"])
 
 
+@dataclass(frozen=True)
+class CheckState:
+    """A workload's AdmissionCheckState for one check, as the broker last wrote it."""
+
+    state: str  # Pending | Ready | Retry | Rejected
+    attempt: int
+    retry_at: int
+    message: str
+    t: int  # when it was written
+
+
 @dataclass
 class ProvisioningState:
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> PodTemplate
     requests: dict[str, RequestState] = field(default_factory=dict)  # "ns/name" -> state, in creation order
     deleted: dict[str, int] = field(default_factory=dict)  # "ns/name" -> when it was deleted
+    # Kueue's admission checks: (workload "ns/name", check) -> its latest state (core/reactors/kueue_broker.py)
+    admission: dict[tuple[str, str], CheckState] = field(default_factory=dict)
 
     def apply(self, offset: int, t: int, event: object, anomalies: list[str]) -> bool:
         """Apply a ProvisioningRequest event; False if it is not one."""
@@ -88,6 +102,9 @@ class ProvisioningState:
                     anomalies.append(f"offset {offset}: deletion of unknown ProvisioningRequest {event.request}")
                     return True
                 self.deleted[event.request] = t
+            case AdmissionCheckUpdated():
+                self.admission[(event.workload, event.check)] = CheckState(
+                    event.state, event.attempt, event.retry_at, event.message, t)
             case _:
                 return False
         return True

@@ -35,6 +35,7 @@ from ._fields import (
 from ._yaml import YamlError, load_yaml_file
 from .durations import format_duration
 from .events import DriverSpec, StockWindow
+from .kueue import broker_config, check_pod_group, check_scheduling_gates, gate_pod, is_queued
 from .manifests import _check_node, _check_pod
 from .scenario_cloud import CLOUD_FIELDS, check_cloud
 from .scenario_dra import check_objects, check_pod_claims, check_slice_templates, render_slices
@@ -239,8 +240,9 @@ def _parse(data: object, file: str) -> Scenario:
     autoscaler = _autoscaler(spec.get("autoscaler"))
     groups = _node_groups(spec["nodeGroups"])
     nodes = _initial_nodes(spec.get("nodes"), {g.name: g for g in groups})
-    workload = _workload(spec.get("workload"), duration_ms)
     objects = check_objects(spec.get("objects"), "spec.objects")
+    kueue = broker_config(objects) is not None
+    workload = _workload(spec.get("workload"), duration_ms, kueue=kueue)
     return Scenario(
         name=name,
         seed=seed,
@@ -426,7 +428,9 @@ def _initial_nodes(value: object, groups: dict[str, NodeGroup]) -> list[InitialN
     return out
 
 
-def _workload(value: object, duration_ms: int) -> list[Arrival]:
+def _workload(value: object, duration_ms: int, *, kueue: bool = False) -> list[Arrival]:
+    """The arrivals, in time order. With Kueue in the scenario (an AdmissionCheck), a pod labelled with a
+    queue gets Kueue's admission gate, as Kueue's pod webhook does (core/kueue.py)."""
     path = "spec.workload"
     if value is None:
         return []
@@ -456,6 +460,10 @@ def _workload(value: object, duration_ms: int) -> list[Arrival]:
         if pod is None:  # a pod reached through several YAML aliases is checked once
             pod = _check_pod(raw, join(a_path, "pod"))
             check_pod_claims(pod, join(a_path, "pod"))
+            check_scheduling_gates(pod, join(a_path, "pod"))
+            if kueue and is_queued(pod):
+                check_pod_group(pod, join(a_path, "pod"))
+                pod = gate_pod(pod)
             checked[id(raw)] = pod
         names.claim(pod, count, a_path)
         arrivals.append(Arrival(at_ms=at_ms, count=count, pod=pod, run_for_ms=run_for))

@@ -25,6 +25,7 @@ from .dra.model import Node as DraNode
 from .dra.model import Slice
 from .dra.pools import SliceIndex, gather_pools
 from .dra.validation import check_driver_name, required
+from .kueue import ADMISSION_CHECK_KIND, CONFIG_KIND, KUEUE_API_VERSIONS, KUEUE_KINDS, check_kueue_object
 from .provreq import (
     POD_TEMPLATE_KIND,
     PROVREQ_API_VERSION,
@@ -147,14 +148,23 @@ def check_objects(value: object, path: str = "spec.objects") -> list[dict[str, A
     out: list[dict[str, Any]] = []
     seen: dict[tuple[str, str], str] = {}
     allowed = (", ".join(f"`{k}`" for k in DRA_KINDS)
-               + f" ({DRA_API_VERSION}), `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION}), `{POD_TEMPLATE_KIND}` (v1) "
-               f"and `{PROVREQ_KIND}` ({PROVREQ_API_VERSION})")
+               + f" ({DRA_API_VERSION}), `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION}), `{POD_TEMPLATE_KIND}` (v1), "
+               f"`{PROVREQ_KIND}` ({PROVREQ_API_VERSION}) and Kueue's `{ADMISSION_CHECK_KIND}` and `{CONFIG_KIND}` "
+               f"({KUEUE_API_VERSIONS[0]})")
     for i, item in enumerate(expect_list(value, path)):
         o_path = index(path, i)
         if not isinstance(item, dict):
             raise FieldError(o_path, f"expected a Kubernetes object (a map), got {type_name(item)}")
         obj = copy.deepcopy(item)
         api_version, kind = _type_meta(obj, o_path)
+        if kind in KUEUE_KINDS:
+            obj = check_kueue_object(obj, o_path)
+            key = obj["metadata"]["name"]
+            if (kind, key) in seen:
+                raise FieldError(join(o_path, "metadata.name"), f"duplicate {kind} `{key}` (also {seen[(kind, key)]})")
+            seen[(kind, key)] = o_path
+            out.append(obj)
+            continue
         if kind not in OBJECT_KINDS:
             hint = _ELSEWHERE.get(kind)
             raise FieldError(

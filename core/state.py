@@ -35,6 +35,7 @@ from .events import (
     PodEvicted,
     PodFinished,
     PodReserved,
+    PodUngated,
     PodUnreserved,
     PodUnschedulable,
     Record,
@@ -57,7 +58,7 @@ from .objects_state import SUCCEEDED as SUCCEEDED
 from .objects_state import Condition as Condition
 from .objects_state import NodeState as NodeState
 from .objects_state import PodState as PodState
-from .objects_state import replaced_pod
+from .objects_state import replaced_pod, ungated
 from .provreq_state import ProvisioningState
 
 ROOM_EVENTS = (
@@ -219,6 +220,12 @@ class ClusterState:
                 self._pod_finished(offset, t, event)
             case PodEvicted():
                 self._pod_finished(offset, t, PodFinished(pod=event.pod, phase=FAILED))
+            case PodUngated():
+                pod = self.pods.get(event.pod)
+                if pod is None:
+                    self.anomalies.append(f"offset {offset}: PodUngated for unknown pod {event.pod}")
+                    return
+                pod.manifest = ungated(pod.manifest, event.gates, event.annotations)
             case NodeCreated():
                 self._node_created(offset, t, event)
             case NodeReady():

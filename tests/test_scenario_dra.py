@@ -374,7 +374,8 @@ S: Keys = ("spec", "nodeGroups", 0, "resourceSlices")
 P: Keys = ("spec", "workload", 0, "pod", "spec")
 KINDS = (
     "expected one of `DeviceClass`, `ResourceClaimTemplate`, `ResourceClaim` (resource.k8s.io/v1), "
-    "`Workload` (scheduling.k8s.io/v1alpha1), `PodTemplate` (v1) and `ProvisioningRequest` (autoscaling.x-k8s.io/v1)"
+    "`Workload` (scheduling.k8s.io/v1alpha1), `PodTemplate` (v1), `ProvisioningRequest` (autoscaling.x-k8s.io/v1) "
+    "and Kueue's `AdmissionCheck` and `ProvisioningRequestConfig` (kueue.x-k8s.io/v1beta1)"
 )
 PER_NODE = "leave it out: each node of the group publishes its own slices; dralab fills it with the node's name"
 NODE_LOCAL = (

@@ -49,6 +49,9 @@ from .queue import due
 
 _MANIFEST_READY = attrgetter("manifest", "ready")  # what a node's static filter answers depend on, its name aside
 
+SCHEDULING_GATED = "SchedulingGated"  # v1.PodReasonSchedulingGated
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
 
 def _utilisation(pod: PodState, node: NodeState, used: dict[str, int]) -> float:
     """Mean fraction of each requested resource in use after placing the pod."""
@@ -131,6 +134,11 @@ class Scheduler:
 
     def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle) -> None:
         view = cycle.view
+        gates = pod.manifest.get("spec", {}).get("schedulingGates")
+        if gates:  # the SchedulingGates PreEnqueue plugin: not tried while any gate is left
+            names = [str(g.get("name")) for g in gates]
+            cycle.pending(pod, SCHEDULING_GATED, GATED_MESSAGE, "gated", f"waiting for scheduling gates: {names}")
+            return
         gang, rejection = gangs.admit(pod)
         if rejection is not None:
             # Upstream's PreEnqueue keeps such a pod out of the queue; with KEP-5501 the rejection is
