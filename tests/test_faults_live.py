@@ -5,9 +5,12 @@ restarted actor must rebuild its view from its latest snapshot plus the tail.
 
 The scenario (built here) is DRA-based so that every actor kind has work: the cloud makes a node, the
 lifecycle makes it Ready, the drivers publish its ResourceSlice, the claim controller makes the pods'
-ResourceClaims, the scheduler allocates and binds, the autoscaler scales up. Its outcome does not
-depend on timing: four pods of four GPUs in one NVLink domain need exactly the two nodes the group
-allows, so however late a restarted actor acts, every pod ends Running on a node of the group. Its
+ResourceClaims, the scheduler allocates and binds, the autoscaler scales up, and the broker (Kueue's
+ProvisioningRequest admission check) holds the late pair back until its atomic ProvisioningRequest is
+Provisioned. Its outcome does not depend on timing: four pods of four GPUs in one NVLink domain need
+exactly the two nodes the group allows, so however late a restarted actor acts, every pod ends Running
+on a node of the group (a broker down for a whole booking retries with a second request, which finds
+the capacity already there). Its
 duration is long (60 min) so that every run ends by settling, never by running out of cluster time
 while actors restart (after a Redis restart Ray brings all six back in about 10 s of wall time here,
 minutes of cluster time at this speed).
@@ -49,7 +52,6 @@ from dralab.replay.verify import verify
 
 SPEED = 45.0
 SNAPSHOTS = SnapshotPolicy(every=4, max_age_s=0.5, min_gap_s=0.2)  # small, so a snapshot exists mid-run
-KINDS = [r.name for r in build_reactors({})]  # scheduler, autoscaler, cloud, lifecycle, drivers, claims
 
 _SLICE = {"driver": "gpu.example.com", "devices": [
     {"name": f"gpu-{i}", "attributes": {"nvlinkDomain": {"int": i // 4}}, "capacity": {"memory": {"value": "80Gi"}}}
@@ -58,6 +60,9 @@ _POD = {"metadata": {"name": "train"}, "spec": {
     "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "four-gpus-one-domain"}],
     "containers": [{"name": "main", "image": "trainer:1.0",
                     "resources": {"requests": {"cpu": "8", "memory": "64Gi"}, "claims": [{"name": "gpus"}]}}]}}
+# The late pair goes through Kueue (the broker): gated, one atomic ProvisioningRequest, then admitted.
+_LATE = {"name": "late", "labels": {"kueue.x-k8s.io/queue-name": "training", "kueue.x-k8s.io/pod-group-name": "late"},
+         "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"}}
 FAULTS = {
     "apiVersion": "dralab.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "faults"},
     "spec": {
@@ -80,13 +85,24 @@ FAULTS = {
         }],
         "nodes": [{"group": "h100", "count": 1}],
         "workload": [{"at": "0s", "count": 2, "pod": _POD},
-                     {"at": "10s", "count": 2, "pod": {**_POD, "metadata": {"name": "late"}}}],
+                     {"at": "10s", "count": 2, "pod": {**_POD, "metadata": _LATE}}],
     },
 }
+FAULTS["spec"]["objects"] += [  # type: ignore[index]
+    {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ProvisioningRequestConfig", "metadata": {"name": "atomic"},
+     "spec": {"provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io"}},
+    {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "AdmissionCheck", "metadata": {"name": "capacity"},
+     "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+              "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "atomic"}}},
+]
 
 
 def _scenario() -> Scenario:
     return parse_scenario(yaml.safe_load(yaml.safe_dump(FAULTS)), "faults")
+
+
+# scheduler, autoscaler, cloud, lifecycle, drivers, claims, broker
+KINDS = [r.name for r in build_reactors(run_config(_scenario()))]
 
 
 def outcome(state: ClusterState) -> dict[str, Any]:
@@ -137,8 +153,12 @@ async def undisturbed(redis_url: str, ray_session: None) -> LiveResult:
 
 
 def test_scenario_outcome_is_the_simulators() -> None:
-    """The scenario does what the module docstring says, in virtual time."""
-    sim = simulate(_scenario(), 5).state
+    """The scenario does what the module docstring says, in virtual time; every actor kind has work."""
+    result = simulate(_scenario(), 5)
+    sim = result.state
+    sources = {decode_record(p, o).source for o, p in result.entries}
+    assert set(KINDS) <= sources and "broker" in KINDS
+    assert [c.state for c in sim.provisioning.admission.values()] == ["Ready"]
     assert outcome(sim)["nodes_by_group"] == {"h100": 2}
     assert set(outcome(sim)["pods"].values()) == {"Running"} and len(sim.pods) == 4
     assert len(outcome(sim)["scheduled"]) == len(outcome(sim)["claims"]) == 4
