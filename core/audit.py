@@ -12,7 +12,9 @@ use, but not on one node), ``resources`` (cpu/memory/pods/extended resources), `
 claim, template, class, Workload, pod group or PodGroup does not exist), ``gang`` (a KEP-4671 Workload
 gang or a scheduler-plugins PodGroup: fewer than ``minCount``/``minMember`` pods of its gang exist, a
 PodGroup's ``minResources`` are not free, or no room for ``minCount`` of them at once; see
-:mod:`dralab.core.audit_gang`). A pending pod that fits somewhere has reason None.
+:mod:`dralab.core.audit_gang`), ``gated`` (the pod has scheduling gates, e.g. Kueue's
+``kueue.x-k8s.io/admission``: the scheduler does not try it, and cluster-autoscaler does not scale up for
+it, until they are removed). A pending pod that fits somewhere has reason None.
 """
 
 from __future__ import annotations
@@ -62,6 +64,17 @@ class PodVerdict:
 def _names(pod: dict[str, Any]) -> tuple[str, str]:
     meta = pod.get("metadata") or {}
     return meta.get("namespace") or "default", str(meta.get("name"))
+
+
+def gated(pod: dict[str, Any]) -> PodVerdict | None:
+    """The verdict of a pod held by scheduling gates (the SchedulingGates PreEnqueue plugin), else None."""
+    gates = [str((g or {}).get("name")) for g in (pod.get("spec") or {}).get("schedulingGates") or []
+             if isinstance(g, dict)]
+    if not gates:
+        return None
+    ns, name = _names(pod)
+    return PodVerdict(ns, name, None, "gated", f"waiting for scheduling gates: {gates}",
+                      {"node": None, "missing": gates})
 
 def evaluate(snap: Snapshot, pod: dict[str, Any], memo: dict[tuple[str, str], Shape] | None = None, *,
              share_nodes: bool = False) -> PodVerdict:
@@ -144,7 +157,7 @@ def audit(inv: Inventory) -> dict[str, Any]:
     memo: dict[tuple[str, str], Shape] = {}
     for key, pod in inv.pods.items():
         if is_pending(pod):
-            verdicts[key] = gangs.held(snap, pod) or evaluate(snap, pod, memo, share_nodes=True)
+            verdicts[key] = gated(pod) or gangs.held(snap, pod) or evaluate(snap, pod, memo, share_nodes=True)
         else:
             ns, name = _names(pod)
             node = (pod.get("spec") or {}).get("nodeName")
@@ -205,6 +218,9 @@ def schedule(inv: Inventory) -> dict[str, Any]:
     for pod in queue_order(p for p in inv.pods.values() if is_pending(p)):
         key = pod_key(pod)
         if key in done:
+            continue
+        if (held_back := gated(pod)) is not None:
+            pending.append(held_back.to_json())
             continue
         gang = gangs.groups.get(key)
         held = gangs.held(snap, pod)  # a PodGroup's minResources: on the snapshot as this pass left it

@@ -181,3 +181,19 @@ def test_schedule_yaml_output(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "schedule", "-f", str(FIXTURES / "resources.yaml"), "-o", "yaml")
     assert code == 0
     assert yaml.safe_load(out)["pending"][0]["reason"] == "resources"
+
+
+def test_a_gated_pod_is_reported_gated_and_never_placed() -> None:
+    """A Kueue pod still held by its admission gate fits the cluster, but neither kube-scheduler nor
+    cluster-autoscaler acts on it until the gate goes: `audit` and `schedule` say `gated`, not "fits"."""
+    docs = list(yaml.safe_load_all((FIXTURES / "resources.yaml").read_text()))
+    held = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "held", "namespace": "default"},
+            "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}
+    inv = parse_documents([*docs, held], "gated.yaml")
+    message = "waiting for scheduling gates: ['kueue.x-k8s.io/admission']"
+    verdict = next(p for p in audit(inv)["pods"] if p["name"] == "held")
+    assert verdict == pending("held", "gated", message, None, ["kueue.x-k8s.io/admission"])
+    result = schedule(inv)
+    assert "held" not in [b.get("name") or b.get("pod") for b in result["bindings"]]
+    assert [p["reason"] for p in result["pending"] if p["name"] == "held"] == ["gated"]
