@@ -38,9 +38,9 @@ import msgspec
 
 from .dra.allocated import AllocatedState
 from .dra.claims import convert_claim
-from .dra.convert import convert_device_class, convert_slice
+from .dra.convert import convert_device_class
 from .dra.model import DeviceID
-from .dra_state import ClaimState, DraState
+from .dra_state import ClaimState, DraState, convert_published_slice
 from .events import claim_key
 from .objects_state import FAILED, PENDING, RUNNING, SUCCEEDED
 from .state import ClusterState
@@ -225,7 +225,7 @@ def _decode_dra(body: Any) -> DraState:
     for name, manifest in body.classes.items():
         dra.classes[name] = _same(convert_device_class(manifest, ""), name, "device class")
     for name, manifest in body.slices.items():
-        dra.slices[name] = _same(convert_slice(manifest, ""), name, "slice")
+        dra.slices[name] = _same(convert_published_slice(manifest, ""), name, "slice")
     for key, c in body.claims.items():
         claim = convert_claim(c.manifest, "")
         _same(claim, key, "claim", claim_key(claim.namespace, claim.name))

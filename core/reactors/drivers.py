@@ -28,16 +28,19 @@ are a few processes, not thousands. One shard (the default) is the reactor `driv
 from __future__ import annotations
 
 import copy
+import gc
 import random
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..dra.model import Slice
 from ..events import AnyEvent, DriverSpec, ResourceSlicePublished
 from ..reactor import Decision, Trigger
-from ..scenario_dra import render_slice_templates, slice_name
+from ..scenario_dra import slice_name, slice_names
 from ..state import ClusterState, NodeGroupState, NodeState
+from .cloud import copier
 
 
 def unhealthy_taint(driver: str) -> dict[str, Any]:
@@ -50,12 +53,31 @@ def drivers_of(templates: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> 
     return list(dict.fromkeys(str(t["spec"]["driver"]) for t in templates))
 
 
+def render_templates(templates: Sequence[dict[str, Any]], node_name: str,
+                     copiers: list[Any] | None = None) -> list[dict[str, Any]]:
+    """scenario_dra.render_slice_templates (the same manifests), copying each template with its copier
+    from `copiers` (made by `cloud.copier`, once per decision rather than once per node)."""
+    out: list[dict[str, Any]] = []
+    copiers = copiers if copiers is not None else [copier(t) for t in templates]
+    for copy_of, template, name in zip(copiers, templates, slice_names(templates, node_name), strict=True):
+        driver: str = template["spec"]["driver"]
+        manifest = copy_of()
+        manifest["metadata"] = {"name": name, **manifest["metadata"]}
+        pool = {"name": node_name, **manifest["spec"]["pool"]}
+        manifest["spec"] = {"driver": driver, "pool": pool, "nodeName": node_name, **manifest["spec"]}
+        manifest["spec"]["pool"] = pool
+        out.append(manifest)
+    return out
+
+
 def driver_slices(templates: tuple[dict[str, Any], ...] | list[dict[str, Any]], node: str, driver: str,
-                  generation_bump: int = 0, unhealthy: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+                  generation_bump: int = 0, unhealthy: frozenset[str] = frozenset(),
+                  copiers: list[Any] | None = None) -> list[dict[str, Any]]:
     """The slices `driver` publishes on `node`: its templates rendered for the node, the pool's generation
-    raised by `generation_bump` (restarts), the `unhealthy` devices tainted. Pure: new copies."""
+    raised by `generation_bump` (restarts), the `unhealthy` devices tainted. Pure: new copies.
+    `copiers`: one per template, from `cloud.copier` (a decision over many nodes makes them once)."""
     out = []
-    for manifest in render_slice_templates(list(templates), node):
+    for manifest in render_templates(list(templates), node, copiers):
         spec = manifest["spec"]
         if spec["driver"] != driver:
             continue
@@ -109,8 +131,20 @@ class Drivers:
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         if not any(g.resource_slices for g in view.node_groups.values()):
             return Decision(())  # no group has devices: nothing to publish (and no scan of every node)
+        # Publishing for thousands of nodes at once makes ~100 objects per slice, none garbage: the
+        # collector's passes over the whole view would take most of the time (as snapshot decoding).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._react(view, now)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _react(self, view: ClusterState, now: int) -> Decision:
         events: list[AnyEvent] = []
         wake: list[int] = []
+        copiers: dict[str, list[Any]] = {}  # group -> a copier per slice template, made when first needed
         for node in view.nodes.values():
             if self.shards > 1 and shard_of(node.name, self.shards) != self.shard:
                 continue  # another shard's node
@@ -119,12 +153,12 @@ class Drivers:
                 continue  # no devices, or not Ready yet: its plugins have not started
             specs = {d.name: d for d in group.drivers}
             for driver in drivers_of(group.resource_slices):
-                events.extend(self._driver(view, group, node, driver, specs.get(driver), now, wake))
+                events.extend(self._driver(view, group, node, driver, specs.get(driver), now, wake, copiers))
         return Decision(tuple(events), min(wake) if wake else None)
 
     @staticmethod
     def _driver(view: ClusterState, group: NodeGroupState, node: NodeState, driver: str, spec: DriverSpec | None,
-                now: int, wake: list[int]) -> list[AnyEvent]:
+                now: int, wake: list[int], copiers: dict[str, list[Any]]) -> list[AnyEvent]:
         published = node.ready_t + node.publish_delay_ms.get(driver, 0)
         if now < published:
             wake.append(published)
@@ -149,7 +183,10 @@ class Drivers:
                                    unhealthy)]
         if not stale:
             return []  # the common case, decided without rendering anything
-        rendered = driver_slices(group.resource_slices, node.name, driver, bump, frozenset(unhealthy))
+        if group.name not in copiers:
+            copiers[group.name] = [copier(t) for t in group.resource_slices]
+        rendered = driver_slices(group.resource_slices, node.name, driver, bump, frozenset(unhealthy),
+                                 copiers[group.name])
         return [ResourceSlicePublished(manifest=rendered[i]) for i in stale]
 
 
