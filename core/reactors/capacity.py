@@ -246,14 +246,18 @@ class FirstFit:
         self._start: dict[tuple[object, ...], int] = {}
         # static shape -> the nodes passing its static filters, in order: a pod never fits the others, so
         # a pass walks only these (GPU pods skip the CPU nodes once per loop, not once per shape)
-        # (binpacking appends template nodes as it goes: a list made for fewer nodes is made again)
+        # (binpacking appends template nodes as it goes: a list made for fewer nodes is extended with the
+        # new ones, in order, so a scale-up of n nodes costs n static checks per shape, not n^2 / 2)
         self._eligible: dict[object, tuple[int, list[SimNode]]] = {}
 
     def find(self, pod: PodState) -> tuple[SimNode, dict[str, dict[str, Any]]] | None:
         key = self.sim.shape(pod)
         seen = self._eligible.get(key[0])
-        if seen is None or seen[0] != len(self.nodes):
+        if seen is None or seen[0] > len(self.nodes):
             seen = self._eligible[key[0]] = (len(self.nodes), [n for n in self.nodes if self.sim.static_ok(pod, n)])
+        elif seen[0] < len(self.nodes):  # nodes appended since: only they are checked
+            seen[1].extend(n for n in self.nodes[seen[0]:] if self.sim.static_ok(pod, n))
+            seen = self._eligible[key[0]] = (len(self.nodes), seen[1])
         nodes = seen[1]
         i = self._start.get(key, 0)
         while i < len(nodes):
