@@ -46,6 +46,8 @@ from dralab.core.state import ClusterState
 
 from .bus import RECORDER_GROUP, Bus, BusUnavailable, Entry, GroupInfo
 from .bus_factory import BusSpec, open_bus
+from .gc_tuning import Tenure
+from .hosts import host_layout
 from .logs import clear_status, show_status
 from .observability import MetricsServer, Observation, progress, progress_text
 from .reactor_actor import READ_CHUNK, Clock, ReactorActor, SnapshotPolicy
@@ -84,6 +86,8 @@ class LiveOptions:
     snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)  # when reactor actors save their view
     trim_every_s: float = 5.0  # trim the stream this often (0: never; the stream keeps the whole run)
     drivers_shards: int = 1  # device-driver actors, each hosting a share of the nodes (core/reactors/drivers.py)
+    hosts: int = 0  # 0: one actor per reactor; N: the reactors dealt into N host actors (actors/hosts.py)
+    gc_tenure_every: int = 0  # the driver's GC tuning (actors/gc_tuning.py; process-wide: `dralab run` turns it on)
     reconnect_s: float = 60.0  # how long the driver waits for an unreachable bus before giving up
 
 
@@ -163,6 +167,9 @@ class LiveRun:
         self.inputs: list[Record] = []  # made at start, when the clock's epoch is known
         self.reactor_names = [r.name for r in build_reactors(run_config(scenario,
                                                                         drivers_shards=options.drivers_shards))]
+        # actor name (its consumer group and snapshot) -> the reactors it hosts
+        self.layout = host_layout(self.reactor_names, options.hosts)
+        self.tenure = Tenure(options.gc_tenure_every)  # the driver keeps every entry and folds them all
         self.state = ClusterState()
         self.monitor = InvariantMonitor()
         self.entries: list[tuple[int, bytes]] = []
@@ -231,9 +238,9 @@ class LiveRun:
     async def trim(self) -> int:
         """Trim the stream below what every consumer group (the recorder's included) has
         acknowledged and below every reactor's latest snapshot (+1: its tail starts there); a
-        reactor without a snapshot yet keeps the whole log."""
+        reactor actor (a host's) without a snapshot yet keeps the whole log."""
         offsets = await self.bus.snapshot_offsets()
-        keep = min(min((offsets.get(n, 0) for n in self.reactor_names), default=0) + 1, self.state.offset + 1)
+        keep = min(min((offsets.get(n, 0) for n in self.layout), default=0) + 1, self.state.offset + 1)
         if keep <= 1:
             return 0
         removed = await self.bus.trim_acknowledged(keep)
@@ -285,12 +292,13 @@ class LiveRun:
         return not any(s.pods[k].run_for_ms >= 0 for k in s.pods_by_phase["Running"])
 
     async def start_actors(self, timeout_s: float = 120.0) -> None:
-        """Start one actor per reactor and wait until each is consuming the log."""
-        for name in self.reactor_names:
-            # SPREAD: on a Ray cluster the actors (driver shards above all) go to different nodes
+        """Start one actor per reactor (or per host) and wait until each is consuming the log."""
+        for name, hosted in self.layout.items():
+            # SPREAD: on a Ray cluster the actors (driver shards above all) go to different nodes (best
+            # effort: Ray may still put two shards on one node; tests/test_ray_cluster_live.py)
             self.actors[name] = ReactorActor.options(  # type: ignore[attr-defined]
                 name=f"dralab-{name}-{uuid.uuid4().hex[:6]}", namespace=RAY_NAMESPACE, scheduling_strategy="SPREAD"
-            ).remote(name, self.spec, self.options.log_format, self.options.snapshots)
+            ).remote(name, self.spec, self.options.log_format, self.options.snapshots, hosted)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             status = await self.actor_status()
@@ -324,7 +332,7 @@ class LiveRun:
         self.statuses = await self.actor_status()
         try:
             end = await self.bus.last_offset()
-            groups = {g: await self.bus.group_info(g) for g in (*self.reactor_names, RECORDER_GROUP)}
+            groups = {g: await self.bus.group_info(g) for g in (*self.layout, RECORDER_GROUP)}
         except Exception:  # the bus is away (the run loop says so) or a group is not there yet
             return
         self.log_end, self.groups = end, groups
@@ -410,6 +418,7 @@ class LiveRun:
         every_progress = min(opts.progress_every_s, 0.5) if in_place else opts.progress_every_s
         next_progress = time.monotonic()
         self._rate_at = (time.monotonic(), self.state.events_applied)
+        self.tenure.maybe(self.state.offset, now=True)  # the imports, once, before the stream flows
         next_trim = time.monotonic() + opts.trim_every_s
         quiet_since = time.monotonic()
         completed = False
@@ -418,6 +427,7 @@ class LiveRun:
             try:
                 await self._feed()
                 new = await self._record(100)
+                self.tenure.maybe(self.state.offset)
                 if opts.trim_every_s > 0 and time.monotonic() >= next_trim:
                     next_trim = time.monotonic() + opts.trim_every_s
                     await self.trim()

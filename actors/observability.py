@@ -157,6 +157,14 @@ def families(obs: Observation) -> list[Metric]:
           [((a,), st["view_offset"]) for a, st in sorted(obs.actors.items()) if "view_offset" in st])
     for key, (name, doc) in ACTOR_COUNTERS.items():
         counter(name, doc, ("actor",), [((a,), st[key]) for a, st in sorted(obs.actors.items()) if key in st])
+    # per reactor: an actor may host several (dralab run --hosts N)
+    for key, (name, doc) in {"decisions": ("dralab_reactor_decisions", "Records (decisions) the reactor appended "
+                                           "since its actor (re)started."),
+                             "conflicts": ("dralab_reactor_conflicts", "Decisions of the reactor dropped on a "
+                                           "version conflict since its actor (re)started.")}.items():
+        counter(name, doc, ("actor", "reactor"),
+                [((a, r), n[key]) for a, st in sorted(obs.actors.items())
+                 for r, n in sorted((st.get("reactors") or {}).items())])
 
     # --- scheduler (kube-scheduler's names)
     reasons = pending_by_reason(s)

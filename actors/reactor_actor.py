@@ -1,4 +1,5 @@
-"""A Ray actor that hosts one reactor: consume the log, fold it into a view, decide, append.
+"""A Ray actor that hosts one reactor, or several on one shared view: consume the log, fold it into
+the view, let each hosted reactor decide, append.
 
 Why the shape:
 - The loop runs in its own thread with its own asyncio loop, started by the constructor, so that
@@ -19,6 +20,12 @@ Why the shape:
   claimed (XAUTOCLAIM) on start and every ``reclaim_every_s``, then processed like new ones.
 - A decision that lost an optimistic-concurrency race is dropped; the actor reads on and decides
   again on the fresher view.
+- An actor may host several reactors (``dralab run --hosts N``, actors/hosts.py): one consumer group
+  (named after the actor), one read and one fold per entry, then every hosted reactor decides on
+  that view in turn, exactly as a reactor alone would: each decision carries its own record id
+  (the reactor's name), the view's offset, and its own optimistic-concurrency expectations. Two
+  hosted reactors deciding on the same view are two concurrent writers, as in separate actors and
+  in the simulator (which folds once for all reactors too).
 - Every ``SnapshotPolicy.every`` applied entries (and at least every ``max_age_s`` while entries
   arrive, at most every ``min_gap_s``) the view is saved as a state snapshot next to the log
   (``Bus.put_snapshot``, core/snapshot_codec.py). A restart decodes the latest one and folds only
@@ -33,6 +40,7 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +55,7 @@ from dralab.core.state import ClusterState
 
 from .bus import Bus, BusUnavailable, Conflict, Entry
 from .bus_factory import BusSpec, open_bus
+from .gc_tuning import TENURE_EVERY, Tenure
 from .wire import decode_or_skip, set_aside
 
 log = structlog.get_logger("dralab.actor")
@@ -82,19 +91,33 @@ class Clock:
         return cluster_ms / 1000 / self.speed
 
 
+@dataclass
+class Hosted:
+    """One reactor of a loop and when it decides next (its counters: ``stats["reactors"][name]``)."""
+
+    reactor: Reactor
+    wake: int | None = 0  # cluster time it asked to be woken at (None: only on new entries)
+    seen: int = -1  # view offset it last decided on
+
+
 class ReactorLoop:
-    """The consume-decide-append loop (separate from Ray so it is testable on its own)."""
+    """The consume-decide-append loop (separate from Ray so it is testable on its own).
+
+    ``name`` names the loop (its snapshot, its log lines); ``reactors`` the reactors it hosts on its
+    one view (default: the reactor called ``name``)."""
 
     def __init__(self, name: str, bus: Bus, group: str, consumer: str, *,
                  reclaim_idle_ms: int = RECLAIM_IDLE_MS, reclaim_every_s: float = RECLAIM_EVERY_S,
-                 snapshots: SnapshotPolicy | None = None) -> None:
+                 snapshots: SnapshotPolicy | None = None, reactors: Sequence[str] | None = None,
+                 tenure_every: int = 0) -> None:
         self.name = name
+        self.names = list(reactors) if reactors else [name]
+        self.hosted: dict[str, Hosted] = {}  # by reactor name, once the run's RunStarted is known
         self.bus = bus
         self.clock: Clock | None = None  # from the run's RunStarted record, so a restart finds it again
         self.group = group
         self.consumer = consumer
         self.state = ClusterState()
-        self.reactor: Reactor | None = None
         self.seed = 0
         self.stats: dict[str, Any] = {
             "pid": os.getpid(), "rebuilt": 0, "redelivered": 0, "applied": 0, "duplicates_skipped": 0,
@@ -104,6 +127,7 @@ class ReactorLoop:
             # `rebuilt` entries of the tail folded) or "log" (all `rebuilt` entries folded)
             "rebuilt_from": "log", "snapshot_offset": 0, "snapshot_discarded": None, "rebuild_ms": 0.0,
             "snapshots_saved": 0, "snapshot_bytes": 0, "snapshot_ms": 0.0, "snapshot_errors": 0,
+            "reactors": {n: {"decisions": 0, "conflicts": 0, "duplicate_appends": 0} for n in self.names},
         }
         self.snapshots = snapshots or SnapshotPolicy()
         self._snap_offset = 0  # offset of the latest snapshot saved or restored
@@ -112,26 +136,40 @@ class ReactorLoop:
         self.reclaim_every_s = reclaim_every_s
         self._next_reclaim = 0.0
         self._bad: list[tuple[Entry, str]] = []  # met, not yet set aside
-        self._wake: int | None = 0
-        self._seen = -1
         self.stopping = False
+        self.tenure = Tenure(tenure_every)  # process-wide GC tuning (actors/gc_tuning.py): actors only
 
-    def _apply(self, entries: list[Entry]) -> None:
+    @property
+    def reactor(self) -> Reactor | None:
+        """The (first) hosted reactor, None until the run's RunStarted is known."""
+        return next(iter(self.hosted.values())).reactor if self.hosted else None
+
+    def _apply(self, entries: Sequence[Entry]) -> None:
+        state, apply, stats = self.state, self.state.apply, self.stats
+        applied = skipped = 0
         for entry in entries:
-            if entry.offset <= self.state.offset:
-                self.stats["duplicates_skipped"] += 1
+            if entry.offset <= state.offset:
+                skipped += 1
                 continue
-            record, bad = decode_or_skip(entry, self.state, self.consumer)
-            if bad is not None:
-                self._bad.append((entry, bad))
-            self.state.apply(entry.offset, record)
-            self.stats["applied"] += 1
-            if self.reactor is None and record.events and isinstance(record.events[0], RunStarted):
+            try:
+                record = decode_record(entry.payload, entry.offset)
+            except LogDecodeError:
+                record, bad = decode_or_skip(entry, state, self.consumer)  # logs it; the no-op record
+                self._bad.append((entry, bad or "undecodable"))
+            apply(entry.offset, record)
+            applied += 1
+            if not self.hosted and record.events and isinstance(record.events[0], RunStarted):
                 self._set_run(record.events[0])
+        stats["applied"] += applied
+        stats["duplicates_skipped"] += skipped
 
     async def _fold(self, entries: list[Entry]) -> None:
         """Fold delivered entries in order, reading any gap before one from the log first, then set
         the bad ones aside (before the caller acknowledges them)."""
+        if entries and entries[0].offset <= self.state.offset + 1 and \
+                entries[-1].offset - entries[0].offset == len(entries) - 1:
+            self._apply(entries)  # the usual case: ascending, no gap (one pass, no read)
+            entries = []
         for entry in entries:
             while entry.offset > self.state.offset + 1:
                 want = min(READ_CHUNK, entry.offset - 1 - self.state.offset)
@@ -245,7 +283,8 @@ class ReactorLoop:
     def _set_run(self, run: RunStarted) -> None:
         self.seed = run.seed
         self.clock = Clock(run.epoch, run.speed)
-        self.reactor = {r.name: r for r in build_reactors(run.config)}[self.name]
+        built = {r.name: r for r in build_reactors(run.config)}
+        self.hosted = {n: Hosted(built[n]) for n in self.names}
 
     async def _maybe_snapshot(self) -> None:
         policy = self.snapshots
@@ -277,18 +316,22 @@ class ReactorLoop:
     def now_ms(self) -> int:
         return self.clock.now_ms() if self.clock is not None else 0
 
-    def _due(self, now: int) -> bool:
-        if self.reactor is None:
-            return False
-        changed = self.reactor.trigger == "events" and self.state.offset > self._seen
-        return changed or (self._wake is not None and self._wake <= now)
+    def _due(self, h: Hosted, now: int) -> bool:
+        changed = h.reactor.trigger == "events" and self.state.offset > h.seen
+        return changed or (h.wake is not None and h.wake <= now)
 
-    async def _decide(self) -> None:
-        """Decide on the current view until a decision lands or there is nothing to do."""
-        assert self.reactor is not None
+    async def _decide_all(self) -> None:
+        """Every hosted reactor that is due decides on the current view, in turn."""
+        for h in self.hosted.values():
+            if self._due(h, self.now_ms()):
+                await self._decide(h)
+
+    async def _decide(self, h: Hosted) -> None:
+        """Decide on the current view once; a decision that lost a race is decided again later."""
+        reactor = h.reactor
         now = self.now_ms()
-        record, wake = decide(self.reactor, self.state, now, self.seed)
-        self._seen, self._wake = self.state.offset, wake
+        record, wake = decide(reactor, self.state, now, self.seed)
+        h.seen, h.wake = self.state.offset, wake
         if record is None:
             return
         try:
@@ -296,37 +339,45 @@ class ReactorLoop:
                 encode_record(record), id=record.id, expect=expectations(record, self.state), writes=record.writes()
             )
         except Conflict as exc:
-            self.stats["conflicts"] += 1
-            log.info("decision.conflict", reactor=self.name, view=record.view, offset=self.state.offset, key=exc.key,
-                     record=record.id, keys=list(record.writes()[:10]))
-            self._wake = now  # decide again once the fresher entries are folded in
+            self._count(h, "conflicts", 1)
+            log.info("decision.conflict", reactor=reactor.name, view=record.view, offset=self.state.offset,
+                     key=exc.key, record=record.id, keys=list(record.writes()[:10]))
+            h.wake = now  # decide again once the fresher entries are folded in
             return
-        self.stats["decisions"] += 1
-        self.stats["duplicate_appends"] += appended.duplicate
-        log.debug("decision.appended", reactor=self.name, offset=appended.offset, view=record.view, record=record.id,
-                  events=len(record.events), keys=list(record.writes()[:10]), duplicate=appended.duplicate)
+        self._count(h, "decisions", 1)
+        self._count(h, "duplicate_appends", int(appended.duplicate))
+        log.debug("decision.appended", reactor=reactor.name, offset=appended.offset, view=record.view,
+                  record=record.id, events=len(record.events), keys=list(record.writes()[:10]),
+                  duplicate=appended.duplicate)
+
+    def _count(self, h: Hosted, key: str, n: int) -> None:
+        self.stats[key] += n
+        self.stats["reactors"][h.reactor.name][key] += n
+
+    def _block_ms(self) -> int:
+        """How long the next read may wait: 1 s, or until the earliest wake of a hosted reactor."""
+        wakes = [h.wake for h in self.hosted.values() if h.wake is not None]
+        if not wakes or self.clock is None:
+            return 1000
+        return max(1, min(1000, int(self.clock.wall_s(min(wakes) - self.now_ms()) * 1000) + 1))
 
     async def run(self) -> None:
         todo = await self.rebuild()
+        self.tenure.maybe(self.state.offset, now=True)
         self.stats["ready"] = True
         log.info("actor.ready", reactor=self.name, offset=self.state.offset, resumed_from=self.stats["resumed_from"],
                  rebuilt_from=self.stats["rebuilt_from"], rebuilt=self.stats["rebuilt"], redelivered=len(todo))
         while True:
             await self._fold(todo)
-            now = self.now_ms()
-            if self._due(now):
-                await self._decide()
+            await self._decide_all()
             if todo:
                 await self.bus.ack(self.group, [e.offset for e in todo])
                 self.stats["acked"] += len(todo)
             await self._maybe_snapshot()
+            self.tenure.maybe(self.state.offset)
             if self.stopping:
                 return
-            now = self.now_ms()
-            block = 1000
-            if self._wake is not None and self.clock is not None:
-                block = max(1, min(block, int(self.clock.wall_s(self._wake - now) * 1000) + 1))
-            todo = await self.bus.read_group(self.group, self.consumer, READ_CHUNK, block)
+            todo = await self.bus.read_group(self.group, self.consumer, READ_CHUNK, self._block_ms())
             todo = _merge(todo, await self._claim(time.monotonic()))
 
 
@@ -355,14 +406,17 @@ def _merge(a: list[Entry], b: list[Entry]) -> list[Entry]:
 
 @ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)
 class ReactorActor:
-    """Hosts one reactor by name. Plain (threaded) actor: its methods only read counters."""
+    """Hosts one reactor by name, or the ``reactors`` named on one shared view (a host: its consumer
+    group, consumer and snapshot are named ``name``). Plain (threaded) actor: its methods only read
+    counters."""
 
     def __init__(self, name: str, bus_spec: BusSpec, log_format: str = "console",
-                 snapshots: SnapshotPolicy | None = None) -> None:
+                 snapshots: SnapshotPolicy | None = None, reactors: list[str] | None = None) -> None:
         from .logs import configure
 
         configure(log_format)
         self.name = name
+        self._reactors = list(reactors) if reactors else [name]
         self._loop: ReactorLoop | None = None
         self._error: str | None = None
         self._snapshots = snapshots
@@ -374,8 +428,8 @@ class ReactorActor:
             structlog.contextvars.bind_contextvars(actor=self.name)  # in every line of this actor's loop
             bus = await _open_patiently(bus_spec, self.name)
             self._loop = ReactorLoop(self.name, bus, group=self.name, consumer=f"{self.name}-0",
-                                     snapshots=self._snapshots)
-            log.info("actor.started", reactor=self.name, pid=os.getpid())
+                                     snapshots=self._snapshots, reactors=self._reactors, tenure_every=TENURE_EVERY)
+            log.info("actor.started", reactor=self.name, reactors=self._reactors, pid=os.getpid())
             try:
                 await self._loop.run()
             finally:
@@ -396,10 +450,12 @@ class ReactorActor:
     def status(self) -> dict[str, Any]:
         loop = self._loop
         out: dict[str, Any] = {
-            "name": self.name, "pid": os.getpid(), "error": self._error, "alive": self._thread.is_alive()
+            "name": self.name, "pid": os.getpid(), "error": self._error, "alive": self._thread.is_alive(),
+            "hosts": list(self._reactors),
         }
         if loop is not None:
             out.update(loop.stats)
+            out["gc_tenures"], out["gc_tenure_ms"] = loop.tenure.count, loop.tenure.last_ms
             out["view_offset"] = loop.state.offset
             out["anomalies"] = list(loop.state.anomalies)
         return out

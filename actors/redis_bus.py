@@ -203,16 +203,29 @@ def _offset(stream_id: bytes | str) -> int:
     return int(s.split("-", 1)[0])
 
 
+def _raw(response: Any, **options: Any) -> Any:
+    """The reply as the parser gave it (XREAD/XREADGROUP: ``_entries`` reads it)."""
+    return response
+
+
 def _entries(resp: Any) -> list[Entry]:
-    """Entries of an XREAD/XREADGROUP reply (RESP2 list or RESP3 dict, one stream)."""
+    """Entries of a raw XREAD/XREADGROUP reply (RESP2 list or RESP3 map, one stream), each entry
+    ``[id, [field, value, ...]]`` as Redis sends it (no per-entry dict: the read path's hot loop)."""
     if not resp:
         return []
     streams = resp.values() if isinstance(resp, dict) else (s[1] for s in resp)
     out: list[Entry] = []
     for items in streams:
         for sid, fields in items:
-            if fields:  # None for a pending entry that was trimmed away (trimming never does that)
-                out.append(Entry(_offset(sid), fields[b"p"]))
+            if not fields:  # None for a pending entry that was trimmed away (trimming never does that)
+                continue
+            if isinstance(fields, dict):  # a parser that makes maps of field lists
+                payload = fields[b"p"]
+            elif fields[0] == b"p":  # the append script writes p first
+                payload = fields[1]
+            else:
+                payload = fields[2 * fields[::2].index(b"p") + 1]
+            out.append(Entry(int(sid.split(b"-", 1)[0]) if isinstance(sid, bytes) else _offset(sid), payload))
     return out
 
 
@@ -245,6 +258,9 @@ class RedisBus:
         # Blocking reads: their own connections, socket timeout longer than any single BLOCK.
         self._block = aioredis.Redis.from_url(
             url, socket_timeout=MAX_BLOCK_MS / 1000 + command_timeout_s, retry=no_retry, **common)
+        for client in (self._cmd, self._once, self._block):  # raw stream replies: see _entries
+            client.set_response_callback("XREAD", _raw)
+            client.set_response_callback("XREADGROUP", _raw)
         self._append_script = self._once.register_script(_APPEND_LUA)
         self._dead_script = self._cmd.register_script(_DEAD_LETTER_LUA)  # idempotent: retries are fine
         self._trim_script = self._cmd.register_script(_TRIM_LUA)  # idempotent: retries are fine
@@ -363,7 +379,7 @@ class RedisBus:
                 last = f"{page[-1].offset}-0"
 
     async def ack(self, group: str, offsets: Sequence[int]) -> None:
-        ids = [f"{o}-0" for o in offsets]
+        ids = [b"%d-0" % o for o in offsets]
         with self._unavailable("ack"):
             for start in range(0, len(ids), _PAGE):
                 await self._cmd.xack(self.log_key, group, *ids[start:start + _PAGE])

@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "refolds the log and the stream is never trimmed)")
     run.add_argument("--driver-shards", type=int, default=1, metavar="N",
                      help="device-driver actors, each hosting the drivers of a share of the nodes (default 1)")
+    run.add_argument("--hosts", type=int, default=0, metavar="N",
+                     help="deal the reactors into N host actors, each folding the log once for all its reactors "
+                          "(default 0: one actor per reactor); one per core is a good start")
     run.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
                      help="serve Prometheus metrics at http://HOST:PORT/metrics while the run goes on "
                           "(default 0: off); see docs/deploy.md#observability")
@@ -164,6 +167,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from dralab.actors.gc_tuning import TENURE_EVERY
     from dralab.actors.live import LiveOptions, ServiceUnavailable, StreamInUse, run_live
     from dralab.actors.reactor_actor import SnapshotPolicy
     from dralab.core.config import policies, run_config
@@ -178,6 +182,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"--trim-every: must be >= 0, got {args.trim_every}")
     if args.driver_shards < 1:
         raise InputError(f"--driver-shards: must be >= 1, got {args.driver_shards}")
+    if args.hosts < 0:
+        raise InputError(f"--hosts: must be >= 0, got {args.hosts}")
     if args.snapshot_every < 0:
         raise InputError(f"--snapshot-every: must be >= 0, got {args.snapshot_every}")
     if not 0 <= args.metrics_port <= 65535:
@@ -192,7 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         speed=args.speed, timeout_s=args.timeout, embedded=args.embedded, log_file=args.log_file,
         log_format=args.log_format, trim_every_s=args.trim_every, drivers_shards=args.driver_shards,
         snapshots=SnapshotPolicy(every=args.snapshot_every), metrics_port=args.metrics_port,
-        metrics_host=args.metrics_host, progress_every_s=args.progress_every,
+        metrics_host=args.metrics_host, progress_every_s=args.progress_every, hosts=args.hosts,
+        gc_tenure_every=TENURE_EVERY,
     )
     try:
         result = run_live(scenario, options)
