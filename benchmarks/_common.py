@@ -4,6 +4,9 @@ profiled, so every benchmark times exactly the same span (`sim.run()`, nothing b
 from __future__ import annotations
 
 import cProfile
+import re
+import shutil
+import subprocess
 import time
 
 from dralab.replay.sim import SimResult, Simulator
@@ -33,3 +36,18 @@ _cpu_s = 0.0
 def last_cpu_s() -> float:
     """CPU seconds of the last `timed_run`."""
     return _cpu_s
+
+
+def redis_benchmark(port: int) -> dict[str, float]:
+    """XADD/s from redis-benchmark on the server at `port`: unpipelined and pipelined 16 (every
+    benchmark reports its figures also as a ratio to these, measured in the same run)."""
+    if shutil.which("redis-benchmark") is None:
+        return {}
+    out = {}
+    for label, pipe in (("xadd_per_s", "1"), ("xadd_pipelined_per_s", "16")):
+        text = subprocess.run(["redis-benchmark", "-p", str(port), "-q", "-n", "100000", "-P", pipe,
+                               "XADD", "rb:bench", "*", "f", "v"], capture_output=True, text=True, check=False).stdout
+        m = re.findall(r"([\d.]+) requests per second", text)
+        if m:
+            out[label] = float(m[-1])
+    return out

@@ -36,13 +36,12 @@ import argparse
 import asyncio
 import json
 import os
-import re
-import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from _common import redis_benchmark
 
 from dralab.actors.live import LiveOptions, LiveRun, live_bus, ray_runtime
 from dralab.actors.reactor_actor import SnapshotPolicy
@@ -74,20 +73,6 @@ def scenario(nodes: int, gpus: int = 8, mode: str = "scale-up") -> dict[str, Any
     if mode == "start":
         spec["nodes"] = [{"group": GROUP, "count": nodes}]
     return {"apiVersion": "dralab.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "bringup"}, "spec": spec}
-
-
-def redis_benchmark(port: int) -> dict[str, float]:
-    """XADD/s from redis-benchmark on the same server: unpipelined and pipelined 16 (as live_bench.py)."""
-    if shutil.which("redis-benchmark") is None:
-        return {}
-    out = {}
-    for label, pipe in (("xadd_per_s", "1"), ("xadd_pipelined_per_s", "16")):
-        text = subprocess.run(["redis-benchmark", "-p", str(port), "-q", "-n", "100000", "-P", pipe,
-                               "XADD", "rb:bench", "*", "f", "v"], capture_output=True, text=True, check=False).stdout
-        m = re.findall(r"([\d.]+) requests per second", text)
-        if m:
-            out[label] = float(m[-1])
-    return out
 
 
 def scale_up_record(nodes: int) -> Record:

@@ -31,13 +31,12 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
-import re
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
+
+from _common import redis_benchmark
 
 from dralab.actors.bus import RECORDER_GROUP, Entry
 from dralab.actors.gc_tuning import TENURE_EVERY
@@ -225,20 +224,6 @@ def one_run(url: str, total: int, hosts: int, batch: int, rate: float | None,
             "p99_ms_by_consumer": {r[0]: 1000 * sorted(r[2])[int(len(r[2]) * 0.99)] for r in results if r[2]},
             "worst_ms_by_tenth": {r[0]: [round(1000 * max(r[2][k * len(r[2]) // 10:(k + 1) * len(r[2]) // 10]))
                                          for k in range(10)] for r in results if len(r[2]) >= 10}}
-
-
-def redis_benchmark(port: int) -> dict[str, float]:
-    """XADD/s from redis-benchmark on the same server: unpipelined and pipelined 16."""
-    if shutil.which("redis-benchmark") is None:
-        return {}
-    out = {}
-    for label, pipe in (("xadd_per_s", "1"), ("xadd_pipelined_per_s", "16")):
-        text = subprocess.run(["redis-benchmark", "-p", str(port), "-q", "-n", "100000", "-P", pipe,
-                               "XADD", "rb:bench", "*", "f", "v"], capture_output=True, text=True, check=False).stdout
-        m = re.findall(r"([\d.]+) requests per second", text)
-        if m:
-            out[label] = float(m[-1])
-    return out
 
 
 def load() -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._fields import FieldError, expect_list, expect_map, expect_str, index, join, type_name
@@ -99,13 +99,16 @@ def slice_names(templates: Sequence[dict[str, Any]], node_name: str) -> list[str
     return out
 
 
-def render_slice_templates(templates: Sequence[dict[str, Any]], node_name: str) -> list[dict[str, Any]]:
+def render_slice_templates(templates: Sequence[dict[str, Any]], node_name: str,
+                           copiers: Sequence[Callable[[], dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """:func:`render_slices` for checked templates as :class:`~dralab.core.scenario.NodeGroup` holds them
-    (``resource_slices``), for code that keeps the templates without the group."""
+    (``resource_slices``), for code that keeps the templates without the group. ``copiers``: one per
+    template, each returning a deep copy of it (a decision rendering many nodes makes them once,
+    ``reactors.cloud.copier``); by default ``copy.deepcopy``."""
     out: list[dict[str, Any]] = []
-    for template, name in zip(templates, slice_names(templates, node_name), strict=True):
+    for i, (template, name) in enumerate(zip(templates, slice_names(templates, node_name), strict=True)):
         driver: str = template["spec"]["driver"]
-        manifest = copy.deepcopy(template)
+        manifest = copiers[i]() if copiers is not None else copy.deepcopy(template)
         manifest["metadata"] = {"name": name, **manifest["metadata"]}
         pool = {"name": node_name, **manifest["spec"]["pool"]}
         manifest["spec"] = {"driver": driver, "pool": pool, "nodeName": node_name, **manifest["spec"]}

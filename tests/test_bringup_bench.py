@@ -13,7 +13,8 @@ import pytest
 
 from dralab.core.dra.convert import convert_slice
 from dralab.core.dra_state import _slice_shapes, convert_published_slice
-from dralab.core.reactors.drivers import driver_slices, render_templates
+from dralab.core.reactors.cloud import copier
+from dralab.core.reactors.drivers import driver_slices
 from dralab.core.scenario import parse_scenario
 from dralab.core.scenario_dra import render_slice_templates
 
@@ -50,9 +51,10 @@ def _same_slice(a: Any, b: Any) -> None:
 
 def test_rendering_is_render_slice_templates() -> None:
     templates = _checked_templates()
+    copiers = [copier(t) for t in templates]
     for node in ("gpu-0", "gpu-17", "a.b-c"):
-        assert render_templates(templates, node) == render_slice_templates(templates, node)
-        assert [list(m) for m in render_templates(templates, node)] == \
+        assert render_slice_templates(templates, node, copiers) == render_slice_templates(templates, node)
+        assert [list(m) for m in render_slice_templates(templates, node, copiers)] == \
             [list(m) for m in render_slice_templates(templates, node)]  # same key order: same bytes
     slices = driver_slices(templates, "gpu-3", "gpu.example.com", 1, frozenset({"gpu-2"}))
     assert [s["spec"]["pool"]["generation"] for s in slices] == [2, 4]

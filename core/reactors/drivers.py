@@ -31,14 +31,13 @@ import copy
 import gc
 import random
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..dra.model import Slice
 from ..events import AnyEvent, DriverSpec, ResourceSlicePublished
 from ..reactor import Decision, Trigger
-from ..scenario_dra import slice_name, slice_names
+from ..scenario_dra import render_slice_templates, slice_name
 from ..state import ClusterState, NodeGroupState, NodeState
 from .cloud import copier
 
@@ -53,23 +52,6 @@ def drivers_of(templates: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> 
     return list(dict.fromkeys(str(t["spec"]["driver"]) for t in templates))
 
 
-def render_templates(templates: Sequence[dict[str, Any]], node_name: str,
-                     copiers: list[Any] | None = None) -> list[dict[str, Any]]:
-    """scenario_dra.render_slice_templates (the same manifests), copying each template with its copier
-    from `copiers` (made by `cloud.copier`, once per decision rather than once per node)."""
-    out: list[dict[str, Any]] = []
-    copiers = copiers if copiers is not None else [copier(t) for t in templates]
-    for copy_of, template, name in zip(copiers, templates, slice_names(templates, node_name), strict=True):
-        driver: str = template["spec"]["driver"]
-        manifest = copy_of()
-        manifest["metadata"] = {"name": name, **manifest["metadata"]}
-        pool = {"name": node_name, **manifest["spec"]["pool"]}
-        manifest["spec"] = {"driver": driver, "pool": pool, "nodeName": node_name, **manifest["spec"]}
-        manifest["spec"]["pool"] = pool
-        out.append(manifest)
-    return out
-
-
 def driver_slices(templates: tuple[dict[str, Any], ...] | list[dict[str, Any]], node: str, driver: str,
                   generation_bump: int = 0, unhealthy: frozenset[str] = frozenset(),
                   copiers: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -77,7 +59,7 @@ def driver_slices(templates: tuple[dict[str, Any], ...] | list[dict[str, Any]], 
     raised by `generation_bump` (restarts), the `unhealthy` devices tainted. Pure: new copies.
     `copiers`: one per template, from `cloud.copier` (a decision over many nodes makes them once)."""
     out = []
-    for manifest in render_templates(list(templates), node, copiers):
+    for manifest in render_slice_templates(list(templates), node, copiers):
         spec = manifest["spec"]
         if spec["driver"] != driver:
             continue
