@@ -12,9 +12,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from dralab.core.config import build_reactors, run_config
-from dralab.core.events import Record, encode_record
+from dralab.core.events import Record, RunStarted, encode_record
 from dralab.core.inputs import scenario_inputs
 from dralab.core.invariants import InvariantMonitor, Violation
 from dralab.core.reactor import Reactor, decide, expectations
@@ -39,11 +40,23 @@ class SimResult:
 
 
 class Simulator:
-    def __init__(self, scenario: Scenario, seed: int, *, check_invariants: bool = True) -> None:
+    """Either from a scenario (`Simulator(scenario, seed)`) or from recorded external inputs
+    (`Simulator.from_inputs`): what-if replays and shrinking feed a log's inputs, possibly edited,
+    through the reactors its (possibly changed) `RunStarted` config describes."""
+
+    def __init__(self, scenario: Scenario | None, seed: int, *, check_invariants: bool = True,
+                 inputs: list[Record] | None = None, duration_ms: int | None = None) -> None:
         self.scenario = scenario
         self.seed = seed
-        self.inputs = scenario_inputs(scenario, seed)
-        self.reactors: list[Reactor] = build_reactors(run_config(scenario))
+        if inputs is None:
+            assert scenario is not None, "a scenario or its inputs"
+            inputs = scenario_inputs(scenario, seed)
+        self.inputs = inputs
+        if duration_ms is None:
+            duration_ms = scenario.duration_ms if scenario is not None else 0
+        self.duration_ms = int(duration_ms)
+        self.reactors: list[Reactor] = build_reactors(run_config(scenario) if scenario is not None
+                                                      else config_of(inputs))
         self.state = ClusterState()
         self.entries: list[tuple[int, bytes]] = []
         self.monitor = InvariantMonitor() if check_invariants else None
@@ -52,6 +65,12 @@ class Simulator:
         self.decisions = {r.name: 0 for r in self.reactors}
         self._seen = {r.name: -1 for r in self.reactors}
         self._wake = {r.name: 0 for r in self.reactors}
+
+    @classmethod
+    def from_inputs(cls, inputs: list[Record], seed: int, duration_ms: int, *,
+                    check_invariants: bool = True) -> Simulator:
+        """`inputs` in time order, the first holding `RunStarted` (its config builds the reactors)."""
+        return cls(None, seed, check_invariants=check_invariants, inputs=inputs, duration_ms=duration_ms)
 
     def append(self, record: Record) -> int:
         offset = len(self.entries) + 1
@@ -89,7 +108,7 @@ class Simulator:
         raise SimulationStuck(f"reactors still busy after {MAX_ROUNDS_PER_INSTANT} rounds at t={now} ms")
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> SimResult:
-        duration = self.scenario.duration_ms
+        duration = self.duration_ms
         next_input = 0
         now = 0
         while True:
@@ -106,6 +125,14 @@ class Simulator:
             now = max(now, next_t)
         violations = self.monitor.violations if self.monitor is not None else []
         return SimResult(self.entries, self.state, violations, self.conflicts, self.decisions)
+
+
+def config_of(inputs: list[Record]) -> dict[str, Any]:
+    """The run configuration recorded in the inputs' `RunStarted` (the first event of the first record)."""
+    first = inputs[0].events[0] if inputs and inputs[0].events else None
+    if not isinstance(first, RunStarted):
+        raise ValueError("the inputs do not start with RunStarted")
+    return dict(first.config)
 
 
 def simulate(scenario: Scenario, seed: int) -> SimResult:
