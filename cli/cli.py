@@ -19,7 +19,7 @@ import structlog
 
 from dralab.actors.logs import configure
 
-from . import __version__, allocate_cmd, audit_cmd, whatif_cmd
+from . import __version__, allocate_cmd, audit_cmd, record_cmd, replay_cmd, whatif_cmd
 from .inputs import InputError
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -95,15 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     _policy_override(run)
     _common(run)
 
-    rep = sub.add_parser("replay", help="inspect or check a recorded log")
-    rep.add_argument("file", help="a .dralog file")
-    rep.add_argument("--verify", action="store_true",
-                     help="recompute every decision from its view; exit 1 at the first divergence")
-    _common(rep)
+    replay_cmd.add_parser(sub, _common)
 
     allocate_cmd.add_parser(sub)
     audit_cmd.add_parsers(sub)
     whatif_cmd.add_parser(sub)
+    record_cmd.add_parser(sub)
     return parser
 
 
@@ -225,49 +222,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if result.completed else EXIT_FOUND
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    from dralab.core.events import LogDecodeError
-    from dralab.core.invariants import check
-    from dralab.replay.logfile import LogFileError, read_log
-    from dralab.replay.verify import verify
-
-    try:
-        logf = read_log(args.file)
-    except LogFileError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{args.file}: cannot read: {exc.strerror or exc}") from None
-    if logf.damage:
-        log.warning("log.damaged", file=args.file, damage=logf.damage, intact_entries=len(logf.entries))
-    if not args.verify:
-        raise InputError("replay: nothing to do; say --verify (time travel and what-if come later)")
-    try:
-        result = verify(logf)
-    except LogDecodeError as exc:
-        raise InputError(f"{args.file}: {exc}") from None
-    ok = result.ok and not logf.damage
-    out: dict[str, Any] = {
-        "file": args.file, "header": logf.header, "ok": ok, "decisions_checked": result.checked,
-        "by_source": result.sources, "records": len(logf.entries), "damage": logf.damage,
-        "invariant_violations": [v.to_json() for v in check(result.state)],
-        "divergence": result.divergence.to_json() if result.divergence else None,
-    }
-    if result.divergence:
-        text = result.divergence.render()
-    elif logf.damage:
-        text = (f"damaged log: {logf.damage}; the intact prefix ({len(logf.entries)} records, "
-                f"{result.checked} decisions) verifies")
-    else:
-        text = (f"verified {result.checked} decisions in {len(logf.entries)} records "
-                f"({', '.join(f'{k}: {v}' for k, v in sorted(result.sources.items()))}): no divergence")
-    _emit(args, out, text)
-    return EXIT_OK if ok else EXIT_FOUND
-
-
 COMMANDS = {
-    "sim": cmd_sim, "run": cmd_run, "replay": cmd_replay, "allocate": allocate_cmd.cmd_allocate,
+    "sim": cmd_sim, "run": cmd_run, "allocate": allocate_cmd.cmd_allocate,
     **audit_cmd.COMMANDS,
     **whatif_cmd.COMMANDS,
+    **record_cmd.COMMANDS,
+    **replay_cmd.COMMANDS,
 }
 
 

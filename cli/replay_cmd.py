@@ -1,0 +1,187 @@
+"""`dralab replay FILE`: check, inspect and re-run a recorded log.
+
+  --verify          recompute every decision from the view it was made on; exit 1 at the first divergence
+  --at OFFSET|TIME  the cluster state at that point (a whole number is an offset; 90s, 5m, 1h30m a time)
+  --explain POD     every event and decision about one pod, with the reasons
+  --with KEY=VALUE  the recorded external inputs through reactors with a changed setting, in the
+                    simulator; the recorded, baseline and changed runs' metrics side by side
+
+Exit status: 0 done (and, with --verify, no divergence); 1 a divergence or a damaged log (--verify), a
+pod that is not in the log (--explain); 2 invalid input (file, option), said with what and where.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import structlog
+
+from .inputs import InputError
+
+EXIT_OK, EXIT_FOUND = 0, 1
+log = structlog.get_logger("dralab")
+
+
+def add_parser(sub: Any, common: Any) -> None:
+    rep = sub.add_parser("replay", help="verify, inspect (time travel, a pod's story) or re-run (what-if) a log")
+    rep.add_argument("file", help="a .dralog file")
+    rep.add_argument("--verify", action="store_true",
+                     help="recompute every decision from its view; exit 1 at the first divergence")
+    rep.add_argument("--at", metavar="OFFSET|TIME",
+                     help="print the cluster state at a log offset (a whole number) or a cluster time (90s, 5m)")
+    rep.add_argument("--explain", metavar="POD", help="tell the story of one pod (name, ns/name or pod/ns/name)")
+    rep.add_argument("--with", dest="settings", action="append", metavar="KEY=VALUE", default=[],
+                     help="what-if: re-run the recorded inputs with a reactor setting changed, e.g. "
+                          "autoscaler.policy=dra (repeatable)")
+    rep.add_argument("--log", dest="log_file", metavar="FILE", help="with --with: write the what-if run's log")
+    common(rep)
+
+
+def _emit(args: argparse.Namespace, out: dict[str, Any], text: str) -> None:
+    sys.stdout.write((json.dumps(out) if args.output == "json" else text) + "\n")
+    sys.stdout.flush()
+
+
+def _open(path: str) -> Any:
+    from dralab.replay.logfile import LogFileError, read_log
+
+    try:
+        logf = read_log(path)
+    except LogFileError as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if logf.damage:
+        log.warning("log.damaged", file=path, damage=logf.damage, intact_entries=len(logf.entries))
+    return logf
+
+
+def _records(logf: Any, path: str) -> list[Any]:
+    from dralab.core.events import LogDecodeError
+
+    try:
+        return list(logf.records())
+    except LogDecodeError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    chosen = [name for name, on in (("--verify", args.verify), ("--at", args.at is not None),
+                                    ("--explain", args.explain is not None), ("--with", bool(args.settings))) if on]
+    if not chosen:
+        raise InputError("replay: nothing to do; say --verify, --at OFFSET|TIME, --explain POD or --with KEY=VALUE")
+    if len(chosen) > 1:
+        raise InputError(f"replay: one of --verify, --at, --explain, --with at a time (got {' and '.join(chosen)})")
+    if args.log_file and not args.settings:
+        raise InputError("replay: --log goes with --with (it writes the what-if run's log)")
+    logf = _open(args.file)
+    if args.verify:
+        return _verify(args, logf)
+    if args.at is not None:
+        return _at(args, logf)
+    if args.explain is not None:
+        return _explain(args, logf)
+    return _whatif(args, logf)
+
+
+def _verify(args: argparse.Namespace, logf: Any) -> int:
+    from dralab.core.events import LogDecodeError
+    from dralab.core.invariants import check
+    from dralab.replay.verify import verify
+
+    started = time.perf_counter()
+    try:
+        result = verify(logf)
+    except LogDecodeError as exc:
+        raise InputError(f"{args.file}: {exc}") from None
+    log.debug("verify.done", decisions=result.checked, wall_s=round(time.perf_counter() - started, 3))
+    ok = result.ok and not logf.damage
+    out: dict[str, Any] = {
+        "file": args.file, "header": logf.header, "ok": ok, "decisions_checked": result.checked,
+        "by_source": result.sources, "records": len(logf.entries), "damage": logf.damage,
+        "invariant_violations": [v.to_json() for v in check(result.state)],
+        "divergence": result.divergence.to_json() if result.divergence else None,
+    }
+    if result.divergence:
+        text = result.divergence.render()
+    elif logf.damage:
+        text = (f"damaged log: {logf.damage}; the intact prefix ({len(logf.entries)} records, "
+                f"{result.checked} decisions) verifies")
+    else:
+        text = (f"verified {result.checked} decisions in {len(logf.entries)} records "
+                f"({', '.join(f'{k}: {v}' for k, v in sorted(result.sources.items()))}): no divergence")
+    _emit(args, out, text)
+    return EXIT_OK if ok else EXIT_FOUND
+
+
+def _at(args: argparse.Namespace, logf: Any) -> int:
+    from dralab.core.state import ClusterState
+    from dralab.replay.timetravel import PointError, describe, parse_point, reactors_seen, render
+
+    try:
+        point = parse_point(args.at)
+    except PointError as exc:
+        raise InputError(str(exc)) from None
+    records = _records(logf, args.file)
+    last = records[-1][0] if records else 0
+    if point.kind == "offset" and point.value > last:
+        raise InputError(f"--at {point.value}: the log ends at offset {last}")
+    prefix = []
+    for offset, record in records:
+        if (offset > point.value) if point.kind == "offset" else (record.t > point.value):
+            break
+        prefix.append((offset, record))
+    state = ClusterState()
+    for offset, record in prefix:
+        state.apply(offset, record)
+    desc = describe(state, reactors_seen(prefix))
+    desc.update({"file": args.file, "at": {"kind": point.kind, "value": point.value}, "log_end": last})
+    _emit(args, desc, render(desc))
+    return EXIT_OK
+
+
+def _explain(args: argparse.Namespace, logf: Any) -> int:
+    from dralab.replay.timetravel import explain, render_story
+
+    result = explain(_records(logf, args.file), args.explain)
+    result["file"] = args.file
+    if not result["found"]:
+        _emit(args, result, f"pod {result['pod']}: not in {args.file}")
+        return EXIT_FOUND
+    _emit(args, result, render_story(result))
+    return EXIT_OK
+
+
+def _whatif(args: argparse.Namespace, logf: Any) -> int:
+    from dralab.core.events import LogDecodeError
+    from dralab.replay.logfile import make_header, write_log
+    from dralab.replay.whatif_run import SettingError, render_table, run_whatif, side_by_side
+
+    started = time.perf_counter()
+    try:
+        result = run_whatif(logf.entries, list(args.settings))
+    except SettingError as exc:
+        raise InputError(f"{args.file}: {exc}") from None
+    except LogDecodeError as exc:
+        raise InputError(f"{args.file}: {exc}") from None
+    label = ", ".join(f"{k}={v}" for k, v in result.settings.items())
+    if args.log_file:
+        header = dict(logf.header)
+        header = make_header(scenario=str(header.get("scenario", "")), seed=int(header.get("seed", 0)),
+                             policy={"autoscaler": str(result.whatif["policy"]["autoscaler"])}, mode="sim",
+                             whatif_of=args.file, whatif=result.settings)
+        write_log(args.log_file, header, result.whatif_entries)
+        log.info("log.written", file=args.log_file, records=len(result.whatif_entries))
+    out = {"file": args.file, "with": result.settings, "baseline_identical": result.baseline_identical,
+           "rows": [{k: v for k, v in r.items() if k != "format"} for r in side_by_side(result)],
+           "runs": {"recorded": result.recorded, "baseline": result.baseline, "whatif": result.whatif},
+           "wall_s": round(time.perf_counter() - started, 3)}
+    _emit(args, out, render_table(result, label))
+    return EXIT_OK
+
+
+COMMANDS = {"replay": cmd_replay}
