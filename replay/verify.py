@@ -11,6 +11,7 @@ workflow code.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,8 +67,9 @@ class VerifyResult:
         return self.divergence is None
 
 
-def verify(log: LogFile) -> VerifyResult:
-    """Raises LogDecodeError (naming the offset) for an entry that does not decode."""
+def verify(log: LogFile, timings: dict[str, float] | None = None) -> VerifyResult:
+    """Raises LogDecodeError (naming the offset) for an entry that does not decode. `timings`, if
+    given, gains the wall seconds spent recomputing each reactor's decisions (benchmarks/replay_bench.py)."""
     records = list(log.records())
     state = ClusterState()
     if not records or not isinstance(records[0][1].events[0], RunStarted):
@@ -90,7 +92,12 @@ def verify(log: LogFile) -> VerifyResult:
                 return Divergence(offset, record.source, record.view, record.t, f"no reactor named {record.source!r}")
             if record.view >= offset:
                 return Divergence(offset, record.source, record.view, record.t, "view is not before the decision")
-            recomputed, _ = decide(reactor, state, record.t, run.seed)
+            if timings is None:
+                recomputed, _ = decide(reactor, state, record.t, run.seed)
+            else:
+                started = time.perf_counter()
+                recomputed, _ = decide(reactor, state, record.t, run.seed)
+                timings[record.source] = timings.get(record.source, 0.0) + time.perf_counter() - started
             if recomputed is None or encode_record(recomputed) != payload:
                 why = "recomputed nothing" if recomputed is None else "recomputed a different decision"
                 return Divergence(offset, record.source, record.view, record.t, why, record_to_builtins(record),

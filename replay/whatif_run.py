@@ -240,12 +240,13 @@ def side_by_side(result: WhatIfResult) -> list[dict[str, Any]]:
 def render_table(result: WhatIfResult, settings_label: str) -> str:
     rows = side_by_side(result)
     show_baseline = not result.baseline_identical
-    heads = ["metric", "recorded", *(["baseline (sim)"] if show_baseline else []), settings_label]
+    heads = ["metric", "recorded", *(["baseline (sim)"] if show_baseline else []), "what-if"]
     table = [[r["metric"], _fmt(r["recorded"], r["format"]),
               *([_fmt(r["baseline"], r["format"])] if show_baseline else []),
               _fmt(r["whatif"], r["format"])] for r in rows]
     widths = [max(len(heads[i]), *(len(row[i]) for row in table)) for i in range(len(heads))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+    lines = [f"what-if: {settings_label}"]
+    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
              for row in (heads, *table)]
     if result.baseline_identical:
         lines.append("(the recorded inputs re-simulated with unchanged settings give the recorded log byte for byte)")

@@ -145,7 +145,7 @@ def test_with_dra_policy_removes_the_extra_scale_ups(late_count: Path, tmp_path:
     dra = simulate(msgspec.structs.replace(scenario, policy=Policy(autoscaler="dra")), scenario.seed or 0)
     assert read_log(out_log).entries == dra.entries
     code, text = _run(capsys, "replay", str(late_count), "--with", "autoscaler.policy=dra")
-    assert code == 0 and "autoscaler.policy=dra" in text.splitlines()[0]
+    assert code == 0 and text.splitlines()[0] == "what-if: autoscaler.policy=dra"
 
 
 def test_with_durations_and_nested_settings() -> None:
