@@ -58,7 +58,8 @@ class DraState:
     slices: dict[str, Slice] = field(default_factory=dict)  # slice name -> slice
     pod_claims: dict[str, dict[str, str]] = field(default_factory=dict)  # pod key -> {pod claim name: claim key}
     allocated: AllocatedState = field(default_factory=AllocatedState)
-    _index: SliceIndex | None = None  # derived from `slices`, dropped whenever a slice changes
+    # derived from `slices`, dropped whenever a slice changes; a cache, so not part of equality
+    _index: SliceIndex | None = field(default=None, compare=False, repr=False)
 
     def slice_index(self) -> SliceIndex:
         """The allocator's index of the slices, built once per change of the slices."""

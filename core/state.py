@@ -15,7 +15,9 @@ defined in objects_state.py and re-exported here, so reactors, tools and tests i
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .dra_state import DraState
 from .events import (
@@ -76,6 +78,7 @@ ROOM_EVENTS = (
     PodUnreserved,
     NodeTaintsChanged,  # a taint removed (a NodeReady again is room too, listed above)
 )
+ROOM_TYPES = frozenset(ROOM_EVENTS)
 
 
 @dataclass
@@ -141,17 +144,26 @@ class ClusterState:
         if offset != self.offset + 1:
             self.anomalies.append(f"offset {offset}: gap after {self.offset}")
         self.offset = offset
-        self.t = record.t
+        t = self.t = record.t
         self._view = record.view if record.view >= 0 else offset
-        for event in record.events:
-            self._apply_event(offset, record.t, event)
-            self.events_applied += 1
-            if isinstance(event, ROOM_EVENTS):
+        events = record.events
+        handlers = _HANDLERS
+        for event in events:
+            kind = type(event)
+            handler = handlers.get(kind)
+            if handler is not None:
+                handler(self, offset, t, event)
+            else:
+                self._apply_event(offset, t, event)
+            if kind in ROOM_TYPES:
                 self.room_offset = offset
+        self.events_applied += len(events)
         if self.gang.bound_now:
             self._check_gang_bindings(offset)
-        for key in record.writes():
-            self.versions[key] = offset
+        versions = self.versions
+        for event in events:  # what Record.writes() lists, without building it (each version is this offset)
+            for key in event.touched():
+                versions[key] = offset
         return True
 
     def finishing(self, now: int) -> tuple[list[str], int | None]:
@@ -202,115 +214,121 @@ class ClusterState:
         self.gang.bound_now.clear()
 
     def _apply_event(self, offset: int, t: int, event: object) -> None:
-        match event:
-            case PodCreated():
-                self._pod_created(offset, t, event)
-            case PodBound():
-                self._pod_bound(offset, t, event)
-            case PodUnschedulable():
-                pod = self.pods.get(event.pod)
-                if pod is None:
-                    self.anomalies.append(f"offset {offset}: PodUnschedulable for unknown pod {event.pod}")
-                    return
-                pod.condition = Condition("False", event.reason, event.message, event.cause, t, self._view,
-                                          event.detail)
-                if event.reason == "Unschedulable":
-                    pod.attempts += 1
-            case PodFinished():
-                self._pod_finished(offset, t, event)
-            case PodEvicted():
-                self._pod_finished(offset, t, PodFinished(pod=event.pod, phase=FAILED))
-            case PodUngated():
-                pod = self.pods.get(event.pod)
-                if pod is None:
-                    self.anomalies.append(f"offset {offset}: PodUngated for unknown pod {event.pod}")
-                    return
-                pod.manifest = ungated(pod.manifest, event.gates, event.annotations)
-            case NodeCreated():
-                self._node_created(offset, t, event)
-            case NodeReady():
-                node = self._known_node(offset, event.name, "NodeReady for")
-                if node is None:
-                    return
-                node.ready = True
-                if node.ready_t < 0:
-                    node.ready_t = t
-                    self.never_ready.pop(node.name, None)
-            case NodeNotReady():
-                node = self._known_node(offset, event.name, "NodeNotReady for")
-                if node is None:
-                    return
-                node.ready = False
-            case NodeTaintsChanged():
-                node = self._known_node(offset, event.name, "taints of")
-                if node is None:
-                    return
-                spec = {**(node.manifest.get("spec") or {}), "taints": [dict(x) for x in event.taints]}
-                if not event.taints:
-                    del spec["taints"]
-                node.manifest = {**node.manifest, "spec": spec}  # the manifest may be shared: replace it
-            case NodeDeleted():
-                self._node_deleted(offset, event)
-            case NodeProvisioning():
-                self._node_provisioning(offset, t, event)
-            case ScaleUpRequested():
-                group = self.node_groups.get(event.group)
-                if group is None:
-                    self.anomalies.append(f"offset {offset}: scale-up of unknown group {event.group}")
-                    return
-                group.requested += event.delta
-                group.unserved.append((event.delta, event.atomic, event.booking))
-                self.scale_ups.append((t, event.group, event.delta))
-            case ScaleUpTimedOut():
-                group = self.node_groups.get(event.group)
-                if group is None:
-                    self.anomalies.append(f"offset {offset}: timed-out scale-up of unknown group {event.group}")
-                    return
-                fresh = [n for n in event.nodes if n not in group.timed_out]
-                group.timed_out.update(dict.fromkeys(fresh))
-                group.failures.append((t, len(fresh), "timeout"))
-            case ScaleUpFailed():
-                group = self.node_groups.get(event.group)
-                if group is None:
-                    self.anomalies.append(f"offset {offset}: failed scale-up of unknown group {event.group}")
-                    return
-                if not group._answer(event.delta):
-                    self.anomalies.append(f"offset {offset}: {event.delta} nodes of {event.group} failed, "
-                                          "more than were requested")
-                group.failed += event.delta
-                group.failures.append((t, event.delta, event.reason))
-            case NodeGroupDefined():
-                self.node_groups[event.name] = NodeGroupState(
-                    name=event.name,
-                    min=event.min,
-                    max=event.max,
-                    provision_delay_ms=event.provision_delay_ms,
-                    template=event.template,
-                    cost_per_hour=event.cost_per_hour,
-                    allocatable=node_allocatable(event.template),
-                    resource_slices=event.resource_slices,
-                    zones=event.zones,
-                    quota=event.quota,
-                    stock=event.stock,
-                    failure_rate=event.failure_rate,
-                    drivers=event.drivers,
-                    not_ready_ms=event.not_ready_ms,
-                )
-                self.nodes_by_group.setdefault(event.name, {})
-            case RunStarted():
-                self.run = event
-            case WorkloadCreated():
-                self.gang.workload_created(event)
-            case PodReserved():
-                self._pod_reserved(offset, event)
-            case PodUnreserved():
-                self._pod_unreserved(offset, event)
-            case _:
-                if self.touched_pods is not None:
-                    self._touch_dra(event)
-                if not self.dra.apply(offset, event, self.anomalies) and not self.provisioning.apply(
-                        offset, t, event, self.anomalies):
-                    self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
+        """An event without a handler in `_HANDLERS` (the table `apply` dispatches on, by the event's type:
+        a `match` over some 30 classes tests them one after the other, for every event of every log):
+        DRA and ProvisioningRequest events, which their own parts of the state apply."""
+        if self.touched_pods is not None:
+            self._touch_dra(event)
+        if not self.dra.apply(offset, event, self.anomalies) and not self.provisioning.apply(
+                offset, t, event, self.anomalies):
+            self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
+
+    def _on_pod_unschedulable(self, offset: int, t: int, event: PodUnschedulable) -> None:
+        pod = self.pods.get(event.pod)
+        if pod is None:
+            self.anomalies.append(f"offset {offset}: PodUnschedulable for unknown pod {event.pod}")
+            return
+        pod.condition = Condition("False", event.reason, event.message, event.cause, t, self._view,
+                                  event.detail)
+        if event.reason == "Unschedulable":
+            pod.attempts += 1
+
+    def _on_pod_evicted(self, offset: int, t: int, event: PodEvicted) -> None:
+        self._pod_finished(offset, t, PodFinished(pod=event.pod, phase=FAILED))
+
+    def _on_pod_ungated(self, offset: int, t: int, event: PodUngated) -> None:
+        pod = self.pods.get(event.pod)
+        if pod is None:
+            self.anomalies.append(f"offset {offset}: PodUngated for unknown pod {event.pod}")
+            return
+        pod.manifest = ungated(pod.manifest, event.gates, event.annotations)
+
+    def _on_node_ready(self, offset: int, t: int, event: NodeReady) -> None:
+        node = self._known_node(offset, event.name, "NodeReady for")
+        if node is None:
+            return
+        node.ready = True
+        if node.ready_t < 0:
+            node.ready_t = t
+            self.never_ready.pop(node.name, None)
+
+    def _on_node_not_ready(self, offset: int, t: int, event: NodeNotReady) -> None:
+        node = self._known_node(offset, event.name, "NodeNotReady for")
+        if node is None:
+            return
+        node.ready = False
+
+    def _on_node_taints_changed(self, offset: int, t: int, event: NodeTaintsChanged) -> None:
+        node = self._known_node(offset, event.name, "taints of")
+        if node is None:
+            return
+        spec = {**(node.manifest.get("spec") or {}), "taints": [dict(x) for x in event.taints]}
+        if not event.taints:
+            del spec["taints"]
+        node.manifest = {**node.manifest, "spec": spec}  # the manifest may be shared: replace it
+
+    def _on_node_deleted(self, offset: int, t: int, event: NodeDeleted) -> None:
+        self._node_deleted(offset, event)
+
+    def _on_scale_up_requested(self, offset: int, t: int, event: ScaleUpRequested) -> None:
+        group = self.node_groups.get(event.group)
+        if group is None:
+            self.anomalies.append(f"offset {offset}: scale-up of unknown group {event.group}")
+            return
+        group.requested += event.delta
+        group.unserved.append((event.delta, event.atomic, event.booking))
+        self.scale_ups.append((t, event.group, event.delta))
+
+    def _on_scale_up_timed_out(self, offset: int, t: int, event: ScaleUpTimedOut) -> None:
+        group = self.node_groups.get(event.group)
+        if group is None:
+            self.anomalies.append(f"offset {offset}: timed-out scale-up of unknown group {event.group}")
+            return
+        fresh = [n for n in event.nodes if n not in group.timed_out]
+        group.timed_out.update(dict.fromkeys(fresh))
+        group.failures.append((t, len(fresh), "timeout"))
+
+    def _on_scale_up_failed(self, offset: int, t: int, event: ScaleUpFailed) -> None:
+        group = self.node_groups.get(event.group)
+        if group is None:
+            self.anomalies.append(f"offset {offset}: failed scale-up of unknown group {event.group}")
+            return
+        if not group._answer(event.delta):
+            self.anomalies.append(f"offset {offset}: {event.delta} nodes of {event.group} failed, "
+                                  "more than were requested")
+        group.failed += event.delta
+        group.failures.append((t, event.delta, event.reason))
+
+    def _on_node_group_defined(self, offset: int, t: int, event: NodeGroupDefined) -> None:
+        self.node_groups[event.name] = NodeGroupState(
+            name=event.name,
+            min=event.min,
+            max=event.max,
+            provision_delay_ms=event.provision_delay_ms,
+            template=event.template,
+            cost_per_hour=event.cost_per_hour,
+            allocatable=node_allocatable(event.template),
+            resource_slices=event.resource_slices,
+            zones=event.zones,
+            quota=event.quota,
+            stock=event.stock,
+            failure_rate=event.failure_rate,
+            drivers=event.drivers,
+            not_ready_ms=event.not_ready_ms,
+        )
+        self.nodes_by_group.setdefault(event.name, {})
+
+    def _on_run_started(self, offset: int, t: int, event: RunStarted) -> None:
+        self.run = event
+
+    def _on_workload_created(self, offset: int, t: int, event: WorkloadCreated) -> None:
+        self.gang.workload_created(event)
+
+    def _on_pod_reserved(self, offset: int, t: int, event: PodReserved) -> None:
+        self._pod_reserved(offset, event)
+
+    def _on_pod_unreserved(self, offset: int, t: int, event: PodUnreserved) -> None:
+        self._pod_unreserved(offset, event)
 
     def _touch_dra(self, event: object) -> None:
         """Invariant bookkeeping for the DRA events (see `touched_pods`)."""
@@ -517,3 +535,28 @@ class ClusterState:
             if group is not None:
                 group.deleted += 1
         self.dra.remove_node_slices(node.name)
+
+
+# The fold's dispatch table (see ClusterState._apply_event).
+_HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
+    PodCreated: ClusterState._pod_created,
+    PodBound: ClusterState._pod_bound,
+    PodUnschedulable: ClusterState._on_pod_unschedulable,
+    PodFinished: ClusterState._pod_finished,
+    PodEvicted: ClusterState._on_pod_evicted,
+    PodUngated: ClusterState._on_pod_ungated,
+    NodeCreated: ClusterState._node_created,
+    NodeReady: ClusterState._on_node_ready,
+    NodeNotReady: ClusterState._on_node_not_ready,
+    NodeTaintsChanged: ClusterState._on_node_taints_changed,
+    NodeDeleted: ClusterState._on_node_deleted,
+    NodeProvisioning: ClusterState._node_provisioning,
+    ScaleUpRequested: ClusterState._on_scale_up_requested,
+    ScaleUpTimedOut: ClusterState._on_scale_up_timed_out,
+    ScaleUpFailed: ClusterState._on_scale_up_failed,
+    NodeGroupDefined: ClusterState._on_node_group_defined,
+    RunStarted: ClusterState._on_run_started,
+    WorkloadCreated: ClusterState._on_workload_created,
+    PodReserved: ClusterState._on_pod_reserved,
+    PodUnreserved: ClusterState._on_pod_unreserved,
+}
