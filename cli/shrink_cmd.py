@@ -28,9 +28,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--until", required=True, metavar="TARGET",
                    help="what must still happen: an invariant name or an outcome (double-scale-up, "
                         "scale-up-without-pod, pod-pending); an unknown name lists them all")
-    p.add_argument("-o", "--output", dest="outputs", action="append", default=[], metavar="SMALL|text|json",
-                   help="repeatable: a file name writes the smallest failing run's log there (.dralog); `text` "
-                        "(default) or `json` chooses the summary format on stdout (a file called json: ./json)")
+    p.add_argument("-o", "--output", dest="out", metavar="SMALL",
+                   help="write the smallest failing run's log to SMALL (.dralog)")
+    p.add_argument("--summary", choices=FORMATS, default="text",
+                   help="the summary's format on stdout (json: one object; progress and logs stay on stderr); "
+                        "-o names the file here, as for `dralab record`")
     p.add_argument("--max-trials", type=int, default=2000, metavar="N",
                    help="simulate at most N candidate runs (default 2000)")
     p.add_argument("--timeout", type=float, default=0.0, metavar="SECONDS",
@@ -98,11 +100,6 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         raise InputError(f"--max-trials: must be >= 1, got {args.max_trials}")
     if args.timeout < 0:
         raise InputError(f"--timeout: must be >= 0, got {args.timeout}")
-    formats = [o for o in args.outputs if o in FORMATS]
-    files = [o for o in args.outputs if o not in FORMATS]
-    if len(formats) > 1 or len(files) > 1:
-        raise InputError(f"-o: at most one format (text, json) and one file, got {args.outputs}")
-    args.output, args.out = (formats or ["text"])[0], (files or [None])[0]
     header, records = _records(args.file)
     if not records:
         raise InputError(f"{args.file}: no external inputs (records with source 'scenario') to shrink")
@@ -141,7 +138,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             )
             write_log(args.out, out_header, small.entries)
             summary["out"] = args.out
-    if args.output == "json":
+    if args.summary == "json":
         sys.stdout.write(json.dumps(summary) + "\n")
     else:
         sys.stdout.write(render_text(summary) + "\n")

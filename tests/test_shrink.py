@@ -200,7 +200,7 @@ def test_shrink_to_an_end_of_run_outcome_bisects_the_duration() -> None:
 
 def test_cli_shrinks_a_log_end_to_end(log_file: Path, tmp_path: Path, capsys: Any) -> None:
     small = tmp_path / "small.dralog"
-    assert main(["shrink", str(log_file), "--until", "double-scale-up", "-o", str(small), "-o", "json"]) == 0
+    assert main(["shrink", str(log_file), "--until", "double-scale-up", "-o", str(small), "--summary", "json"]) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     assert summary["reproduced"] and summary["inputs_before"] > 200 and summary["inputs_after"] == 4
@@ -225,7 +225,7 @@ def test_cli_unknown_target_exits_2_listing_the_names(log_file: Path, capsys: An
 
 
 def test_cli_target_not_reproduced_exits_1(log_file: Path, capsys: Any) -> None:
-    assert main(["shrink", str(log_file), "--until", "no-overcommit", "-o", "json"]) == 1
+    assert main(["shrink", str(log_file), "--until", "no-overcommit", "--summary", "json"]) == 1
     summary = json.loads(capsys.readouterr().out)
     assert summary["reproduced"] is False and summary["trials"] == 1
 
