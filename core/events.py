@@ -15,6 +15,7 @@ reorder or rename; bump
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -551,19 +552,61 @@ def encode_record(record: Record) -> bytes:
     return _encoder.encode(record)
 
 
+# Upcasters: UPCASTERS[v] turns a record of schema version v, as plain builtins (the msgpack map: a dict
+# with "events" a list of dicts tagged by "type"), into the shape of version v + 1 and sets "v" to v + 1.
+# `decode_record` chains them up to SCHEMA_VERSION, and only for records whose `v` is older (or that no
+# longer validate against today's schema and say they are older): current records pay nothing. The result
+# is validated against today's schema. Log files keep the stored bytes as they were (verify compares them).
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+UPCASTERS: dict[int, Upcaster] = {}
+
+
 def decode_record(payload: bytes, offset: int) -> Record:
     """Decode and validate one entry; any failure is a LogDecodeError naming the offset."""
     try:
         record = _decoder.decode(payload)
     except msgspec.ValidationError as exc:
-        raise LogDecodeError(offset, f"invalid record: {exc}") from None
+        return _upcast(payload, offset, f"invalid record: {exc}")
     except msgspec.DecodeError as exc:
         raise LogDecodeError(offset, f"malformed payload: {exc}") from None
-    if record.v > SCHEMA_VERSION:
-        raise LogDecodeError(
-            offset, f"schema version {record.v} is newer than this dralab understands ({SCHEMA_VERSION})"
-        )
+    if record.v != SCHEMA_VERSION:
+        if record.v > SCHEMA_VERSION:
+            raise LogDecodeError(
+                offset, f"schema version {record.v} is newer than this dralab understands ({SCHEMA_VERSION})"
+            )
+        return _upcast(payload, offset, f"schema version {record.v} has no upcaster")
     return record
+
+
+def _upcast(payload: bytes, offset: int, why: str) -> Record:
+    """The slow path: an old record (by its `v`) taken through the upcasters, then validated. `why` is the
+    error to raise when it is not an old record or no upcaster chain reaches SCHEMA_VERSION."""
+    try:
+        raw = msgspec.msgpack.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise LogDecodeError(offset, f"malformed payload: {exc}") from None
+    v = raw.get("v", 1) if isinstance(raw, dict) else None
+    if not isinstance(v, int) or isinstance(v, bool) or v >= SCHEMA_VERSION:
+        raise LogDecodeError(offset, why)
+    if v < 1:
+        raise LogDecodeError(offset, f"schema version {v} is not a version dralab ever wrote")
+    start = v
+    while v < SCHEMA_VERSION:
+        upcaster = UPCASTERS.get(v)
+        if upcaster is None:
+            raise LogDecodeError(offset, f"schema version {v} is older than {SCHEMA_VERSION} and no upcaster "
+                                         f"takes it to {v + 1}")
+        try:
+            raw = upcaster(raw)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise LogDecodeError(offset, f"upcasting from schema version {v} failed: {exc!r}") from None
+        if not isinstance(raw, dict) or raw.get("v") != v + 1:
+            raise LogDecodeError(offset, f"the upcaster from schema version {v} did not give version {v + 1}")
+        v += 1
+    try:
+        return msgspec.convert(raw, Record)
+    except msgspec.ValidationError as exc:
+        raise LogDecodeError(offset, f"invalid record after upcasting from version {start}: {exc}") from None
 
 
 def record_to_builtins(record: Record) -> Any:
