@@ -78,11 +78,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise InputError(f"replay: one of --verify, --at, --explain, --with at a time (got {' and '.join(chosen)})")
     if args.log_file and not args.settings:
         raise InputError("replay: --log goes with --with (it writes the what-if run's log)")
+    if args.at is not None:
+        return _at(args)
     logf = _open(args.file)
     if args.verify:
         return _verify(args, logf)
-    if args.at is not None:
-        return _at(args, logf)
     if args.explain is not None:
         return _explain(args, logf)
     return _whatif(args, logf)
@@ -118,27 +118,50 @@ def _verify(args: argparse.Namespace, logf: Any) -> int:
     return EXIT_OK if ok else EXIT_FOUND
 
 
-def _at(args: argparse.Namespace, logf: Any) -> int:
-    from dralab.core.state import ClusterState
+SEEN_WINDOW = 50_000  # records before the point searched for each reactor's latest decision
+
+
+def _at(args: argparse.Namespace) -> int:
+    """Seeks instead of reading the whole file: the nearest snapshot at or before the point, the tail
+    folded from there (replay/logfile_reader.py), and a window of the records before the point for what
+    each reactor had seen."""
+    from dralab.core.events import LogDecodeError, decode_record
+    from dralab.replay.logfile import LogFileError, open_log
     from dralab.replay.timetravel import PointError, describe, parse_point, reactors_seen, render
 
     try:
         point = parse_point(args.at)
     except PointError as exc:
         raise InputError(str(exc)) from None
-    records = _records(logf, args.file)
-    last = records[-1][0] if records else 0
-    if point.kind == "offset" and point.value > last:
-        raise InputError(f"--at {point.value}: the log ends at offset {last}")
-    prefix = []
-    for offset, record in records:
-        if (offset > point.value) if point.kind == "offset" else (record.t > point.value):
-            break
-        prefix.append((offset, record))
-    state = ClusterState()
-    for offset, record in prefix:
-        state.apply(offset, record)
-    desc = describe(state, reactors_seen(prefix))
+    try:
+        reader = open_log(args.file)
+    except LogFileError as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"{args.file}: cannot read: {exc.strerror or exc}") from None
+    with reader:
+        last = reader.last_offset
+        if point.kind == "offset":
+            if point.value > last:
+                raise InputError(f"--at {point.value}: the log ends at offset {last}")
+            offset = point.value
+        else:
+            try:
+                offset = reader.offset_at_time(point.value) or 0
+            except LogFileError as exc:
+                raise InputError(str(exc)) from None
+        try:
+            state = reader.state_at(offset)
+            window = []
+            for at, payload in reader.entries_from(max(1, offset - SEEN_WINDOW + 1)):
+                if at > offset:
+                    break
+                window.append((at, decode_record(payload, at)))
+        except LogDecodeError as exc:
+            raise InputError(f"{args.file}: {exc}") from None
+        if reader.damage:
+            log.warning("log.damaged", file=args.file, damage=reader.damage)
+    desc = describe(state, reactors_seen(window))
     desc.update({"file": args.file, "at": {"kind": point.kind, "value": point.value}, "log_end": last})
     _emit(args, desc, render(desc))
     return EXIT_OK
