@@ -19,7 +19,7 @@ import structlog
 
 from dralab.actors.logs import configure
 
-from . import __version__, allocate_cmd, audit_cmd, record_cmd, replay_cmd, whatif_cmd
+from . import __version__, allocate_cmd, audit_cmd, check_cmd, record_cmd, replay_cmd, shrink_cmd, whatif_cmd
 from .inputs import InputError
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     allocate_cmd.add_parser(sub)
     audit_cmd.add_parsers(sub)
     whatif_cmd.add_parser(sub)
+    shrink_cmd.add_parser(sub)
+    check_cmd.add_parser(sub)
     record_cmd.add_parser(sub)
     return parser
 
@@ -226,6 +228,8 @@ COMMANDS = {
     "sim": cmd_sim, "run": cmd_run, "allocate": allocate_cmd.cmd_allocate,
     **audit_cmd.COMMANDS,
     **whatif_cmd.COMMANDS,
+    **shrink_cmd.COMMANDS,
+    **check_cmd.COMMANDS,
     **record_cmd.COMMANDS,
     **replay_cmd.COMMANDS,
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .invariants_dra import CounterWatch, counter_violations, counters_within_capacity
 from .state import ClusterState, NodeState
 
 
@@ -107,6 +108,7 @@ INVARIANTS = {
     "bound-to-ready-nodes": bound_to_ready_nodes,
     "group-within-max": group_within_max,
     "no-device-allocated-twice": no_device_allocated_twice,
+    "counters-within-capacity": counters_within_capacity,
     "claims-reserved-for-running-pods": claims_reserved_for_running_pods,
     "gang-never-partially-bound": gang_never_partially_bound,
     "log-consistent": log_is_consistent,
@@ -128,18 +130,22 @@ class InvariantMonitor:
     claim), a device allocated twice needs an allocation changed, and the fold's own lists (unready
     bindings, partial gangs, anomalies) only grow. Whenever a touched object shows a violation not seen
     yet, that invariant is checked in full, so the violations, their offsets and their order are those of
-    checking everything after every record."""
+    checking everything after every record.
+    Counters and consumable capacity (invariants_dra.py) can only first be exceeded in a pool whose
+    devices in use changed, or when the slices changed (then every pool is checked)."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str], Violation] = {}
         self._state: ClusterState | None = None
         self._lengths: tuple[int, int, int] = (0, 0, 0)
+        self._counters: CounterWatch | None = None
 
     def observe(self, state: ClusterState) -> None:
         if state is not self._state:
             self._state = state
             state.touched_nodes, state.touched_pods, state.touched_allocations = set(), set(), False
             self._lengths = (len(state.unready_bindings), len(state.gang_violations), len(state.anomalies))
+            self._counters = CounterWatch(state)
             self._add(check(state))
             return
         nodes, pods, allocations = state.touched_nodes or set(), state.touched_pods or set(), state.touched_allocations
@@ -149,12 +155,16 @@ class InvariantMonitor:
         self._lengths = lengths
         deleted = any(name not in state.nodes for name in nodes)
         running = state.pods_by_phase["Running"]
+        assert self._counters is not None
+        pools = self._counters.dirty_pools(state, allocations)
         dirty = {
             "no-overcommit": any(self._new("no-overcommit", _overcommit(state.nodes[name]))
                                  for name in nodes if name in state.nodes),
             "bound-to-ready-nodes": grown[0] or deleted,
             "group-within-max": True,  # a few node groups: checked every time
             "no-device-allocated-twice": allocations,
+            "counters-within-capacity": pools is None or (bool(pools) and self._new(
+                "counters-within-capacity", counter_violations(state, pools))),
             "claims-reserved-for-running-pods": any(self._new("claims-reserved-for-running-pods",
                                                               _unreserved(state, key))
                                                     for key in pods if key in running),
@@ -170,6 +180,9 @@ class InvariantMonitor:
     def _add(self, violations: list[Violation]) -> None:
         for violation in violations:
             self._seen.setdefault((violation.invariant, violation.message), violation)
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
     @property
     def violations(self) -> list[Violation]:

@@ -1,0 +1,142 @@
+"""Check every invariant over a log in one pass: `check_records(records)`.
+
+Used by `dralab check FILE`, by tests and by whoever has a log's records. One pass over the records:
+each is looked at before it is applied (record-level invariants: sequence, idempotency ids, claims
+allocated twice), folded, then the state invariants are checked incrementally (`InvariantMonitor`:
+the same violations, offsets and order as a full check after every record), then the checks that need
+the record and the new state (pending pods without a reason after a scheduler decision), then liveness
+on samples (invariants_liveness.py). The cost is linear in the log's length for a bounded cluster
+(docs/invariants.md has the measurements).
+
+The invariant names are stable (other tools take them as arguments, e.g. `dralab shrink --until NAME`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import Record, RunStarted
+from .invariants import INVARIANTS, InvariantMonitor
+from .invariants_liveness import DEFAULT_BOUND_MS, Liveness
+from .invariants_log import Finding, RecordChecks
+from .reactors.scheduler import Scheduler
+from .state import ClusterState
+
+LOG_INVARIANTS = ("claim-allocated-once", "pending-pods-have-reasons", "no-entry-lost", "no-entry-applied-twice",
+                  "liveness")
+ALL_INVARIANTS: tuple[str, ...] = (*INVARIANTS, *LOG_INVARIANTS)
+
+
+class LogCheckError(ValueError):
+    """A record the checker could not process (a log no reactor wrote, say); names the offset."""
+
+    def __init__(self, offset: int, detail: str) -> None:
+        super().__init__(f"log entry at offset {offset}: cannot check: {detail}")
+        self.offset = offset
+
+
+@dataclass
+class CheckResult:
+    records: int = 0
+    violations: list[Finding] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)  # invariant -> violations (every checked one listed)
+    first_offset: dict[str, int] = field(default_factory=dict)
+    liveness_samples: int = 0
+    state: ClusterState | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def add(self, finding: Finding) -> None:
+        if finding.invariant not in self.counts:
+            return  # not asked for
+        self.violations.append(finding)
+        self.counts[finding.invariant] += 1
+        self.first_offset.setdefault(finding.invariant, finding.offset)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "ok": self.ok,
+            "invariants": {name: {"held": n == 0, "violations": n, "first_offset": self.first_offset.get(name)}
+                           for name, n in self.counts.items()},
+            "violations": [{"invariant": v.invariant, "offset": v.offset, "t": v.t, "message": v.message}
+                           for v in self.violations],
+        }
+
+
+def unknown_invariants(names: Iterable[str]) -> list[str]:
+    return sorted(set(names) - set(ALL_INVARIANTS))
+
+
+def check_records(records: Iterable[tuple[int, Record]], *, only: Sequence[str] | None = None,
+                  liveness_bound_ms: int = DEFAULT_BOUND_MS) -> CheckResult:
+    """Fold `records` (offset, Record) and check the invariants named in `only` (None: all of them).
+
+    Violations come in log order; a state invariant's violation is reported at the first offset it is
+    seen at, once per distinct message. Raises ValueError for an unknown name or a bound below 1 ms, and
+    LogCheckError (naming the offset) for a record the checks cannot process."""
+    unknown = unknown_invariants(only or ())
+    if unknown:
+        raise ValueError(f"unknown invariant {unknown}; expected some of {list(ALL_INVARIANTS)}")
+    if liveness_bound_ms < 1:
+        raise ValueError(f"liveness bound must be at least 1 ms, got {liveness_bound_ms}")
+    wanted = list(ALL_INVARIANTS) if not only else [n for n in ALL_INVARIANTS if n in set(only)]
+    result = CheckResult(counts=dict.fromkeys(wanted, 0))
+    state = ClusterState()
+    monitor = InvariantMonitor() if any(n in INVARIANTS for n in wanted) else None
+    checks = RecordChecks()
+    liveness = Liveness(liveness_bound_ms) if "liveness" in wanted else None
+    seen = 0
+    offset = 0
+    try:
+        for offset, record in records:
+            result.records += 1
+            for finding in checks.before(offset, record, state):
+                result.add(finding)
+            if not state.apply(offset, record):
+                continue
+            if liveness is not None and offset == 1:
+                liveness.scheduler = _scheduler(record)
+            if monitor is not None:
+                monitor.observe(state)
+                if len(monitor) > seen:
+                    for v in monitor.violations[seen:]:
+                        result.add(Finding(v.invariant, v.offset, state.t, v.message))
+                    seen = len(monitor)
+            for finding in checks.after(offset, record, state):
+                result.add(finding)
+            if liveness is not None:
+                _liveness(result, liveness, state, final=False)
+        if liveness is not None and state.offset:
+            _liveness(result, liveness, state, final=True)
+            result.liveness_samples = liveness.samples
+    except (ArithmeticError, AttributeError, KeyError, LookupError, TypeError, ValueError) as exc:
+        # The fold is total, but the checks run the scheduler's code on whatever the log holds: a log
+        # that makes it fail is reported with the offset, not as a crash.
+        raise LogCheckError(offset, f"{type(exc).__name__}: {exc}") from exc
+    result.state = state
+    return result
+
+
+def _liveness(result: CheckResult, liveness: Liveness, state: ClusterState, *, final: bool) -> None:
+    for pod, offset, t in liveness.observe(state, final=final):
+        result.add(Finding("liveness", state.offset, state.t,
+                           f"pod {pod} could be scheduled since offset {offset} (t={t / 1000:g}s) and is still "
+                           f"pending {(state.t - t) / 1000:g}s later (bound {liveness.bound_ms / 1000:g}s)"))
+
+
+def _scheduler(record: Record) -> Scheduler:
+    """The scheduler the run's RunStarted configured (its feature gates decide what fits), else the default."""
+    first = record.events[0] if record.events else None
+    if isinstance(first, RunStarted):
+        settings = first.config.get("scheduler") if isinstance(first.config, dict) else None
+        if isinstance(settings, dict):
+            try:
+                return Scheduler(**settings)
+            except (TypeError, ValueError):
+                pass
+    return Scheduler()
