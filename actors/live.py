@@ -40,7 +40,8 @@ import structlog
 from dralab.core.config import build_reactors, run_config
 from dralab.core.events import Record, encode_record
 from dralab.core.inputs import scenario_inputs
-from dralab.core.invariants import InvariantMonitor, Violation
+from dralab.core.invariants import Violation
+from dralab.core.log_check import RunChecks
 from dralab.core.scenario import Scenario
 from dralab.core.state import ClusterState
 
@@ -171,7 +172,7 @@ class LiveRun:
         self.layout = host_layout(self.reactor_names, options.hosts)
         self.tenure = Tenure(options.gc_tenure_every)  # the driver keeps every entry and folds them all
         self.state = ClusterState()
-        self.monitor = InvariantMonitor()
+        self.monitor = RunChecks()  # state and record-level invariants, as the simulator checks them
         self.entries: list[tuple[int, bytes]] = []
         self.actors: dict[str, Any] = {}
         self.clock = Clock(time.time(), options.speed)
@@ -276,11 +277,12 @@ class LiveRun:
             if bad is not None:  # set aside; the run keeps the no-op every consumer folded instead
                 set_aside_soon(self.bus, entry, bad, "driver")
                 payload = encode_record(record)
+            self.monitor.before(entry.offset, record, self.state)
             self.state.apply(entry.offset, record)
             self.records_by_source[record.source] += 1
             self.events_by_source[record.source] += len(record.events)
             self.entries.append((entry.offset, payload))
-            self.monitor.observe(self.state)
+            self.monitor.after(entry.offset, record, self.state)
 
     def settled(self) -> bool:
         """Nothing left that could change the outcome: inputs all in, no pod pending, no node coming."""

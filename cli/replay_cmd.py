@@ -106,7 +106,9 @@ def _verify(args: argparse.Namespace, logf: Any) -> int:
         "invariant_violations": [v.to_json() for v in check(result.state)],
         "divergence": result.divergence.to_json() if result.divergence else None,
     }
-    if result.divergence:
+    if logf.damage and not logf.entries:
+        text = f"damaged log: {logf.damage}; no intact record before it, nothing to verify"
+    elif result.divergence:
         text = result.divergence.render()
     elif logf.damage:
         text = (f"damaged log: {logf.damage}; the intact prefix ({len(logf.entries)} records, "

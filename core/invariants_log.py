@@ -70,12 +70,17 @@ class RecordChecks:
 
     def _claims(self, offset: int, record: Record, state: ClusterState) -> list[Finding]:
         """claim-allocated-once: a ClaimAllocated for a claim allocated and not deallocated (by the state
-        or earlier in the same record), or held for another gang member waiting at Permit."""
+        or earlier in the same record), or held for another gang member waiting at Permit (and not
+        released or bound earlier in the same record: the scheduler releases a timed-out member and
+        gives its claim to another pod in one decision)."""
         out: list[Finding] = []
         now: dict[str, str] = {}
         held = {claim: r.pod for r in state.gang.reservations.values() for claim in r.allocations} \
             if state.gang.reservations and any(isinstance(e, ClaimAllocated) for e in record.events) else {}
         for event in record.events:
+            if isinstance(event, PodUnreserved | PodBound) and held:
+                # a hold ends when its pod is released or bound, earlier in the same record included
+                held = {claim: pod for claim, pod in held.items() if pod != event.pod}
             if not isinstance(event, ClaimAllocated):
                 continue
             claim = state.dra.claims.get(event.claim)

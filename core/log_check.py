@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .events import Record, RunStarted
-from .invariants import INVARIANTS, InvariantMonitor
+from .invariants import INVARIANTS, InvariantMonitor, Violation
 from .invariants_liveness import DEFAULT_BOUND_MS, Liveness
 from .invariants_log import Finding, RecordChecks
 from .reactors.scheduler import Scheduler
@@ -140,3 +140,31 @@ def _scheduler(record: Record) -> Scheduler:
             except (TypeError, ValueError):
                 pass
     return Scheduler()
+
+
+class RunChecks:
+    """Every invariant that can be checked as a run appends, for the simulator and the live driver: the
+    state invariants (`InvariantMonitor`, incremental) and the record-level ones (`RecordChecks`: no entry
+    lost or applied twice, claims allocated once, pending pods with a reason). Liveness needs samples of
+    cluster time and stays with `check_records` / `dralab check`. Use: `before` each record is applied,
+    `after` it; `violations` lists each distinct violation once, in the order they were first seen."""
+
+    def __init__(self) -> None:
+        self.monitor = InvariantMonitor()
+        self.records = RecordChecks()
+        self._found: list[Violation] = []
+        self._seen = 0
+
+    def before(self, offset: int, record: Record, state: ClusterState) -> None:
+        self._found += [Violation(f.invariant, f.offset, f.message) for f in self.records.before(offset, record, state)]
+
+    def after(self, offset: int, record: Record, state: ClusterState) -> None:
+        self.monitor.observe(state)
+        if len(self.monitor) > self._seen:
+            self._found += self.monitor.violations[self._seen:]
+            self._seen = len(self.monitor)
+        self._found += [Violation(f.invariant, f.offset, f.message) for f in self.records.after(offset, record, state)]
+
+    @property
+    def violations(self) -> list[Violation]:
+        return list(self._found)

@@ -17,7 +17,8 @@ from typing import Any
 from dralab.core.config import build_reactors, run_config
 from dralab.core.events import Record, RunStarted, encode_record
 from dralab.core.inputs import scenario_inputs
-from dralab.core.invariants import InvariantMonitor, Violation
+from dralab.core.invariants import Violation
+from dralab.core.log_check import RunChecks
 from dralab.core.reactor import Reactor, decide, expectations
 from dralab.core.scenario import Scenario
 from dralab.core.state import ClusterState
@@ -59,7 +60,7 @@ class Simulator:
                                                       else config_of(inputs))
         self.state = ClusterState()
         self.entries: list[tuple[int, bytes]] = []
-        self.monitor = InvariantMonitor() if check_invariants else None
+        self.monitor = RunChecks() if check_invariants else None
         self.order_rng = random.Random(f"dralab-sim/{seed}")
         self.conflicts = 0
         self.decisions = {r.name: 0 for r in self.reactors}
@@ -75,9 +76,11 @@ class Simulator:
     def append(self, record: Record) -> int:
         offset = len(self.entries) + 1
         self.entries.append((offset, encode_record(record)))
+        if self.monitor is not None:
+            self.monitor.before(offset, record, self.state)
         self.state.apply(offset, record)
         if self.monitor is not None:
-            self.monitor.observe(self.state)
+            self.monitor.after(offset, record, self.state)
         return offset
 
     def _due(self, reactor: Reactor, now: int) -> bool:
