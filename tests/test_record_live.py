@@ -137,6 +137,21 @@ async def test_live_run_recorded_verifies_and_replays_identically(
     assert report["ok"] is True and report["divergence"] is None and report["decisions_checked"] > 0
     assert report["records"] == len(live.entries)
     assert second.returncode == 0 and second.stdout == first.stdout
+    # Every invariant, liveness included, over the live log (the driver checked all but liveness as it folded).
+    checked = dralab("check", str(out), "-o", "json")
+    assert checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True, checked.stdout + checked.stderr
+    if policy == "count":  # the failure seen live: reproduced in the simulator, shrunk, and what-if'd away
+        small = tmp_path / "small.dralog"
+        shrunk = dralab("shrink", str(out), "--until", "double-scale-up", "-o", str(small), "--summary", "json",
+                        "--quiet")
+        assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
+        result = json.loads(shrunk.stdout)
+        assert result["reproduced"] and result["units_after"]["pods"] == 1, result
+        assert dralab("replay", str(small), "--verify").returncode == 0
+        whatif = dralab("replay", str(out), "--with", "autoscaler.policy=dra", "-o", "json")
+        assert whatif.returncode == 0, whatif.stderr
+        rows = {r["metric"]: r for r in json.loads(whatif.stdout)["rows"]}
+        assert rows["scale-ups"]["recorded"] >= 2 and rows["scale-ups"]["whatif"] == 1, rows["scale-ups"]
     case = f"{name}-{policy or 'default'}"
     TIMINGS[case] = round(time.monotonic() - started, 1)
     sys.stderr.write(f"\nrecord-live {case}: {TIMINGS[case]}s wall (run {run_s:.1f}s), {len(live.entries)} records, "
