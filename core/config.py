@@ -13,6 +13,7 @@ import msgspec
 from .kueue import broker_config
 from .reactor import Reactor
 from .reactors.autoscaler import Autoscaler
+from .reactors.chaos import Chaos
 from .reactors.claims import ClaimController
 from .reactors.cloud import Cloud
 from .reactors.drivers import Drivers
@@ -30,6 +31,8 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
         "duration_ms": scenario.duration_ms,
         # Kueue's ProvisioningRequest admission checks, when the scenario has any (core/kueue.py)
         **({"broker": broker} if (broker := broker_config(scenario.objects)) is not None else {}),
+        # the chaos reactor, when the scenario injects faults (core/reactors/chaos.py)
+        **({"chaos": {}} if scenario.faults else {}),
         "scheduler": {
             "score": scenario.scheduler.score,
             "gang_timeout_ms": scenario.scheduler.gang_timeout_ms,
@@ -61,6 +64,7 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
         *drivers_shards(int(config.get("drivers_shards", 1))),
         ClaimController(),
         *([KueueBroker(**config["broker"])] if "broker" in config else []),
+        *([Chaos(**config["chaos"])] if "chaos" in config else []),
     ]
 
 

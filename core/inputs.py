@@ -14,6 +14,7 @@ from .config import run_config
 from .events import (
     AnyEvent,
     DeviceClassCreated,
+    FaultInjected,
     NodeCreated,
     NodeGroupDefined,
     NodeReady,
@@ -120,9 +121,19 @@ def arrival_records(scenario: Scenario) -> list[Record]:
     return records
 
 
+def fault_records(scenario: Scenario) -> list[Record]:
+    """One record per fault of `spec.faults`, at its time (core/scenario_faults.py)."""
+    return [
+        Record(id=f"{SOURCE}/fault/{n}", source=SOURCE, view=-1, t=f.at_ms, events=(FaultInjected(
+            fault=f"fault/{n}", kind=f.kind, target=f.target,
+            until_ms=-1 if f.for_ms is None else f.at_ms + f.for_ms, params=dict(f.params)),))
+        for n, f in enumerate(scenario.faults)
+    ]
+
+
 def scenario_inputs(
     scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0, epoch: float = 0.0, drivers_shards: int = 1
 ) -> list[Record]:
     """All external inputs, in time order (setup first, at t=0). `drivers_shards`: live runs' driver actors."""
     return [setup_record(scenario, seed, mode, speed, epoch, drivers_shards),
-            *sorted(arrival_records(scenario), key=lambda r: r.t)]
+            *sorted([*arrival_records(scenario), *fault_records(scenario)], key=lambda r: r.t)]

@@ -117,3 +117,19 @@ def ungated(manifest: dict[str, Any], gates: tuple[str, ...], annotations: dict[
     if annotations:
         meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
     return {**manifest, "metadata": meta, "spec": spec}
+
+
+@dataclass
+class FaultState:
+    """A fault injected into the run (`FaultInjected`) and how far the chaos reactor has got with it
+    (`FaultApplied`): started when its effects were written, ended when they were undone."""
+
+    fault: str
+    kind: str
+    target: str
+    start_ms: int
+    until_ms: int  # -1: never ends
+    params: dict[str, Any] = field(default_factory=dict)
+    started: bool = False
+    ended: bool = False
+    effective: bool = False  # its start changed the cluster (so its end undoes that)

@@ -39,6 +39,7 @@ from .kueue import broker_config, check_pod_group, check_scheduling_gates, gate_
 from .manifests import _check_node, _check_pod
 from .scenario_cloud import CLOUD_FIELDS, check_cloud
 from .scenario_dra import check_objects, check_pod_claims, check_slice_templates, render_slices
+from .scenario_faults import Fault, check_faults
 from .workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 
 __all__ = [
@@ -174,6 +175,8 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True):
     # resource.k8s.io/v1 DeviceClasses, ResourceClaimTemplates and ResourceClaims present at t=0, as loaded
     # (metadata.namespace filled in for claims and templates)
     objects: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # faults injected at a time (core/scenario_faults.py), external inputs like the arrivals
+    faults: list[Fault] = msgspec.field(default_factory=list)
 
 
 def replica_name(base: str, count: int, i: int) -> str:
@@ -206,7 +209,8 @@ def parse_scenario(data: object, file: str = "<scenario>") -> Scenario:
 
 _TOP = ("apiVersion", "kind", "metadata", "spec")
 _METADATA = ("name", "labels", "annotations")
-_SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects")
+_SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects",
+         "faults")
 _GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS)
 _ARRIVAL = ("at", "count", "runFor", "pod")
 
@@ -243,6 +247,7 @@ def _parse(data: object, file: str) -> Scenario:
     objects = check_objects(spec.get("objects"), "spec.objects")
     kueue = broker_config(objects) is not None
     workload = _workload(spec.get("workload"), duration_ms, kueue=kueue)
+    faults = check_faults(spec.get("faults"), duration_ms)
     return Scenario(
         name=name,
         seed=seed,
@@ -255,6 +260,7 @@ def _parse(data: object, file: str) -> Scenario:
         workload=workload,
         source=file,
         objects=objects,
+        faults=faults,
     )
 
 

@@ -25,6 +25,8 @@ from .events import (
     ClaimReleased,
     ClaimReserved,
     DeviceClassCreated,
+    FaultApplied,
+    FaultInjected,
     NodeCreated,
     NodeDeleted,
     NodeGroupDefined,
@@ -58,6 +60,7 @@ from .objects_state import PENDING as PENDING
 from .objects_state import RUNNING as RUNNING
 from .objects_state import SUCCEEDED as SUCCEEDED
 from .objects_state import Condition as Condition
+from .objects_state import FaultState as FaultState
 from .objects_state import NodeState as NodeState
 from .objects_state import PodState as PodState
 from .objects_state import replaced_pod, ungated
@@ -106,6 +109,7 @@ class ClusterState:
     dra: DraState = field(default_factory=DraState)
     gang: GangState = field(default_factory=GangState)
     provisioning: ProvisioningState = field(default_factory=ProvisioningState)
+    faults: dict[str, FaultState] = field(default_factory=dict)  # injected faults, by id (core/reactors/chaos.py)
     # Last offset at which room may have appeared (a node turned Ready, a pod finished, a claim was
     # released, slices or classes or claims appeared): unschedulable pods are retried after it.
     room_offset: int = 0
@@ -329,6 +333,23 @@ class ClusterState:
 
     def _on_pod_unreserved(self, offset: int, t: int, event: PodUnreserved) -> None:
         self._pod_unreserved(offset, event)
+
+    def _on_fault_injected(self, offset: int, t: int, event: FaultInjected) -> None:
+        if event.fault in self.faults:
+            self.anomalies.append(f"offset {offset}: fault {event.fault} injected twice")
+            return
+        self.faults[event.fault] = FaultState(event.fault, event.kind, event.target, t, event.until_ms,
+                                              dict(event.params))
+
+    def _on_fault_applied(self, offset: int, t: int, event: FaultApplied) -> None:
+        fault = self.faults.get(event.fault)
+        if fault is None or event.phase not in ("start", "end"):
+            self.anomalies.append(f"offset {offset}: {event.phase} of unknown fault {event.fault}")
+            return
+        if event.phase == "start":
+            fault.started, fault.effective = True, not event.note
+        else:
+            fault.ended = True
 
     def _touch_dra(self, event: object) -> None:
         """Invariant bookkeeping for the DRA events (see `touched_pods`)."""
@@ -559,4 +580,6 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
     WorkloadCreated: ClusterState._on_workload_created,
     PodReserved: ClusterState._on_pod_reserved,
     PodUnreserved: ClusterState._on_pod_unreserved,
+    FaultInjected: ClusterState._on_fault_injected,
+    FaultApplied: ClusterState._on_fault_applied,
 }

@@ -133,8 +133,8 @@ def apply_settings(config: dict[str, Any], settings: list[str]) -> tuple[dict[st
                                f"{', '.join(sorted(setting_names(config)))}")
         current = section.get(leaf, OPTIONAL_SETTINGS.get(key))
         if isinstance(current, dict):
-            raise SettingError(f"--with {key}: a section, not a value; set one of its keys "
-                               f"({', '.join(f'{key}.{k}' for k in current)})")
+            keys = ", ".join(f"{key}.{k}" for k in current) or "it has none"
+            raise SettingError(f"--with {key}: a section, not a value; set one of its keys ({keys})")
         section[leaf] = changes[key] = _coerce(key, text, current)
     try:
         build_reactors(new)
