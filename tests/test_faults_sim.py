@@ -102,12 +102,17 @@ def test_faults_are_shrinkable_inputs() -> None:
 @pytest.mark.parametrize(("fault", "path", "message"), [
     ({"at": "1m", "kind": "node-melt", "node": "gpu-0"}, "spec.faults[0].kind", "node-fail"),
     ({"at": "1m", "kind": "node-taint", "node": "gpu-0"}, "spec.faults[0].taint", "required"),
-    ({"at": "1m", "kind": "node-fail", "node": "gpu-0", "taint": TAINT}, "spec.faults[0].taint", "only"),
+    ({"at": "1m", "kind": "node-fail", "node": "gpu-0", "taint": TAINT}, "spec.faults[0].taint", "takes no taint"),
     ({"at": "11m", "kind": "node-fail", "node": "gpu-0"}, "spec.faults[0].at", "spec.duration"),
     ({"at": "1m", "kind": "node-fail"}, "spec.faults[0]", "node"),
     ({"at": "1m", "kind": "node-taint", "node": "x", "taint": {"key": "k", "effect": "Sometimes"}},
      "spec.faults[0].taint.effect", "NoSchedule"),
     ({"at": "1m", "kind": "node-fail", "node": "gpu-0", "for": "0s"}, "spec.faults[0].for", ""),
+    ({"at": "1m", "kind": "quota-cut", "group": "gpu"}, "spec.faults[0].quota", "required for a quota-cut"),
+    ({"at": "1m", "kind": "partial-fulfilment", "group": "gpu", "fraction": 1.5}, "spec.faults[0].fraction",
+     "from 0 to 1"),
+    ({"at": "1m", "kind": "stale-view", "reactor": "autoscaler", "lag": 0}, "spec.faults[0].lag", ""),
+    ({"at": "1m", "kind": "swizzle", "reactors": [], "step": "10s"}, "spec.faults[0].reactors", "at least one"),
 ])
 def test_bad_faults_say_where(fault: dict[str, Any], path: str, message: str) -> None:
     with pytest.raises(ScenarioError) as err:
@@ -145,3 +150,14 @@ def test_snapshots_keep_the_faults() -> None:
         again = decode_state(data)
         assert again.faults == state.faults and encode_state(again) == data
     assert state.faults["fault/0"].ended and state.faults["fault/0"].effective
+
+
+def test_faults_others_act_on_are_only_marked_by_the_chaos_reactor() -> None:
+    faults = [{"at": "1m", "kind": "cloud-stockout", "group": "gpu", "for": "1m"},
+              {"at": "1m", "kind": "quota-cut", "group": "cpu", "quota": 0}]
+    result = simulated(doc(faults, arrivals=[]), seed=7)
+    applied = [(e.fault, e.phase, e.note) for _, _, e in sourced_events(result.entries, FaultApplied)]
+    assert applied == [("fault/0", "start", ""), ("fault/1", "start", "node group cpu does not exist"),
+                       ("fault/0", "end", "")]
+    injected = {e.fault: (e.kind, e.target, e.params) for _, _, e in sourced_events(result.entries, FaultInjected)}
+    assert injected["fault/1"] == ("quota-cut", "cpu", {"quota": 0})

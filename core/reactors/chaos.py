@@ -13,6 +13,10 @@ can be killed and restarted at any point, like every reactor):
 - `node-taint`: the node gets the fault's taint (`NodeTaintsChanged`, its other taints kept); at the
   end that taint is removed.
 
+Faults of the other kinds (device, cloud, runtime: core/scenario_faults.py) are acted on by the drivers,
+the cloud or the runtime, which read the active faults from their view; this reactor only marks when
+they start and end (the start's `note` says when the node or group they name does not exist).
+
 A fault whose node does not exist when it starts (not created yet, already deleted) changes nothing
 and says so (`note`); its end then changes nothing either. A node that is NotReady already is left as
 it is, and not made Ready at the end.
@@ -26,6 +30,7 @@ from typing import Any
 
 from ..events import AnyEvent, FaultApplied, NodeReady
 from ..reactor import Decision, Trigger
+from ..scenario_faults import KINDS
 from ..state import ClusterState, FaultState
 from .lifecycle import node_not_ready, set_taints
 
@@ -53,6 +58,9 @@ class Chaos:
 
 
 def _start(view: ClusterState, fault: FaultState) -> list[AnyEvent]:
+    spec = KINDS.get(fault.kind)
+    if spec is not None and spec.who != "chaos":  # the drivers, the cloud or the runtime act on it
+        return [FaultApplied(fault=fault.fault, phase="start", note=_missing(view, fault, spec.target))]
     node = view.nodes.get(fault.target)
     if node is None:
         return [FaultApplied(fault=fault.fault, phase="start", note=f"node {fault.target} does not exist")]
@@ -68,7 +76,19 @@ def _start(view: ClusterState, fault: FaultState) -> list[AnyEvent]:
     return [FaultApplied(fault=fault.fault, phase="start", note=f"fault kind {fault.kind} has no cluster effect")]
 
 
+def _missing(view: ClusterState, fault: FaultState, target: str) -> str:
+    """Why a fault acted on by others has nothing to act on ("" when its target is there)."""
+    if target == "node" and fault.target not in view.nodes:
+        return f"node {fault.target} does not exist"
+    if target == "group" and fault.target not in view.node_groups:
+        return f"node group {fault.target} does not exist"
+    return ""
+
+
 def _end(view: ClusterState, fault: FaultState) -> list[AnyEvent]:
+    spec = KINDS.get(fault.kind)
+    if spec is not None and spec.who != "chaos":
+        return [FaultApplied(fault=fault.fault, phase="end")]
     node = view.nodes.get(fault.target)
     if not fault.effective or node is None:
         note = "nothing to undo" if not fault.effective else f"node {fault.target} is gone"
