@@ -12,6 +12,11 @@ node of it in one decision, so that a request is never half-answered in the log:
 - an `atomic` request (a gang's all-or-nothing scale-up) is checked as a whole: if the quota, the stock
   or one of its instances would fail, the whole request fails with that reason, and nothing is made.
 
+The cloud faults of `spec.faults` in force when a request is answered change those settings for the
+answer (core/reactors/cloud_faults.py): `cloud-stockout` is a stock of 0, `quota-cut` lowers the quota,
+`partial-fulfilment` delivers floor(nodes * fraction) of each request and fails the rest `out-of-stock`
+(checked after the stock, before the instance failures).
+
 A node accepted is a `NodeProvisioning`: its name, the Node manifest it will register with (a zone
 label, round-robin over the group's zones), and its timing drawn now (when it registers, when it turns
 Ready, when each device driver publishes after Ready), so the lifecycle and drivers reactors only
@@ -33,6 +38,7 @@ from ..events import AnyEvent, NodeProvisioning, ScaleUpFailed
 from ..provreq import BOOKING_TAINT
 from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeGroupState
+from .cloud_faults import cloud_faults
 
 GROUP_LABEL = "dralab.io/node-group"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -125,7 +131,9 @@ class _Serve:
     def __init__(self, view: ClusterState, group: NodeGroupState, now: int, rng: random.Random) -> None:
         self.view, self.group, self.now, self.rng = view, group, now, rng
         self.running = running(view, group)
-        self.stock = stock_left(group, now)
+        self.faults = cloud_faults(view, group.name, now)
+        self.quota = self.faults.quota_of(group.quota)
+        self.stock = 0 if self.faults.stockout else stock_left(group, now)
         self.index = group.next_index
         self.booking = ""  # the request being answered reserves its nodes for this ProvisioningRequest
         self.copy_template: Callable[[], dict[str, Any]] | None = None  # made for the first node delivered
@@ -141,7 +149,7 @@ class _Serve:
         return self.events
 
     def _quota_room(self) -> int:
-        return UNLIMITED if self.group.quota < 0 else max(self.group.quota - self.running, 0)
+        return UNLIMITED if self.quota < 0 else max(self.quota - self.running, 0)
 
     def _fail(self, nodes: int, reason: str) -> None:
         if nodes > 0:
@@ -153,7 +161,7 @@ class _Serve:
     def _atomic(self, nodes: int) -> None:
         if nodes > self._quota_room():
             self._fail(nodes, "quota")
-        elif nodes > self.stock:
+        elif nodes > self.stock or self.faults.deliverable(nodes) < nodes:  # a partial-fulfilment: not all
             self._fail(nodes, "out-of-stock")
         elif any([self._instance_fails() for _ in range(nodes)]):  # every draw made: a fixed number of them
             self._fail(nodes, "instance-failed")
@@ -164,7 +172,7 @@ class _Serve:
     def _partial(self, nodes: int) -> None:
         allowed = min(nodes, self._quota_room())
         self._fail(nodes - allowed, "quota")
-        in_stock = min(allowed, self.stock)
+        in_stock = min(allowed, self.stock, self.faults.deliverable(nodes))
         self._fail(allowed - in_stock, "out-of-stock")
         failed = 0
         for _ in range(in_stock):

@@ -17,6 +17,9 @@ the published ones. That covers the scenario's faults too:
   with a device taint (`<driver>/unhealthy`, NoSchedule): the allocator leaves it out for requests that
   do not tolerate it, and allocations made before stay (NoSchedule does not evict).
 
+The device faults of `spec.faults` (`driver-crash`, `driver-slow`, `device-unhealthy`) move those times
+or add to what is wanted: core/reactors/driver_faults.py says how.
+
 Every other field of the templates (shared counters of partitionable devices, consumable capacity) is
 published as given, at every republication.
 
@@ -31,6 +34,7 @@ import copy
 import gc
 import random
 import zlib
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +44,7 @@ from ..reactor import Decision, Trigger
 from ..scenario_dra import render_slice_templates, slice_name
 from ..state import ClusterState, NodeGroupState, NodeState
 from .cloud import copier
+from .driver_faults import DriverFaults, driver_faults
 
 
 def unhealthy_taint(driver: str) -> dict[str, Any]:
@@ -127,6 +132,7 @@ class Drivers:
         events: list[AnyEvent] = []
         wake: list[int] = []
         copiers: dict[str, list[Any]] = {}  # group -> a copier per slice template, made when first needed
+        faults = driver_faults(view) if view.faults else {}
         for node in view.nodes.values():
             if self.shards > 1 and shard_of(node.name, self.shards) != self.shard:
                 continue  # another shard's node
@@ -135,34 +141,47 @@ class Drivers:
                 continue  # no devices, or not Ready yet: its plugins have not started
             specs = {d.name: d for d in group.drivers}
             for driver in drivers_of(group.resource_slices):
-                events.extend(self._driver(view, group, node, driver, specs.get(driver), now, wake, copiers))
+                events.extend(self._driver(view, group, node, driver, specs.get(driver), now, wake, copiers,
+                                           faults.get((node.name, driver))))
         return Decision(tuple(events), min(wake) if wake else None)
 
     @staticmethod
     def _driver(view: ClusterState, group: NodeGroupState, node: NodeState, driver: str, spec: DriverSpec | None,
-                now: int, wake: list[int], copiers: dict[str, list[Any]]) -> list[AnyEvent]:
-        published = node.ready_t + node.publish_delay_ms.get(driver, 0)
+                now: int, wake: list[int], copiers: dict[str, list[Any]],
+                faults: DriverFaults | None = None) -> list[AnyEvent]:
+        due = node.ready_t + node.publish_delay_ms.get(driver, 0)
+        if faults is not None:
+            wake.extend(faults.wakes(now))
+            if faults.down(now):
+                return []  # a driver-crash: the plugin is not running
+        at = faults.due if faults is not None else _on_time
+        published = at(due)
         if now < published:
             wake.append(published)
             return []
         bump = 0
         unhealthy: set[str] = set()
+        healed: set[str] = set()
         if spec is not None:
             if spec.restart_after_ms >= 0:
-                restart = published + spec.restart_after_ms
+                restart = at(published + spec.restart_after_ms)
                 if now >= restart:
                     bump = 1
                 else:
                     wake.append(restart)
             for fault in spec.unhealthy:
-                if now >= published + fault.after_ms:
+                if now >= at(published + fault.after_ms):
                     unhealthy.add(fault.device)
                 else:
-                    wake.append(published + fault.after_ms)
+                    wake.append(at(published + fault.after_ms))
+        if faults is not None:
+            bump += faults.restarts(now, due)
+            unhealthy |= faults.unhealthy(now)
+            healed = faults.healed(now) - unhealthy
         templates = [t for t in group.resource_slices if t["spec"]["driver"] == driver]
         stale = [i for i, template in enumerate(templates)
                  if not _as_wanted(view.dra.slices.get(slice_name(node.name, driver, i)), template, driver, bump,
-                                   unhealthy)]
+                                   unhealthy, healed)]
         if not stale:
             return []  # the common case, decided without rendering anything
         if group.name not in copiers:
@@ -172,10 +191,17 @@ class Drivers:
         return [ResourceSlicePublished(manifest=rendered[i]) for i in stale]
 
 
-def _as_wanted(have: Slice | None, template: dict[str, Any], driver: str, bump: int, unhealthy: set[str]) -> bool:
-    """Whether a published slice is what the driver wants now: the generation, and at least the devices
-    it reports unhealthy tainted (taints set by `mark_unhealthy` stay: a device does not heal by itself)."""
+def _on_time(t: int) -> int:
+    return t
+
+
+def _as_wanted(have: Slice | None, template: dict[str, Any], driver: str, bump: int, unhealthy: set[str],
+               healed: AbstractSet[str] = frozenset()) -> bool:
+    """Whether a published slice is what the driver wants now: the generation, at least the devices it
+    reports unhealthy tainted (taints set by `mark_unhealthy` stay: a device does not heal by itself), and
+    none of the devices `healed` (a device-unhealthy fault ended) tainted."""
     if have is None or have.generation != int(template["spec"]["pool"].get("generation", 1)) + bump:
         return False
     names = {str(d.get("name")) for d in template["spec"].get("devices") or []}
-    return _tainted(have, driver) >= unhealthy & names
+    tainted = _tainted(have, driver)
+    return tainted >= unhealthy & names and not tainted & healed
