@@ -499,7 +499,7 @@ class FaultInjected(Event, tag="FaultInjected", frozen=True):
     cluster's events when it starts and ends (`FaultApplied`). `fault` is its id, `fault/<n>`."""
 
     fault: str
-    kind: str  # node-fail | node-taint (docs/scenario-format.md#faults)
+    kind: str  # core/scenario_faults.KINDS (docs/scenario-format.md#faults)
     target: str  # what it hits: a node's name
     until_ms: int = -1  # cluster ms it ends (-1: never)
     params: dict[str, Any] = msgspec.field(default_factory=dict)  # per kind, e.g. node-taint's `taint`
