@@ -19,7 +19,17 @@ import structlog
 
 from dralab.actors.logs import configure
 
-from . import __version__, allocate_cmd, audit_cmd, check_cmd, record_cmd, replay_cmd, shrink_cmd, whatif_cmd
+from . import (
+    __version__,
+    allocate_cmd,
+    audit_cmd,
+    chaos_cmd,
+    check_cmd,
+    record_cmd,
+    replay_cmd,
+    shrink_cmd,
+    whatif_cmd,
+)
 from .inputs import InputError
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -103,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     shrink_cmd.add_parser(sub)
     check_cmd.add_parser(sub)
     record_cmd.add_parser(sub)
+    chaos_cmd.add_parser(sub)
     return parser
 
 
@@ -232,6 +243,7 @@ COMMANDS = {
     **check_cmd.COMMANDS,
     **record_cmd.COMMANDS,
     **replay_cmd.COMMANDS,
+    **chaos_cmd.COMMANDS,
 }
 
 
