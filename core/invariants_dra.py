@@ -145,7 +145,7 @@ def _q(amount: Fraction) -> str:
 
 class CounterWatch:
     """Which pools to re-check after a record (for the incremental monitor): those whose in-use devices
-    or consumed capacity changed, or every pool when the slices changed (then None)."""
+    (allocated or released) or consumed capacity changed, or every pool when the slices changed (then None)."""
 
     def __init__(self, state: ClusterState) -> None:
         self._devices: frozenset[DeviceID] = frozenset()
@@ -159,7 +159,9 @@ class CounterWatch:
             return []
         devices, capacity, _ = _in_use(state)
         frozen = frozenset(devices)
-        added = frozen - self._devices
+        # devices released count too: a pool still over its counters after a release shows another count
+        # (a violation with a new message, which a full check after every record reports)
+        added = frozen ^ self._devices
         changed = {dev for dev in capacity.keys() | self._capacity.keys()
                    if capacity.get(dev) != self._capacity.get(dev)}
         self._devices, self._capacity = frozen, capacity

@@ -15,7 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .events import ClaimAllocated, PodBound, PodCreated, PodReserved, PodUnreserved, PodUnschedulable, Record
+from .events import (
+    ClaimAllocated,
+    PodBound,
+    PodCreated,
+    PodReserved,
+    PodUnreserved,
+    PodUnschedulable,
+    Record,
+    ResourceClaimCreated,
+)
 from .state import PENDING, ClusterState
 
 SCHEDULER = "scheduler"
@@ -36,6 +45,7 @@ class RecordChecks:
     # pods created and without a PodScheduled condition yet: pod key -> None (ordered)
     reasonless: dict[str, None] = field(default_factory=dict)
     released: dict[str, int] = field(default_factory=dict)  # pod -> offset of its last PodReserved/Unreserved
+    claims_made: dict[str, int] = field(default_factory=dict)  # pod -> offset its last claim was created at
 
     def before(self, offset: int, record: Record, state: ClusterState) -> list[Finding]:
         out: list[Finding] = []
@@ -66,6 +76,8 @@ class RecordChecks:
                 self.reasonless.pop(event.pod, None)  # bound, or given a reason
             elif isinstance(event, PodReserved | PodUnreserved):
                 self.released[event.pod] = offset
+            elif isinstance(event, ResourceClaimCreated) and event.pod:
+                self.claims_made[event.pod] = offset
         return out
 
     def _claims(self, offset: int, record: Record, state: ClusterState) -> list[Finding]:
@@ -104,7 +116,9 @@ class RecordChecks:
         """pending-pods-have-reasons: once a scheduler decision computed on a view that includes a pod
         is applied, the pod is bound, or carries a PodScheduled condition (a reason), or is excused:
         waiting at Permit or released from it after that view (a gang member), or waiting for the claim
-        controller to create its claims (the scheduler does not try it yet, as upstream's PreFilter)."""
+        controller to create its claims (the scheduler does not try it yet, as upstream's PreFilter),
+        judged on the decision's view: claims created after that view were not there for it to see
+        (a delayed or stale scheduler decides on an older view than the log's end)."""
         if not self.reasonless or record.source != SCHEDULER or record.view < 0:
             return []
         pods = state.pods
@@ -118,8 +132,8 @@ class RecordChecks:
                 break  # created in creation order: the rest are newer still
             if key in state.gang.reservations or self.released.get(key, 0) > record.view:
                 continue
-            if _waiting_for_claims(state, key, pod.manifest):
-                continue
+            if _waiting_for_claims(state, key, pod.manifest) or self.claims_made.get(key, 0) > record.view:
+                continue  # its claims did not exist in the view the scheduler decided on
             del self.reasonless[key]
             out.append(Finding("pending-pods-have-reasons", offset, record.t,
                                f"pod {key} pending without a reason after the scheduler's decision on view "

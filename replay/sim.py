@@ -23,6 +23,8 @@ from dralab.core.reactor import Reactor, decide, expectations
 from dralab.core.scenario import Scenario
 from dralab.core.state import ClusterState
 
+from .sim_faults import RuntimeFaults, runtime_fault_inputs
+
 NEVER = 2**62
 MAX_ROUNDS_PER_INSTANT = 10_000
 
@@ -38,6 +40,7 @@ class SimResult:
     violations: list[Violation]
     conflicts: int = 0
     decisions: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0  # decisions given twice (a `duplicate` fault) whose second copy was a no-op
 
 
 class Simulator:
@@ -66,6 +69,9 @@ class Simulator:
         self.decisions = {r.name: 0 for r in self.reactors}
         self._seen = {r.name: -1 for r in self.reactors}
         self._wake = {r.name: 0 for r in self.reactors}
+        # Runtime faults (pauses, stale views, skewed clocks...: replay/sim_faults.py) take their own,
+        # slower loop; a run without them keeps this module's loop, so its log is unchanged.
+        self.runtime = RuntimeFaults(self, config_of(inputs)) if runtime_fault_inputs(inputs) else None
 
     @classmethod
     def from_inputs(cls, inputs: list[Record], seed: int, duration_ms: int, *,
@@ -118,16 +124,21 @@ class Simulator:
             while next_input < len(self.inputs) and self.inputs[next_input].t <= now:
                 self.append(self.inputs[next_input])
                 next_input += 1
-            self._settle(now)
+            if self.runtime is None:
+                self._settle(now)
+            else:
+                self.runtime.settle(now, MAX_ROUNDS_PER_INSTANT)
             if progress is not None:
                 progress(now, duration)
             upcoming = self.inputs[next_input].t if next_input < len(self.inputs) else NEVER
-            next_t = min(upcoming, *self._wake.values())
+            wake = min(self._wake.values()) if self.runtime is None else self.runtime.next_time(now)
+            next_t = min(upcoming, wake)
             if next_t > duration:
                 break
             now = max(now, next_t)
         violations = self.monitor.violations if self.monitor is not None else []
-        return SimResult(self.entries, self.state, violations, self.conflicts, self.decisions)
+        duplicates = self.runtime.duplicates if self.runtime is not None else 0
+        return SimResult(self.entries, self.state, violations, self.conflicts, self.decisions, duplicates)
 
 
 def config_of(inputs: list[Record]) -> dict[str, Any]:
