@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .inputs import InputError
+from .inputs import InputError, read_log_file
 
 EXIT_OK, EXIT_FOUND = 0, 1
 SHOWN = 20  # violations listed in the table; the JSON has them all
@@ -55,7 +55,6 @@ class _Decoded:
 def cmd_check(args: argparse.Namespace) -> int:
     from dralab.core.durations import DurationError, parse_duration
     from dralab.core.log_check import ALL_INVARIANTS, LogCheckError, check_records, unknown_invariants
-    from dralab.replay.logfile import LogFileError, read_log
 
     unknown = unknown_invariants(args.invariant)
     if unknown:
@@ -66,12 +65,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise InputError(f"--liveness-bound: {exc}") from None
     if bound < 1:
         raise InputError(f"--liveness-bound: must be at least 1ms, got {args.liveness_bound!r}")
-    try:
-        logf = read_log(args.file)
-    except LogFileError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{args.file}: cannot read: {exc.strerror or exc}") from None
+    logf = read_log_file(args.file)
     decoded = _Decoded(logf)
     try:
         result = check_records(decoded, only=args.invariant or None, liveness_bound_ms=bound)

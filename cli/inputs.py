@@ -26,6 +26,18 @@ def load_inventory(files: Sequence[str]) -> Any:
         raise InputError(f"{getattr(exc, 'filename', '') or ''}: cannot read: {exc.strerror or exc}") from None
 
 
+def read_log_file(path: str) -> Any:
+    """A `.dralog` file whole (replay.logfile.read_log), or InputError saying what is wrong with it."""
+    from dralab.replay.logfile import LogFileError, read_log
+
+    try:
+        return read_log(path)
+    except LogFileError as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
 def emit(report: dict[str, Any], fmt: str) -> None:
     """One machine-readable object on stdout, as JSON or YAML."""
     if fmt == "yaml":

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from .inputs import InputError
+from .inputs import InputError, read_log_file
 
 EXIT_OK, EXIT_FOUND = 0, 1
 log = structlog.get_logger("dralab")
@@ -47,14 +47,7 @@ def _emit(args: argparse.Namespace, out: dict[str, Any], text: str) -> None:
 
 
 def _open(path: str) -> Any:
-    from dralab.replay.logfile import LogFileError, read_log
-
-    try:
-        logf = read_log(path)
-    except LogFileError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    logf = read_log_file(path)
     if logf.damage:
         log.warning("log.damaged", file=path, damage=logf.damage, intact_entries=len(logf.entries))
     return logf

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .inputs import InputError
+from .inputs import InputError, read_log_file
 
 EXIT_OK, EXIT_FOUND = 0, 1
 FORMATS = ("text", "json")
@@ -44,14 +44,8 @@ def add_parser(sub: Any) -> None:
 
 def _records(path: str) -> tuple[dict[str, Any], list[Any]]:
     from dralab.core.events import LogDecodeError
-    from dralab.replay.logfile import LogFileError, read_log
 
-    try:
-        logf = read_log(path)
-    except LogFileError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    logf = read_log_file(path)
     if logf.damage:
         sys.stderr.write(f"dralab: warning: {path}: {logf.damage}; shrinking the intact prefix\n")
     try:
