@@ -26,6 +26,7 @@ import contextlib
 import logging
 import signal
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -49,11 +50,12 @@ from .bus import RECORDER_GROUP, Bus, BusUnavailable, Entry, GroupInfo
 from .bus_factory import BusSpec, open_bus
 from .gc_tuning import Tenure
 from .hosts import host_layout
+from .live_faults import DriverFaults
 from .logs import clear_status, show_status
 from .observability import MetricsServer, Observation, progress, progress_text
 from .reactor_actor import READ_CHUNK, Clock, ReactorActor, SnapshotPolicy
 from .redis_bus import redact_url
-from .redis_server import private_redis_server, redis_server_available
+from .redis_server import RedisServer, private_redis_server, redis_server_available
 from .wire import decode_or_skip, set_aside_soon
 
 log = structlog.get_logger("dralab.run")
@@ -130,9 +132,15 @@ def ray_runtime(address: str | None, log_format: str = "console") -> Iterator[No
         ray.shutdown()
 
 
+def restarts_redis(scenario: Scenario) -> bool:
+    return any(f.kind == "redis-restart" for f in scenario.faults)
+
+
 @contextlib.asynccontextmanager
-async def live_bus(options: LiveOptions, scenario: Scenario) -> AsyncIterator[tuple[Bus, BusSpec]]:
-    """The log for this run: the given Redis, a private redis-server, or the embedded bus."""
+async def live_bus(options: LiveOptions, scenario: Scenario,
+                   restartable: list[RedisServer] | None = None) -> AsyncIterator[tuple[Bus, BusSpec]]:
+    """The log for this run: the given Redis, a private redis-server, or the embedded bus. A scenario
+    with `redis-restart` faults gets a private server it can restart (AOF on), put in `restartable`."""
     stream = options.stream or f"dralab:{scenario.name}:{uuid.uuid4().hex[:8]}"
     with contextlib.ExitStack() as stack:
         if options.embedded:  # --embedded wins over --redis and DRALAB_REDIS_URL
@@ -145,6 +153,11 @@ async def live_bus(options: LiveOptions, scenario: Scenario) -> AsyncIterator[tu
         else:
             if options.redis_url:
                 spec = BusSpec("redis", url=options.redis_url, stream=stream)
+            elif restartable is not None and restarts_redis(scenario):
+                workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="dralab-redis-"))
+                server = stack.enter_context(RedisServer(workdir, appendfsync="everysec"))
+                restartable.append(server)
+                spec = BusSpec("redis", url=server.url, stream=stream)
             else:
                 spec = BusSpec("redis", url=stack.enter_context(private_redis_server()), stream=stream)
             try:
@@ -196,6 +209,7 @@ class LiveRun:
         self._observer: asyncio.Task[None] | None = None  # polls actors and groups (metrics, progress)
         self._observing = False
         self._rate_at: tuple[float, int] = (time.monotonic(), 0)  # (when, events) of the last progress line
+        self.faults = DriverFaults(self)  # runtime faults played on processes and Redis (actors/live_faults.py)
 
     async def _feed(self) -> None:
         now = self.clock.now_ms()
@@ -377,11 +391,14 @@ class LiveRun:
         log.info("run.metrics", url=f"http://{opts.metrics_host}:{self.metrics.port}/metrics")
 
     async def stop_actors(self) -> None:
-        """Stop every actor at once (each finishes its step, up to a blocked read of 1 s), then kill."""
+        """Stop every actor at once (each finishes its step, up to a blocked read of 1 s), then kill.
+        After runtime faults were played an actor may still be restarting (a kill, a Redis restart): the
+        log holds all it appended, so it gets 1 s rather than 5 to finish its step."""
+        timeout = 1.0 if self.faults.played else 5.0
 
         async def stop(actor: Any) -> None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(actor.stop.remote(), timeout=5)
+                await asyncio.wait_for(actor.stop.remote(), timeout=timeout)
 
         await asyncio.gather(*(stop(a) for a in self.actors.values()))
         for actor in self.actors.values():
@@ -440,6 +457,7 @@ class LiveRun:
                 await asyncio.sleep(0.2)
             if new:
                 quiet_since = time.monotonic()
+            await self.faults.step()  # also while the bus is away: a pause must end on time
             if hook is not None:
                 await hook(self)
             if opts.progress_every_s > 0 and time.monotonic() >= next_progress:
@@ -453,6 +471,7 @@ class LiveRun:
             if self.settled() and time.monotonic() - quiet_since > 0.5:
                 completed = True
                 break
+        await self.faults.finish()  # every process we paused resumed, a Redis being restarted back
         await self._stop_observer()  # the last status is taken here; then the actors go
         status = await self.actor_status()
         await self.stop_actors()
@@ -471,6 +490,7 @@ class LiveRun:
             "actors": {n: {k: s.get(k) for k in keys} for n, s in status.items()},
             "trimmed": self.trimmed,
             "bus_outages_s": self.outages,
+            "faults": self.faults.summary(),
         }
         return LiveResult(self.state, self.monitor.violations, self.entries, completed, extra, self.error)
 
@@ -517,9 +537,11 @@ async def run_live_async(scenario: Scenario, options: LiveOptions, hook: Hook | 
 
 
 async def _run_live(scenario: Scenario, options: LiveOptions, hook: Hook | None) -> LiveResult:
-    async with live_bus(options, scenario) as (bus, spec):
+    restartable: list[RedisServer] = []
+    async with live_bus(options, scenario, restartable) as (bus, spec):
         log.info("run.start", scenario=scenario.name, seed=options.seed, bus=spec.describe(), speed=options.speed)
         live = LiveRun(scenario, options, bus, spec)
+        live.faults.redis = restartable[0] if restartable else None
         loop = asyncio.get_running_loop()
         stoppable = threading.current_thread() is threading.main_thread()
         if stoppable:  # docker compose stop / kubectl delete send SIGTERM: stop and keep the log

@@ -50,12 +50,14 @@ import structlog
 from dralab.core.config import build_reactors
 from dralab.core.events import LogDecodeError, RunStarted, decode_record, encode_record
 from dralab.core.reactor import Reactor, decide, expectations
+from dralab.core.reactors.runtime_faults import Effect
 from dralab.core.snapshot_codec import SnapshotError, decode_state, encode_state
 from dralab.core.state import ClusterState
 
 from .bus import Bus, BusUnavailable, Conflict, Entry
 from .bus_factory import BusSpec, open_bus
 from .gc_tuning import TENURE_EVERY, Tenure
+from .live_faults import ActorFaults
 from .wire import decode_or_skip, set_aside
 
 log = structlog.get_logger("dralab.actor")
@@ -138,6 +140,8 @@ class ReactorLoop:
         self._bad: list[tuple[Entry, str]] = []  # met, not yet set aside
         self.stopping = False
         self.tenure = Tenure(tenure_every)  # process-wide GC tuning (actors/gc_tuning.py): actors only
+        self.faults = ActorFaults(self.names)  # the runtime faults it plays on itself (actors/live_faults.py)
+        self.stats["faults"] = self.faults.stats
 
     @property
     def reactor(self) -> Reactor | None:
@@ -147,6 +151,8 @@ class ReactorLoop:
     def _apply(self, entries: Sequence[Entry]) -> None:
         state, apply, stats = self.state, self.state.apply, self.stats
         applied = skipped = 0
+        lagging = bool(self.faults.lagging)  # some reactor decides on a lagging copy: it sees these later
+        arrived = self.now_ms() if lagging else 0
         for entry in entries:
             if entry.offset <= state.offset:
                 skipped += 1
@@ -158,6 +164,8 @@ class ReactorLoop:
                 self._bad.append((entry, bad or "undecodable"))
             apply(entry.offset, record)
             applied += 1
+            if lagging:
+                self.faults.note(entry.offset, entry.payload, arrived)
             if not self.hosted and record.events and isinstance(record.events[0], RunStarted):
                 self._set_run(record.events[0])
         stats["applied"] += applied
@@ -316,39 +324,60 @@ class ReactorLoop:
     def now_ms(self) -> int:
         return self.clock.now_ms() if self.clock is not None else 0
 
-    def _due(self, h: Hosted, now: int) -> bool:
-        changed = h.reactor.trigger == "events" and self.state.offset > h.seen
+    def _due(self, h: Hosted, view: ClusterState, now: int) -> bool:
+        # a lagging view may move backwards (when its fault begins): any move makes an events reactor due
+        changed = h.reactor.trigger == "events" and view.offset != h.seen
         return changed or (h.wake is not None and h.wake <= now)
 
     async def _decide_all(self) -> None:
-        """Every hosted reactor that is due decides on the current view, in turn."""
+        """Every hosted reactor that is due decides on its view, in turn (the actor's view, or the
+        lagging one a runtime fault gives it; none while it is partitioned: actors/live_faults.py)."""
+        effects = self.faults.effects(self.state, self.now_ms())
         for h in self.hosted.values():
-            if self._due(h, self.now_ms()):
-                await self._decide(h)
+            e = effects.get(h.reactor.name)
+            if self.faults.back(h.reactor.name, e):
+                h.wake = self.now_ms()  # back from a partition: catch up at once
+            if e is None:
+                if self._due(h, self.state, self.now_ms()):
+                    await self._decide(h, self.state)
+            elif not e.blocked:
+                view = self.faults.view(h.reactor.name, e, self.state, self.now_ms())
+                if self._due(h, view, self.now_ms() + e.skew):
+                    await self._decide(h, view, e)
 
-    async def _decide(self, h: Hosted) -> None:
-        """Decide on the current view once; a decision that lost a race is decided again later."""
+    async def _decide(self, h: Hosted, view: ClusterState, e: Effect | None = None) -> None:
+        """Decide on `view` once; a decision that lost a race is decided again later (on a lagging view,
+        only once that view moves: on the same view it would be refused again, forever)."""
         reactor = h.reactor
-        now = self.now_ms()
-        record, wake = decide(reactor, self.state, now, self.seed)
-        h.seen, h.wake = self.state.offset, wake
+        skew = e.skew if e is not None else 0
+        now = self.now_ms() + skew
+        record, wake = decide(reactor, view, now, self.seed)
+        lagging = view is not self.state
+        h.seen, h.wake = view.offset, (None if wake is None else wake - skew)
+        if lagging and h.wake is not None and h.wake <= now - skew:
+            h.wake = None  # overdue on its old view: wait for the view to move
         if record is None:
             return
-        try:
-            appended = await self.bus.append(
-                encode_record(record), id=record.id, expect=expectations(record, self.state), writes=record.writes()
-            )
-        except Conflict as exc:
-            self._count(h, "conflicts", 1)
-            log.info("decision.conflict", reactor=reactor.name, view=record.view, offset=self.state.offset,
-                     key=exc.key, record=record.id, keys=list(record.writes()[:10]))
-            h.wake = now  # decide again once the fresher entries are folded in
-            return
-        self._count(h, "decisions", 1)
-        self._count(h, "duplicate_appends", int(appended.duplicate))
-        log.debug("decision.appended", reactor=reactor.name, offset=appended.offset, view=record.view,
-                  record=record.id, events=len(record.events), keys=list(record.writes()[:10]),
-                  duplicate=appended.duplicate)
+        if e is not None:
+            self.faults.stats["stale_decisions"] += lagging
+            self.faults.stats["skewed_decisions"] += bool(skew)
+        expect = expectations(record, view)
+        for copy in range(2 if e is not None and e.duplicate else 1):
+            try:
+                appended = await self.bus.append(encode_record(record), id=record.id, expect=expect,
+                                                 writes=record.writes())
+            except Conflict as exc:
+                self._count(h, "conflicts", 1)
+                log.info("decision.conflict", reactor=reactor.name, view=record.view, offset=self.state.offset,
+                         key=exc.key, record=record.id, keys=list(record.writes()[:10]))
+                h.wake = None if lagging else now - skew  # decide again once fresher entries are folded in
+                return
+            self.faults.stats["duplicates_sent"] += copy
+            self._count(h, "decisions", int(copy == 0))
+            self._count(h, "duplicate_appends", int(appended.duplicate))
+            log.debug("decision.appended", reactor=reactor.name, offset=appended.offset, view=record.view,
+                      record=record.id, events=len(record.events), keys=list(record.writes()[:10]),
+                      duplicate=appended.duplicate)
 
     def _count(self, h: Hosted, key: str, n: int) -> None:
         self.stats[key] += n
@@ -377,6 +406,13 @@ class ReactorLoop:
             self.tenure.maybe(self.state.offset)
             if self.stopping:
                 return
+            cut_off = self.faults.cut_off_ms(self.state, self.now_ms())
+            if cut_off is not None:  # partitioned from the stream: read nothing until the fault ends
+                self.faults.stats["partitioned_reads"] += 1
+                wait = 1.0 if cut_off < 0 or self.clock is None else self.clock.wall_s(cut_off)
+                await asyncio.sleep(min(1.0, max(0.01, wait)))
+                todo = []
+                continue
             todo = await self.bus.read_group(self.group, self.consumer, READ_CHUNK, self._block_ms())
             todo = _merge(todo, await self._claim(time.monotonic()))
 

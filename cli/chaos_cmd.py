@@ -18,9 +18,9 @@ import sys
 import time
 from typing import Any
 
-from .inputs import InputError
+from .inputs import InputError, load_scenario_input
 
-EXIT_OK, EXIT_FOUND = 0, 1
+EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE = 0, 1, 3  # as in cli.py (2: InputError, raised)
 FORMATS = ("text", "json")
 MAX_SEEDS = 10_000_000
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
@@ -47,7 +47,19 @@ def add_parser(sub: Any) -> None:
                    help="also write a shrunk log of each failure, <...>.small.dralog (default on)")
     p.add_argument("--shrink-trials", type=int, default=150, metavar="N",
                    help="simulate at most N candidate runs per shrink (default 150)")
-    p.add_argument("--live", action="store_true", help="run the faults against the live system (not implemented)")
+    p.add_argument("--live", action="store_true",
+                   help="run each seed on the live system (Ray actors, a private redis-server): real kills, pauses "
+                        "and a real Redis restart; seeds run one after another")
+    p.add_argument("--speed", type=float, default=30.0, metavar="X",
+                   help="--live: cluster seconds per wall second (default 30)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="--live: a seed whose run takes longer (wall seconds) fails as run-error (default 600)")
+    p.add_argument("--redis", metavar="URL", help="--live: use this Redis (then redis-restart faults are skipped: "
+                                                   "only a Redis the run started itself is restarted)")
+    p.add_argument("--ray", metavar="ADDRESS", help="--live: join this Ray cluster (default: start one locally)")
+    p.add_argument("--hosts", type=int, default=0, metavar="N",
+                   help="--live: deal the reactors into N host actors, as `dralab run --hosts` (default 0: an actor "
+                        "per reactor); a kill or a pause then stops a host's every reactor")
     p.add_argument("--summary", choices=FORMATS, default="text",
                    help="the summary's format on stdout (json: one object; progress stays on stderr)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -72,23 +84,9 @@ def parse_seeds(text: str) -> list[int]:
     return list(seeds)
 
 
-def _load(path: str) -> Any:
-    from dralab.core.scenario import ScenarioError, load_scenario
-
-    try:
-        return load_scenario(path)
-    except ScenarioError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read scenario: {exc.strerror or exc}") from None
-
-
 def _options(args: argparse.Namespace) -> Any:
     from dralab.replay.chaos import DEFAULT_KINDS, ChaosError, ChaosOptions, check_kinds
 
-    if args.live:
-        raise InputError("--live: chaos against the live system is not implemented yet; run without --live "
-                         "(the simulator)")
     if not args.rate > 0:
         raise InputError(f"--rate: must be > 0 faults per simulated hour, got {args.rate}")
     if args.jobs < 0:
@@ -96,6 +94,17 @@ def _options(args: argparse.Namespace) -> Any:
     if args.shrink_trials < 1:
         raise InputError(f"--shrink-trials: must be >= 1, got {args.shrink_trials}")
     kinds = DEFAULT_KINDS
+    if args.live:
+        if not args.speed > 0:
+            raise InputError(f"--speed: must be > 0, got {args.speed}")
+        if not args.timeout > 0:
+            raise InputError(f"--timeout: must be > 0 seconds, got {args.timeout}")
+        if args.hosts < 0:
+            raise InputError(f"--hosts: must be >= 0, got {args.hosts}")
+        from .chaos_live import LiveChaosOptions, redis_restart_possible
+
+        if redis_restart_possible(LiveChaosOptions(redis_url=args.redis)):
+            kinds = (*DEFAULT_KINDS, "redis-restart")
     if args.kinds is not None:
         try:
             kinds = check_kinds([k.strip() for k in args.kinds.split(",") if k.strip()])
@@ -256,12 +265,28 @@ def render_text(s: dict[str, Any]) -> str:
 def cmd_chaos(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     options = _options(args)
-    scenario = _load(args.scenario)
-    jobs = args.jobs or cores()
-    jobs = min(jobs, len(seeds))
+    scenario = load_scenario_input(args.scenario)
+    jobs = 1 if args.live else min(args.jobs or cores(), len(seeds))
     started = time.monotonic()
-    results = run_seeds(scenario, seeds, options, jobs, _Progress(len(seeds), args.quiet))
+    progress = _Progress(len(seeds), args.quiet)
+    if args.live:
+        from .chaos_live import LiveChaosOptions, run_live_seeds
+
+        live = LiveChaosOptions(speed=args.speed, timeout_s=args.timeout, ray_address=args.ray, redis_url=args.redis,
+                                hosts=args.hosts)
+        from dralab.actors.live import ServiceUnavailable
+
+        try:
+            results = run_live_seeds(scenario, seeds, options, live, progress)
+        except ServiceUnavailable as exc:
+            sys.stderr.write(f"dralab: error: {exc}\n")
+            return EXIT_UNAVAILABLE
+    else:
+        results = run_seeds(scenario, seeds, options, jobs, progress)
     summary = summarize(scenario, args.seeds, results, options, jobs, time.monotonic() - started)
+    summary["mode"] = "live" if args.live else "sim"
+    if args.live:
+        summary["speed"] = args.speed
     sys.stdout.write((json.dumps(summary) if args.summary == "json" else render_text(summary)) + "\n")
     sys.stdout.flush()
     return EXIT_OK if summary["ok"] else EXIT_FOUND

@@ -30,7 +30,7 @@ from . import (
     shrink_cmd,
     whatif_cmd,
 )
-from .inputs import InputError
+from .inputs import InputError, load_scenario_input
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
@@ -125,22 +125,6 @@ def _emit(args: argparse.Namespace, summary: dict[str, Any], text: str) -> None:
     sys.stdout.flush()
 
 
-def _load(path: str, autoscaler: str | None = None) -> Any:
-    import msgspec
-
-    from dralab.core.scenario import Policy, ScenarioError, load_scenario
-
-    try:
-        scenario = load_scenario(path)
-    except ScenarioError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read scenario: {exc.strerror or exc}") from None
-    if autoscaler is not None:  # --autoscaler: recorded in RunStarted's config like the scenario's own
-        scenario = msgspec.structs.replace(scenario, policy=Policy(autoscaler=autoscaler))  # type: ignore[arg-type]
-    return scenario
-
-
 def _seed(args: argparse.Namespace, scenario: Any) -> int:
     if args.seed is not None:
         return int(args.seed)
@@ -154,7 +138,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from dralab.replay.logfile import make_header, write_log
     from dralab.replay.sim import Simulator
 
-    scenario = _load(args.scenario, args.autoscaler)
+    scenario = load_scenario_input(args.scenario, args.autoscaler)
     seed = _seed(args, scenario)
     log.info("sim.start", scenario=scenario.name, seed=seed, duration_s=scenario.duration_ms / 1000)
     from dralab.replay.sim import SimulationStuck
@@ -185,7 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dralab.core.summary import render_text, summarize
     from dralab.replay.logfile import make_header, write_log
 
-    scenario = _load(args.scenario, args.autoscaler)
+    scenario = load_scenario_input(args.scenario, args.autoscaler)
     if args.speed <= 0:
         raise InputError(f"--speed: must be > 0, got {args.speed}")
     if args.trim_every < 0:

@@ -26,6 +26,23 @@ def load_inventory(files: Sequence[str]) -> Any:
         raise InputError(f"{getattr(exc, 'filename', '') or ''}: cannot read: {exc.strerror or exc}") from None
 
 
+def load_scenario_input(path: str, autoscaler: str | None = None) -> Any:
+    """A scenario file (with `--autoscaler` applied, if given), or InputError naming the file and field."""
+    import msgspec
+
+    from dralab.core.scenario import Policy, ScenarioError, load_scenario
+
+    try:
+        scenario = load_scenario(path)
+    except ScenarioError as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read scenario: {exc.strerror or exc}") from None
+    if autoscaler is not None:  # --autoscaler: recorded in RunStarted's config like the scenario's own
+        scenario = msgspec.structs.replace(scenario, policy=Policy(autoscaler=autoscaler))  # type: ignore[arg-type]
+    return scenario
+
+
 def read_log_file(path: str) -> Any:
     """A `.dralog` file whole (replay.logfile.read_log), or InputError saying what is wrong with it."""
     from dralab.replay.logfile import LogFileError, read_log

@@ -43,6 +43,8 @@ REACTORS = ("scheduler", "autoscaler", "cloud", "lifecycle", "drivers", "claims"
 DEFAULT_RATE = 6.0  # faults per simulated hour
 MIN_FOR_MS, MAX_FOR_MS = 30_000, 600_000
 LIVELOCK, EXCEPTION = "livelock", "exception"
+RUN_ERROR, DIVERGENCE = "run-error", "divergence"  # live only: the run did not finish; replay --verify disagreed
+UNSHRINKABLE = (LIVELOCK, EXCEPTION, RUN_ERROR, DIVERGENCE)
 DEFAULT_DRIVER, DEFAULT_DEVICE = "gpu.example.com", "gpu-0"
 
 
@@ -190,6 +192,7 @@ class SeedResult:
     files: list[str] = field(default_factory=list)
     shrunk: dict[str, Any] = field(default_factory=dict)
     digest: str = ""  # of the log: the same seed must give the same log on any process
+    live: dict[str, Any] = field(default_factory=dict)  # a live seed: the faults played, restarts, outages
 
     @property
     def ok(self) -> bool:
@@ -199,7 +202,7 @@ class SeedResult:
         return {"seed": self.seed, "ok": self.ok, "faults": self.faults, "kinds": self.kinds,
                 "records": self.records, "digest": self.digest, "sim_s": self.sim_ms / 1000, "failures": self.failures,
                 "first": self.first, "message": self.message, "files": self.files,
-                **({"shrunk": self.shrunk} if self.shrunk else {})}
+                **({"shrunk": self.shrunk} if self.shrunk else {}), **({"live": self.live} if self.live else {})}
 
 
 @dataclass(frozen=True)
@@ -222,14 +225,18 @@ def with_faults(scenario: Scenario, faults: list[Fault]) -> Scenario:
     return msgspec.structs.replace(scenario, faults=merged)
 
 
-def run_seed(scenario: Scenario, seed: int, options: ChaosOptions) -> SeedResult:
-    """Simulate `scenario` under chaos seed `seed`'s schedule; judge it; keep (and shrink) a failing log."""
+def prepare(scenario: Scenario, seed: int, options: ChaosOptions) -> tuple[Scenario, SeedResult]:
+    """The scenario with seed `seed`'s faults, and the seed's result to fill in (simulated or live)."""
     faults = chaos_schedule(scenario, seed, options.kinds, options.rate)
-    run = with_faults(scenario, faults)
     kinds: dict[str, int] = {}
     for f in faults:
         kinds[f.kind] = kinds.get(f.kind, 0) + 1
-    result = SeedResult(seed, len(faults), dict(sorted(kinds.items())), 0, 0)
+    return with_faults(scenario, faults), SeedResult(seed, len(faults), dict(sorted(kinds.items())), 0, 0)
+
+
+def run_seed(scenario: Scenario, seed: int, options: ChaosOptions) -> SeedResult:
+    """Simulate `scenario` under chaos seed `seed`'s schedule; judge it; keep (and shrink) a failing log."""
+    run, result = prepare(scenario, seed, options)
     sim = Simulator(run, scenario_seed(scenario))
     found: list[tuple[int, str, str]] = []  # (offset, invariant, message)
     try:
@@ -251,13 +258,19 @@ def run_seed(scenario: Scenario, seed: int, options: ChaosOptions) -> SeedResult
         found.append((len(entries), EXCEPTION, f"{type(exc).__name__}: {exc}"))
     result.records = len(entries)
     result.digest = log_digest(entries)
+    judge(run, seed, entries, found, result, options)
+    return result
+
+
+def judge(run: Scenario, seed: int, entries: list[tuple[int, bytes]], found: list[tuple[int, str, str]],
+          result: SeedResult, options: ChaosOptions, mode: str = "sim") -> None:
+    """Record what a seed broke, (offset, invariant or failure, message) each; keep and shrink its log."""
     if not found:
-        return result
+        return
     for _, name, _ in found:
         result.failures[name] = result.failures.get(name, 0) + 1
     _, result.first, result.message = min(found, key=lambda f: f[0])
-    _keep(run, seed, entries, result, options)
-    return result
+    _keep(run, seed, entries, result, options, mode)
 
 
 def liveness_bound(run: Scenario, base_ms: int = DEFAULT_BOUND_MS) -> int:
@@ -291,16 +304,16 @@ def log_name(scenario: Scenario, seed: int, small: bool = False) -> str:
 
 
 def _keep(run: Scenario, seed: int, entries: list[tuple[int, bytes]], result: SeedResult,
-          options: ChaosOptions) -> None:
+          options: ChaosOptions, mode: str) -> None:
     out = Path(options.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     chaos = {"seed": seed, "kinds": list(options.kinds), "rate": options.rate, "first": result.first}
-    header = make_header(scenario=run.name, seed=scenario_seed(run), policy=policies(run_config(run)), mode="sim",
+    header = make_header(scenario=run.name, seed=scenario_seed(run), policy=policies(run_config(run)), mode=mode,
                          chaos=chaos)
     path = out / log_name(run, seed)
     write_log(path, header, entries)
     result.files.append(str(path))
-    if options.shrink and result.first not in (LIVELOCK, EXCEPTION):
+    if options.shrink and result.first not in UNSHRINKABLE:
         _shrink(run, seed, entries, result, options, header)
 
 

@@ -33,15 +33,13 @@ however stale its view was:
 
 from __future__ import annotations
 
-import random
 from bisect import bisect_right
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dralab.core.config import build_reactors
 from dralab.core.events import FaultInjected, Record, decode_record
 from dralab.core.reactor import Reactor, decide, expectations
-from dralab.core.scenario_faults import KINDS
+from dralab.core.reactors.runtime_faults import Effect, is_runtime, runtime_effects, swizzle_pauses
 from dralab.core.state import ClusterState, FaultState
 
 if TYPE_CHECKING:
@@ -52,45 +50,7 @@ NEVER = 2**62
 
 def runtime_fault_inputs(inputs: list[Record]) -> bool:
     """Whether any input injects a runtime fault (else the simulator keeps its plain, faster loop)."""
-    return any(_runtime(e.kind) for r in inputs if r.events for e in r.events[:1] if isinstance(e, FaultInjected))
-
-
-def _runtime(kind: str) -> bool:
-    spec = KINDS.get(kind)
-    return bool(spec is not None and spec.who == "runtime")
-
-
-@dataclass
-class Effect:
-    """What the active runtime faults do to one reactor at one instant."""
-
-    blocked: bool = False
-    lag: int = 0  # records
-    delay: int = 0  # ms
-    skew: int = 0  # ms
-    duplicate: bool = False
-
-
-def _active(fault: FaultState, now: int) -> bool:
-    return bool(fault.start_ms <= now and (fault.until_ms < 0 or now < fault.until_ms))
-
-
-def swizzle_pauses(fault: FaultState, seed: int) -> list[tuple[str, int, int]]:
-    """(reactor, paused from, paused until) of a swizzle: paused one every `step` in the listed order,
-    resumed one every `step` in a seeded random order; the fault's end, if any, resumes them all."""
-    names = [str(n) for n in fault.params.get("reactors") or []]
-    step = int(fault.params.get("step") or 0)
-    order = list(names)
-    random.Random(f"dralab-swizzle/{seed}/{fault.fault}").shuffle(order)
-    k = len(names)
-    resume = {name: fault.start_ms + (k + j) * step for j, name in enumerate(order)}
-    out = []
-    for i, name in enumerate(names):
-        start, end = fault.start_ms + i * step, resume[name]
-        if fault.until_ms >= 0:
-            start, end = min(start, fault.until_ms), min(end, fault.until_ms)
-        out.append((name, start, end))
-    return out
+    return any(is_runtime(e.kind) for r in inputs if r.events for e in r.events[:1] if isinstance(e, FaultInjected))
 
 
 class RuntimeFaults:
@@ -119,7 +79,7 @@ class RuntimeFaults:
             self.times.extend([now] * missing)
 
     def _runtime_faults(self) -> list[FaultState]:
-        return [f for f in self.sim.state.faults.values() if _runtime(f.kind)]
+        return [f for f in self.sim.state.faults.values() if is_runtime(f.kind)]
 
     def _swizzle(self, fault: FaultState) -> list[tuple[str, int, int]]:
         pauses = self._swizzles.get(fault.fault)
@@ -128,27 +88,7 @@ class RuntimeFaults:
         return pauses
 
     def effects(self, now: int) -> dict[str, Effect]:
-        out: dict[str, Effect] = {}
-        for fault in self._runtime_faults():
-            if fault.kind == "swizzle":
-                for name, start, end in self._swizzle(fault):
-                    if start <= now < end:
-                        out.setdefault(name, Effect()).blocked = True
-                continue
-            if not _active(fault, now) or fault.kind == "redis-restart":
-                continue
-            e = out.setdefault(fault.target, Effect())
-            if fault.kind in ("reactor-pause", "reactor-kill", "partition"):
-                e.blocked = True
-            elif fault.kind == "stale-view":
-                e.lag = max(e.lag, int(fault.params["lag"]))
-            elif fault.kind == "delay":
-                e.delay = max(e.delay, int(fault.params["delay"]))
-            elif fault.kind == "clock-skew":
-                e.skew += int(fault.params["skew"])
-            elif fault.kind == "duplicate":
-                e.duplicate = True
-        return out
+        return runtime_effects(self._runtime_faults(), now, self._swizzle)
 
     def next_time(self, now: int) -> int:
         """The earliest time after `now` something is due: a reactor's wake (not a blocked one's), a

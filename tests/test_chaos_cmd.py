@@ -165,7 +165,8 @@ def test_a_livelock_is_a_failure_of_its_own(tmp_path: Path, monkeypatch: pytest.
     (["--rate", "0"], "--rate: must be > 0"),
     (["--rate", "-2"], "--rate: must be > 0"),
     (["--jobs", "-1"], "--jobs: must be >= 1"),
-    (["--live"], "--live: chaos against the live system is not implemented yet"),
+    (["--live", "--speed", "0"], "--speed: must be > 0"),
+    (["--live", "--timeout", "-1"], "--timeout: must be > 0"),
 ])
 def test_bad_options_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str],
                             message: str) -> None:

@@ -1,0 +1,151 @@
+"""`dralab chaos --live`: the chaos scenarios on the live system (real local Ray, a private redis-server),
+under random fault schedules that include real process kills (SIGKILL of a reactor's actor, restarted by
+Ray) and a real Redis restart (the run's redis-server SIGKILLed and started again on its AOF), plus the
+pauses (SIGSTOP/SIGCONT), partitions, lagging views, duplicated appends and skewed clocks the actors and
+the driver play (actors/live_faults.py), and the scenario's own cluster, device and cloud faults.
+
+Each seed must finish, keep every invariant while it runs (the driver's monitor) and after (liveness over
+the log, with the scheduler's measured downtime allowed), and its log must verify (every decision
+recomputed on the view it records). The scenarios run at 120x and cut to their first 10 minutes so the
+whole module stays around three minutes; the seeds are the first two whose schedule holds both a kill and
+a Redis restart, so every run has both.
+
+The actor side of the runtime faults (ActorFaults) is unit-tested first, without Ray.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from dralab.actors.live_faults import ActorFaults, hits
+from dralab.chaos_cmd import _Progress
+from dralab.chaos_live import LiveChaosOptions, run_live_seeds
+from dralab.cli import main
+from dralab.core.events import FaultInjected, Record, RunStarted, encode_record
+from dralab.core.reactors.runtime_faults import Effect
+from dralab.core.scenario import Scenario, load_scenario
+from dralab.core.state import ClusterState
+from dralab.replay.chaos import DEFAULT_KINDS, ChaosOptions, chaos_schedule
+from dralab.replay.sim import simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAOS = sorted((ROOT / "scenarios" / "chaos").glob("*.yaml"))
+LIVE_KINDS = (*DEFAULT_KINDS, "redis-restart")
+RATE = 30.0
+CUT_MS = 6 * 60_000
+SPEED = 120.0
+
+
+# -- the actor's side, without Ray ----------------------------------------------------------------------
+
+def _state(*faults: dict[str, object]) -> ClusterState:
+    state = ClusterState()
+    run = RunStarted(scenario="t", seed=0, config={})
+    state.apply(1, Record(id="run", source="scenario", t=0, view=0, events=(run,)))
+    for i, f in enumerate(faults):
+        event = FaultInjected(fault=f"fault/{i}", kind=str(f["kind"]), target=str(f.get("target", "")),
+                              until_ms=int(f.get("until", -1)), params=dict(f.get("params", {})))  # type: ignore[arg-type]
+        state.apply(state.offset + 1, Record(id=f"scenario/fault/{i}", source="scenario", t=int(f.get("at", 0)),
+                                             view=state.offset, events=(event,)))
+    return state
+
+
+def test_a_fault_on_drivers_hits_its_shards_only() -> None:
+    assert hits("drivers", "drivers") and hits("drivers", "drivers-1")
+    assert not hits("drivers", "drivers-x") and not hits("drivers", "driverz-1") and not hits("scheduler", "drivers")
+
+
+def test_the_actor_plays_only_its_own_reactors_faults_and_only_its_kinds() -> None:
+    state = _state({"kind": "partition", "target": "scheduler", "until": 60_000},
+                   {"kind": "reactor-kill", "target": "scheduler"},  # the driver's to play
+                   {"kind": "duplicate", "target": "autoscaler"})
+    faults = ActorFaults(["scheduler"])
+    effects = faults.effects(state, 10_000)
+    assert effects == {"scheduler": Effect(blocked=True)}
+    assert faults.cut_off_ms(state, 10_000) == 50_000  # cluster ms left: a partitioned actor reads nothing
+    assert faults.cut_off_ms(state, 60_000) is None
+    assert faults.back("scheduler", effects["scheduler"]) is False
+    assert faults.back("scheduler", None) is True and faults.back("scheduler", None) is False
+    # a host with another reactor not partitioned keeps reading
+    assert ActorFaults(["scheduler", "cloud"]).cut_off_ms(state, 10_000) is None
+
+
+def test_a_stale_view_freezes_a_copy_then_follows_lag_entries_behind() -> None:
+    state = _state({"kind": "stale-view", "target": "scheduler", "params": {"lag": 3}})
+    faults = ActorFaults(["scheduler"])
+    e = faults.effects(state, 0)["scheduler"]
+    first = faults.view("scheduler", e, state, 0)
+    assert first is not state and first.offset == state.offset == 2
+    for i in range(5):  # five more entries folded by the actor
+        record = Record(id=f"x{i}", source="scenario", t=0, view=state.offset, events=())
+        state.apply(state.offset + 1, record)
+        faults.note(state.offset, encode_record(record), 0)
+    view = faults.view("scheduler", e, state, 0)
+    assert (state.offset, view.offset) == (7, 4)
+    # a delay: only what arrived at least `delay` (cluster ms) ago
+    delayed = ActorFaults(["scheduler"])
+    d = Effect(delay=1000)
+    assert delayed.view("scheduler", d, state, 0).offset == 7  # the copy taken when the fault begins
+    for at in (100, 900):
+        record = Record(id=f"y{at}", source="scenario", t=at, view=state.offset, events=())
+        state.apply(state.offset + 1, record)
+        delayed.note(state.offset, encode_record(record), at)
+    assert [delayed.view("scheduler", d, state, now).offset for now in (1000, 1100, 1899, 1900)] == [7, 8, 8, 9]
+    # the fault over: the lagging copy is dropped, the reactor is back on the actor's view
+    ended = _state({"kind": "delay", "target": "scheduler", "until": 500, "params": {"delay": 1000}})
+    assert set(delayed.effects(ended, 100)) == {"scheduler"} and delayed.lagging
+    assert delayed.effects(ended, 500) == {} and delayed.lagging == {}
+
+
+# -- live ------------------------------------------------------------------------------------------------
+
+def _cut(path: Path) -> Scenario:
+    sc = load_scenario(path)
+    return msgspec.structs.replace(sc, duration_ms=min(sc.duration_ms, CUT_MS))
+
+
+def _seeds(sc: Scenario, n: int = 2) -> list[int]:
+    """The first seeds whose schedule kills a reactor and restarts Redis."""
+    out = [s for s in range(1, 500)
+           if {"reactor-kill", "redis-restart"} <= {f.kind for f in chaos_schedule(sc, s, LIVE_KINDS, RATE)}]
+    return out[:n]
+
+
+@pytest.mark.live
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("path", CHAOS, ids=[p.stem for p in CHAOS])
+def test_chaos_scenario_live_with_kills_and_a_redis_restart(path: Path, tmp_path: Path, ray_session: None) -> None:
+    sc = _cut(path)
+    seeds = _seeds(sc)
+    assert len(seeds) == 2
+    options = ChaosOptions(kinds=LIVE_KINDS, rate=RATE, out_dir=str(tmp_path / "out"))
+    results = run_live_seeds(sc, seeds, options, LiveChaosOptions(speed=SPEED, timeout_s=120, hosts=2),
+                             _Progress(len(seeds), quiet=True))
+    for r in results:
+        assert r.ok, (r.seed, r.failures, r.message, r.files, r.live)
+        assert r.live["completed"]
+        played = r.live["played"]
+        assert played.get("reactor-kill", 0) >= 1 and played.get("redis-restart", 0) >= 1, played
+        assert not r.live["skipped"], r.live["skipped"]
+        assert r.live["bus_outages_s"], "the driver saw no outage of the restarted Redis"
+        assert r.records > 0 and r.sim_ms > 0
+    assert not (tmp_path / "out").exists()  # nothing failed, nothing kept
+
+
+@pytest.mark.live
+@pytest.mark.timeout(180)
+def test_chaos_cli_live_summary_json(tmp_path: Path, ray_session: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """`dralab chaos --live` end to end (the session's Ray is reused): one seed, JSON summary on stdout only."""
+    scenario = ROOT / "scenarios" / "chaos" / "partitioned-scheduler.yaml"
+    assert simulate(load_scenario(scenario), 0).violations == []
+    code = main(["chaos", str(scenario), "--live", "--seeds", "3", "--rate", "30", "--speed", str(SPEED),
+                 "--out", str(tmp_path / "o"), "--summary", "json", "--quiet"])
+    out = capsys.readouterr().out
+    summary = json.loads(out)  # nothing but the summary on stdout (Ray's notices go to stderr)
+    assert code == 0, summary
+    assert summary["mode"] == "live" and summary["speed"] == SPEED and summary["seeds_run"] == 1
+    assert "redis-restart" in summary["kinds"] and summary["cluster_hours"] > 0
