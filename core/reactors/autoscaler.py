@@ -27,8 +27,9 @@ from ..provreq import consumed_request
 from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeGroupState, NodeState, PodState
 from .backoff import Timeouts, backed_off
-from .capacity import POLICIES, FirstFit, SimNode, Simulation, StaticMemo, devices_unpublished
+from .capacity import POLICIES, FirstFit, FitMemo, SimNode, Simulation, StaticMemo, devices_unpublished
 from .dra_plugin import DraPlugin
+from .filters import ShapeMemo
 from .provreq_broker import Broker
 from .scale_down import ScaleDown
 from .virtual_claims import MATERIALIZE, UNRESOLVED
@@ -137,6 +138,8 @@ class Autoscaler:
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
         self._fake: dict[str, list[PodState] | str] = {}  # each ProvisioningRequest's pods, a cache
+        self._shapes = ShapeMemo()  # static_shape per pod, a cache (filters.py)
+        self._fits = FitMemo()  # resource fit on the view's usage across loops, a cache (capacity.py)
         self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
         self._scale_down = ScaleDown(**self.scale_down)
 
@@ -145,7 +148,8 @@ class Autoscaler:
         broker = Broker(view, now, self._fake) if view.provisioning.requests else None
         events: list[AnyEvent] = broker.expire() if broker is not None else []
         ready = partial(node_ready_for, view, self.policy)
-        timed_out = self._timeouts.check(view, now, ready)  # late nodes given up on: their groups back off
+        # late nodes given up on: their groups back off (for `count`, only nodes never Ready can be late)
+        timed_out = self._timeouts.check(view, now, ready, view.never_ready if self.policy == "count" else None)
         events += timed_out
         given_up = {n for e in timed_out if isinstance(e, ScaleUpTimedOut) for n in e.nodes}
         # groups in backoff, and those that fail in this very decision (the view does not show it yet)
@@ -155,7 +159,7 @@ class Autoscaler:
 
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
-                             virtual_claims=self.provisioning_request_claims == MATERIALIZE)
+                             virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes)
             return sim, self._ready_nodes(view, sim, nominated)
 
         def scale_down() -> list[AnyEvent]:
@@ -174,18 +178,20 @@ class Autoscaler:
         if not unschedulable and not provreq_mode and not watch_bookings:
             return Decision(tuple(events + scale_down()), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
-                             virtual_claims=self.provisioning_request_claims == MATERIALIZE)
+                             virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes)
         ready_nodes = self._ready_nodes(view, sim, nominated)
         upcoming = self._upcoming(view, sim, given_up, blocked)
+        self._fits.sync(view, ready_nodes)
+        memo = self._fits
         if broker is not None:
-            unplaced = self._absorb(sim, ready_nodes + upcoming, booked)  # bookings: in the snapshot only
+            unplaced = self._absorb(sim, ready_nodes + upcoming, booked, memo)  # bookings: in the snapshot only
             if unplaced and self.capacity_revoked:
                 events += broker.revoke(unplaced)
         if not unschedulable and not provreq_mode:
             return Decision(tuple(events + scale_down()), wake)
         if provreq_mode:
             assert broker is not None and request is not None
-            handled = broker.handle(request, lambda pods: self._absorb(sim, ready_nodes, pods),
+            handled = broker.handle(request, lambda pods: self._absorb(sim, ready_nodes, pods, memo),
                                     lambda pods: self._atomic_option(view, sim, pods, rng, blocked))
             events.extend(handled.events)
             if handled.scale_up is not None:
@@ -193,7 +199,7 @@ class Autoscaler:
                 events.append(ScaleUpRequested(group=target, delta=nodes, atomic=True,
                                                booking=request.key if self.reserve_bookings else ""))
             return Decision(tuple(events), wake)
-        remaining = self._absorb(sim, upcoming, self._absorb(sim, ready_nodes, unschedulable))
+        remaining = self._absorb(sim, upcoming, self._absorb(sim, ready_nodes, unschedulable, memo), memo)
         if not remaining:
             return Decision(tuple(events + scale_down()), wake)
         gangs = self._gangs(view, remaining) if self.policy == "atomic" else None
@@ -234,7 +240,12 @@ class Autoscaler:
     def _ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Reservation]) -> list[SimNode]:
         """The snapshot's ready nodes, with the pods bound there and those nominated to them (CA
         force-places nominated pods into its snapshot)."""
-        nodes = {name: sim.existing(node, node.used) for name, node in view.nodes.items() if sim.ready(node)}
+        if sim.policy == "count":  # sim.ready and sim.existing, inlined: a loop over every node, every loop
+            if not nominated:
+                return [SimNode(node, node.used, False) for node in view.nodes.values() if node.ready]
+            nodes = {name: SimNode(node, node.used, False) for name, node in view.nodes.items() if node.ready}
+        else:
+            nodes = {name: sim.existing(node, node.used) for name, node in view.nodes.items() if sim.ready(node)}
         for reservation in nominated.values():
             node = nodes.get(reservation.node)
             if node is not None:
@@ -247,9 +258,12 @@ class Autoscaler:
         those of a group in backoff, nor nodes given up on."""
         upcoming: list[SimNode] = []
         live = set(view.node_groups) - blocked
+        plain_ready = sim.policy == "count"
         for node in view.nodes.values():
+            if node.ready if plain_ready else sim.ready(node):  # (sim.ready inlined for `count`: most nodes)
+                continue
             group = view.node_groups.get(node.group)
-            if (not sim.ready(node) and node.group in live and group is not None
+            if (node.group in live and group is not None
                     and node.name not in group.timed_out and node.name not in given_up):
                 upcoming.append(sim.template(group, f"upcoming-{node.name}"))
         for name in sorted(live):
@@ -261,11 +275,12 @@ class Autoscaler:
         return upcoming
 
     @staticmethod
-    def _absorb(sim: Simulation, nodes: list[SimNode], pods: list[PodState]) -> list[PodState]:
+    def _absorb(sim: Simulation, nodes: list[SimNode], pods: list[PodState],
+                memo: FitMemo | None = None) -> list[PodState]:
         """Place each pod on the first node that takes it (FilterOutSchedulable on ready nodes, then the
-        upcoming ones); the pods no node takes."""
+        upcoming ones); the pods no node takes. `memo`: the autoscaler's, synced to the view."""
         remaining = []
-        first_fit = FirstFit(sim, nodes)
+        first_fit = FirstFit(sim, nodes, memo)
         for pod in pods:
             spot = first_fit.find(pod)
             if spot is None:

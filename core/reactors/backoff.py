@@ -16,7 +16,7 @@ not extend it. A group in backoff is skipped by scale-up (the expander picks ano
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..events import AnyEvent, NodeDeleted, ScaleUpTimedOut
@@ -51,9 +51,13 @@ class Timeouts:
     max_node_provision_time_ms: int = 15 * 60_000
     max_node_startup_time_ms: int = 15 * 60_000
 
-    def check(self, view: ClusterState, now: int, ready: Callable[[NodeState], bool]) -> list[AnyEvent]:
+    def check(self, view: ClusterState, now: int, ready: Callable[[NodeState], bool],
+              candidates: Iterable[str] | None = None) -> list[AnyEvent]:
         """The events that give up on late nodes: per group, one `ScaleUpTimedOut` naming them, and a
-        `NodeDeleted` for each VM that never registered. `ready(node)` is the policy's readiness."""
+        `NodeDeleted` for each VM that never registered. `ready(node)` is the policy's readiness.
+        `candidates`: names of the only nodes that can be late, in `view.nodes` order (the caller knows,
+        e.g. `view.never_ready` when readiness is just Ready: a node Ready once and NotReady now is
+        broken, not late); None: every node."""
         late: dict[str, list[str]] = {}
         deleted: list[AnyEvent] = []
         for name, vm in view.provisioning_nodes.items():
@@ -62,7 +66,8 @@ class Timeouts:
             if group is not None and name not in group.timed_out and now >= started + self.max_node_provision_time_ms:
                 late.setdefault(vm.group, []).append(name)
                 deleted.append(NodeDeleted(name=name, reason="unregistered for max-node-provision-time"))
-        for node in view.nodes.values():
+        nodes = view.nodes.values() if candidates is None else [view.nodes[name] for name in candidates]
+        for node in nodes:
             group = view.node_groups.get(node.group)
             if group is None or node.name in group.timed_out or ready(node):
                 continue

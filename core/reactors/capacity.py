@@ -22,6 +22,8 @@ Pure: a scratch copy of usage and device allocations per simulation, nothing wri
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from ..dra.allocated import AllocatedState
@@ -33,8 +35,9 @@ from ..dra.pools import SliceIndex
 from ..scenario_dra import render_slice_templates, slice_names
 from ..state import ClusterState, NodeGroupState, NodeState, PodState
 from .dra_plugin import DraPlugin, PodClaims, dra_node
+from .filters import ShapeMemo
 from .fragmentation import claim_demand
-from .scheduler import FILTERS, fits_resources, node_ready, static_shape
+from .scheduler import FILTERS, fits_resources, node_ready
 from .virtual_claims import materialize
 
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
@@ -59,6 +62,8 @@ def devices_unpublished(view: ClusterState, node: NodeState) -> bool:
     return any(name not in view.dra.slices for name in slice_names(group.resource_slices, node.name))
 
 
+_NODE, _NAME, _MANIFEST = attrgetter("node"), attrgetter("name"), attrgetter("manifest")  # (FitMemo.sync)
+_NO_CLAIMS = PodClaims().shape()  # the claims shape of a pod with no claims (most pods): made once
 _NO_SLICES: list[Slice] = []  # shared by the existing nodes (only template nodes have slices of their own)
 
 
@@ -81,7 +86,8 @@ class Simulation:
     """One autoscaler loop's forked snapshot."""
 
     def __init__(self, view: ClusterState, policy: str, dra: DraPlugin, templates: dict[tuple[str, str], list[Slice]],
-                 statics: StaticMemo | None = None, *, virtual_claims: bool = True):
+                 statics: StaticMemo | None = None, *, virtual_claims: bool = True,
+                 shapes: ShapeMemo | None = None):
         self.view = view
         self.virtual_claims = virtual_claims  # claims of virtual pods made in memory (virtual_claims.py)
         self.policy = policy
@@ -99,6 +105,7 @@ class Simulation:
         self._pod_fit: dict[str, tuple[dict[str, bool], dict[str, tuple[dict[str, Any], bool]],
                                        list[tuple[str, int]]]] = {}
         self._shapes: dict[str, tuple[object, ...]] = {}  # pod key -> shape(pod)
+        self._static_shape = ShapeMemo() if shapes is None else shapes  # static_shape, kept across loops or not
 
     # ------------------------------------------------------------------ nodes
 
@@ -148,18 +155,46 @@ class Simulation:
         hit = self._shapes.get(pod.key)
         if hit is None:
             claims = self.claims(pod)
-            hit = self._shapes[pod.key] = (static_shape(pod), tuple(sorted(pod.requests.items())), claims.shape(),
-                                           claims.missing, claims.waiting)
+            hit = self._shapes[pod.key] = (self._static_shape(pod), tuple(sorted(pod.requests.items())),
+                                           claims.shape() if claims.any else _NO_CLAIMS, claims.missing,
+                                           claims.waiting)
         return hit
 
     def _fit_of(self, pod: PodState) -> tuple[dict[str, bool], dict[str, tuple[dict[str, Any], bool]],
                                              list[tuple[str, int]]]:
         fit = self._pod_fit.get(pod.key)
         if fit is None:
-            shape = static_shape(pod)
+            shape = self._static_shape(pod)
             fit = self._pod_fit[pod.key] = (self._static.setdefault(shape, {}), self._statics.setdefault(shape, {}),
                                             sorted(pod.requests.items()))
         return fit
+
+    def eligible(self, pod: PodState, nodes: list[SimNode]) -> list[SimNode]:
+        """The nodes passing the pod's static filters, in order: `static_ok` for each, its memo lookups
+        inlined (a loop makes such a list per pod shape over every ready node)."""
+        static, kept, _ = self._fit_of(pod)
+        out = []
+        for sim in nodes:
+            node = sim.node
+            ok = static.get(node.name)
+            if ok is None:
+                hit = kept.get(node.name)
+                if hit is not None and hit[0] is node.manifest:
+                    ok = static[node.name] = hit[1]
+                else:
+                    ok = self.static_ok(pod, sim)
+            if ok:
+                out.append(sim)
+        return out
+
+    def plain(self, pod: PodState) -> tuple[tuple[str, int], ...] | None:
+        """The pod's requests in NodeResourcesFit's order if `fits` asks nothing more of a node that passes
+        its static filters (no claims to allocate, none missing or waiting: `fits` answers {} or None
+        on the resources alone), else None."""
+        claims = self.claims(pod)
+        if claims.missing or claims.waiting or claims.to_allocate:
+            return None
+        return tuple(self._fit_of(pod)[2])
 
     def static_ok(self, pod: PodState, sim: SimNode) -> bool:
         """Whether the node passes the pod's static filters (selector, taints): memoised per shape, per
@@ -186,13 +221,8 @@ class Simulation:
             ok = self.static_ok(pod, sim)
         if not ok:
             return None
-        # fits_resources, inlined (called for every node a pod is tried on): the same checks, same order
-        alloc = node.allocatable
-        if used.get("pods", 0) + 1 > alloc.get("pods", 110):
+        if not resources_fit(checks, used, node.allocatable):
             return None
-        for resource, amount in checks:
-            if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
-                return None
         claims = self.claims(pod)
         if claims.missing or claims.waiting:
             return None
@@ -234,32 +264,150 @@ class Simulation:
                    for d in slc.devices if d.id in self.allocated.devices)
 
 
+def resources_fit(checks: Sequence[tuple[str, int]], used: dict[str, int], alloc: dict[str, int]) -> bool:
+    """fits_resources (NodeResourcesFit) without its reason: a pod slot, then each request in `checks`
+    (the pod's requests sorted, the filter's order)."""
+    if used.get("pods", 0) + 1 > alloc.get("pods", 110):
+        return False
+    for resource, amount in checks:  # noqa: SIM110 - a loop, not all() over a generator: it runs per node
+        if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
+            return False
+    return True
+
+
+class FitMemo:
+    """Whether pods asking for given requests fit each node at the view's usage (NodeResourcesFit
+    only), and which of the loop's ready nodes pass each static shape's filters, kept by the autoscaler
+    across its loops.
+
+    Why: every loop (10 s) first-fits the same unschedulable pods over the same ready nodes, most of
+    which no pod was bound to or left since the last loop; a pod that fits nowhere walks every node of
+    its shape each time. The fold's journal (`ClusterState.usage_changes`) names the nodes whose usage
+    changed (or that were created or deleted) since the last loop: only their answers are dropped. A
+    node's answer depends on its allocatable (fixed for a node; a node made again is in the journal)
+    and its usage, nothing else. Answers are only read and written for a simulated node whose usage is
+    the view's own dict (nothing placed on it in the loop). Another view (another journal) drops all:
+    a cache only, it never changes an answer.
+
+    The static filters' answer on a node depends on its name and manifest only (`Simulation.static_ok`),
+    so while the loop's ready nodes are the same names with the same manifests (the fold replaces a
+    manifest, never changes it) as in the last loop, each static shape's list of passing nodes is the
+    same too: kept as positions in that list (`eligible`).
+    """
+
+    def __init__(self) -> None:
+        self._journal: list[str] | None = None
+        self._pos = 0
+        self._fit: dict[tuple[tuple[str, int], ...], dict[str, bool]] = {}
+        self.nodes: list[SimNode] | None = None  # this loop's ready nodes (see `sync`)
+        self._sig: tuple[list[str], list[dict[str, Any]]] = ([], [])
+        self._eligible: dict[str, list[int]] = {}  # static shape -> positions in `nodes` that pass
+
+    def sync(self, view: ClusterState, nodes: list[SimNode]) -> None:
+        """Drop what the records applied since the last loop may have changed; `nodes`: the loop's ready
+        nodes, the list whose static answers are kept."""
+        states = list(map(_NODE, nodes))
+        sig = (list(map(_NAME, states)), list(map(_MANIFEST, states)))
+        if sig != self._sig:
+            self._sig = sig
+            self._eligible.clear()
+        self.nodes = nodes
+        journal = view.usage_changes
+        if journal is not self._journal or len(journal) < self._pos or len(self._fit) > 256:
+            self._fit.clear()
+            self._journal = journal
+        elif len(journal) > self._pos:
+            changed = set(journal[self._pos:])
+            for answers in self._fit.values():
+                for name in changed:
+                    answers.pop(name, None)
+        self._pos = len(journal)
+
+    def eligible(self, sim: Simulation, pod: PodState, shape: str, nodes: list[SimNode]) -> list[SimNode]:
+        """`sim.eligible(pod, nodes)`, from the last loops' answer when `nodes` is this loop's list."""
+        if nodes is not self.nodes:
+            return sim.eligible(pod, nodes)
+        kept = self._eligible.get(shape)
+        if kept is None:
+            out = sim.eligible(pod, nodes)
+            if len(self._eligible) > 1024:
+                self._eligible.clear()
+            positions: list[int] = []  # `out` keeps the order of `nodes`: their positions in one walk
+            j = 0
+            for i, n in enumerate(nodes):
+                if j < len(out) and out[j] is n:
+                    positions.append(i)
+                    j += 1
+            self._eligible[shape] = positions
+            return out
+        return [nodes[i] for i in kept]
+
+    def answers(self, checks: tuple[tuple[str, int], ...]) -> dict[str, bool]:
+        """node name -> whether requests `checks` fit its usage in the view (filled in by the caller)."""
+        known = self._fit.get(checks)
+        if known is None:
+            known = self._fit[checks] = {}
+        return known
+
+
 class FirstFit:
     """First fit over nodes that only fill up during a pass: a pod shape that did not fit node i will
     not fit it later in the pass, so each shape resumes where the last pod of its shape stopped
     (cluster-autoscaler's estimator and FilterOutSchedulable group equivalent pods the same way). Call
     `reset` after taking placements back."""
 
-    def __init__(self, sim: Simulation, nodes: list[SimNode]) -> None:
+    def __init__(self, sim: Simulation, nodes: list[SimNode], memo: FitMemo | None = None) -> None:
         self.sim = sim
         self.nodes = nodes
+        self.memo = memo  # resource-fit answers on the view's usage, across loops (see FitMemo)
         self._start: dict[tuple[object, ...], int] = {}
         # static shape -> the nodes passing its static filters, in order: a pod never fits the others, so
         # a pass walks only these (GPU pods skip the CPU nodes once per loop, not once per shape)
         # (binpacking appends template nodes as it goes: a list made for fewer nodes is extended with the
         # new ones, in order, so a scale-up of n nodes costs n static checks per shape, not n^2 / 2)
         self._eligible: dict[object, tuple[int, list[SimNode]]] = {}
+        # shape -> its requests and the memo's answers for them if `fits` asks nothing more of a node
+        # passing the static filters (Simulation.plain: a function of the shape), else None
+        self._plain: dict[tuple[object, ...], tuple[tuple[tuple[str, int], ...], dict[str, bool]] | None] = {}
 
     def find(self, pod: PodState) -> tuple[SimNode, dict[str, dict[str, Any]]] | None:
         key = self.sim.shape(pod)
         seen = self._eligible.get(key[0])
         if seen is None or seen[0] > len(self.nodes):
-            seen = self._eligible[key[0]] = (len(self.nodes), [n for n in self.nodes if self.sim.static_ok(pod, n)])
+            passing = (self.sim.eligible(pod, self.nodes) if self.memo is None
+                       else self.memo.eligible(self.sim, pod, str(key[0]), self.nodes))
+            seen = self._eligible[key[0]] = (len(self.nodes), passing)
         elif seen[0] < len(self.nodes):  # nodes appended since: only they are checked
-            seen[1].extend(n for n in self.nodes[seen[0]:] if self.sim.static_ok(pod, n))
+            seen[1].extend(self.sim.eligible(pod, self.nodes[seen[0]:]))
             seen = self._eligible[key[0]] = (len(self.nodes), seen[1])
         nodes = seen[1]
         i = self._start.get(key, 0)
+        if i >= len(nodes):
+            return None  # the shape found no room on these nodes earlier in the pass (most pods of a loop)
+        if self.memo is None:
+            plain = None
+        elif key in self._plain:
+            plain = self._plain[key]
+        else:
+            checks = self.sim.plain(pod)
+            plain = self._plain[key] = None if checks is None else (checks, self.memo.answers(checks))
+        if plain is not None:  # `fits` on the resources alone: the memo's answers where usage is the view's
+            checks, known = plain
+            while i < len(nodes):
+                sim_node = nodes[i]
+                node = sim_node.node
+                if sim_node.used is node.used:  # nothing placed there in this loop
+                    ok = known.get(node.name)
+                    if ok is None:
+                        ok = known[node.name] = resources_fit(checks, node.used, node.allocatable)
+                else:
+                    ok = resources_fit(checks, sim_node.used, node.allocatable)
+                if ok:
+                    self._start[key] = i
+                    return sim_node, {}
+                i += 1
+            self._start[key] = i
+            return None
         while i < len(nodes):
             allocations = self.sim.fits(pod, nodes[i])
             if allocations is not None:

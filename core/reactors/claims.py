@@ -77,10 +77,13 @@ class ClaimController:
 
     def _create_claims(self, view: ClusterState, pod: PodState, rng: random.Random) -> list[AnyEvent]:
         out: list[AnyEvent] = []
+        entries = pod.manifest.get("spec", {}).get("resourceClaims")
+        if not entries:
+            return out  # most pods: no claims (every pending pod is looked at in every decision)
         have = view.dra.pod_claims.get(pod.key, {})
         namespace = pod.key.split("/")[1]
         pod_name = pod.key.split("/", 2)[2]
-        for entry in pod.manifest.get("spec", {}).get("resourceClaims") or []:
+        for entry in entries:
             template_name = entry.get("resourceClaimTemplateName")
             if not template_name or entry.get("name") in have:
                 continue

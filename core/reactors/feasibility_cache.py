@@ -33,14 +33,39 @@ BLOCK = 32
 Score = Callable[[NodeState, dict[str, int]], float]
 
 
+class Layout:
+    """What a static list says whatever the pod's requests: the nodes' names in order, their positions,
+    and the static failures counted. Pods with the same placement constraints but other requests have
+    ShapeIndexes of their own over the very same static list, so this is made once per static list and
+    shared by them, not made again by each one's rebuild. Each new list gets new objects (the old ones,
+    which other indexes may still hold, are never changed)."""
+
+    __slots__ = ("static", "names", "pos", "static_fails")
+
+    def __init__(self) -> None:
+        self.static: list[tuple[str, str | None]] | None = None
+        self.names: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.static_fails: Counter[str] = Counter()
+
+    def of(self, static: list[tuple[str, str | None]]) -> Layout:
+        if static is not self.static:
+            self.names = [name for name, _ in static]
+            self.pos = {name: i for i, name in enumerate(self.names)}
+            self.static_fails = Counter(failure for _, failure in static if failure is not None)
+            self.static = static
+        return self
+
+
 class ShapeIndex:
     """One pod shape's answers on every node (see the module docstring)."""
 
-    __slots__ = ("_checks", "_insufficient", "_score", "_fit", "_why", "_journal", "_journal_pos", "_cycle",
-                 "_cycle_pos", "_overlaid", "_static", "_names", "_pos", "_scores", "_count", "_best", "_reason",
-                 "_fails", "_static_fails")
+    __slots__ = ("_checks", "_insufficient", "_score", "_layout", "_fit", "_why", "_journal", "_journal_pos",
+                 "_cycle", "_cycle_pos", "_overlaid", "_static", "_names", "_pos", "_scores", "_count", "_best",
+                 "_reason", "_fails", "_static_fails")
 
-    def __init__(self, requests: dict[str, int], score: Score) -> None:
+    def __init__(self, requests: dict[str, int], score: Score, layout: Layout | None = None) -> None:
+        self._layout = Layout() if layout is None else layout  # shared by the indexes of one static shape
         self._checks = sorted(requests.items())  # NodeResourcesFit's order (fits_resources)
         self._insufficient = {r: f"Insufficient {r}" for r, _ in self._checks}
         self._score = score
@@ -114,8 +139,11 @@ class ShapeIndex:
                 self._overlaid.add(name)
                 fit[name] = self._eval(node, mine)
         if static is not self._static and static != self._static:
-            self._rebuild(view, static, own)
-            return
+            old = self._static
+            if old is None or len(static) <= len(old) or static[:len(old)] != old:
+                self._rebuild(view, static, own)
+                return
+            self._extend(view, static, own)  # nodes added at the end (most new lists): the rest as it was
         self._static = static
         pos, why = self._pos, self._why
         for name in dirty:
@@ -141,13 +169,45 @@ class ShapeIndex:
         self._static = static
         self._reason = reason
         self._fails = dict(Counter(r for r in reason if r is not None))
-        self._static_fails = Counter(failure for _, failure in static if failure is not None)
-        self._names = [name for name, _ in static]
-        self._pos = {name: i for i, name in enumerate(self._names)}
+        layout = self._layout.of(static)
+        self._static_fails, self._names, self._pos = layout.static_fails, layout.names, layout.pos
         self._scores = scores
         self._count = []
         self._best = []
         for lo in range(0, len(scores), BLOCK):
+            block = scores[lo:lo + BLOCK]
+            self._count.append(len(block) - block.count(NEG))
+            self._best.append(max(block))
+
+    def _extend(self, view: ClusterState, static: list[tuple[str, str | None]],
+                own: dict[str, dict[str, int]]) -> None:
+        """`_rebuild` for a static list that is the current one with nodes appended (nodes created): the
+        positions, scores and reasons of the current ones stay, the new ones are added, and the blocks
+        from the first one they touch are made again. The caller then updates the nodes whose usage
+        changed, as without a new list."""
+        assert self._static is not None
+        start = len(self._static)
+        fit, nodes, why = self._fit, view.nodes, self._why
+        scores, reason, fails = self._scores, self._reason, self._fails
+        for name, failure in static[start:]:
+            if failure is None and name not in fit:
+                node = nodes[name]
+                mine = own.get(name)
+                if mine is not None:
+                    self._overlaid.add(name)
+                fit[name] = self._eval(node, node.used if mine is None else mine)
+            score = NEG if failure is not None else fit[name]
+            why_not = why[name] if score == NEG and failure is None else None
+            scores.append(score)
+            reason.append(why_not)
+            if why_not is not None:
+                fails[why_not] = fails.get(why_not, 0) + 1
+        layout = self._layout.of(static)
+        self._static_fails, self._names, self._pos = layout.static_fails, layout.names, layout.pos
+        first = start // BLOCK
+        del self._count[first:]
+        del self._best[first:]
+        for lo in range(first * BLOCK, len(scores), BLOCK):
             block = scores[lo:lo + BLOCK]
             self._count.append(len(block) - block.count(NEG))
             self._best.append(max(block))
@@ -235,11 +295,17 @@ class FeasibilityCache:
 
     def __init__(self) -> None:
         self._shapes: dict[tuple[object, ...], ShapeIndex] = {}
+        self._layouts: dict[object, Layout] = {}  # static shape (key[0]) -> its indexes' shared Layout
 
     def index(self, key: tuple[object, ...], requests: dict[str, int], score: Score) -> ShapeIndex:
+        """`key`: (static shape, requests in order)."""
         hit = self._shapes.get(key)
         if hit is None:
             if len(self._shapes) > 256:
                 self._shapes.clear()
-            hit = self._shapes[key] = ShapeIndex(requests, score)
+                self._layouts.clear()
+            layout = self._layouts.get(key[0])
+            if layout is None:
+                layout = self._layouts[key[0]] = Layout()
+            hit = self._shapes[key] = ShapeIndex(requests, score, layout)
         return hit

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ..nodeselector import node_selector_matches
 from ..provreq import BOOKING_TAINT, booking_value, consumed_request
-from ..state import NodeState, PodState
+from ..state import ClusterState, NodeState, PodState
 from .dra_plugin import DRA_FAILURE
 
 Filter = Callable[[PodState, NodeState, dict[str, int]], str | None]
+
+
+class NodeUsage(Protocol):
+    """Each node's usage by name (a plain dict, or the scheduler's decision overlay `Used`)."""
+
+    def __getitem__(self, name: str, /) -> dict[str, int]: ...
 
 
 def node_ready(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
@@ -96,6 +102,44 @@ def static_shape(pod: PodState) -> str:
     spec = pod.manifest.get("spec", {})
     return repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity"), pod.tolerations,
                  consumed_request(pod.manifest)))
+
+
+def fragmented(view: ClusterState, pod: PodState, used: NodeUsage) -> bool:
+    """Enough free extended resource in total over Ready nodes, but no node has enough (`used`: the
+    decision's usage, bindings made earlier in it included): refines a `capacity` pending cause."""
+    wanted = {r: a for r, a in pod.requests.items() if "/" in r and a > 0}
+    if not wanted:
+        return False
+    ready = [n for n in view.nodes.values() if n.ready]
+    for resource, amount in wanted.items():
+        free = [n.allocatable.get(resource, 0) - used[n.name].get(resource, 0) for n in ready]
+        if sum(free) >= amount and max(free, default=0) < amount:
+            return True
+    return False
+
+
+class ShapeMemo:
+    """`static_shape` per pod across decisions, a cache a reactor holds.
+
+    Why: the scheduler and the autoscaler need every pending pod's shape in every decision, and it is a
+    repr of the pod's placement constraints. It depends on the pod's manifest alone, which the fold
+    replaces (PodUngated), never changes in place: an answer is kept with the manifest it came from
+    and used only while the pod still has that very manifest."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[dict[str, Any], str]] = {}
+
+    def __call__(self, pod: PodState) -> str:
+        hit = self._memo.get(pod.key)
+        if hit is not None and hit[0] is pod.manifest:
+            return hit[1]
+        shape = static_shape(pod)
+        if len(self._memo) > 65_536:
+            self._memo.clear()
+        self._memo[pod.key] = (pod.manifest, shape)
+        return shape
 
 
 def unschedulable_message(total: int, reasons: Counter[str]) -> str:

@@ -74,11 +74,15 @@ class ScaleDown:
             return removal[0]
 
         draining = 0
-        for node in list(view.nodes.values()):
+        for node in view.nodes.values():  # (events are only returned: the view does not change meanwhile)
             spec = node.manifest.get("spec")
             if not spec or not spec.get("taints"):
                 continue  # most nodes: no taints at all (read without the property: this runs every loop)
-            taint = next((t for t in node.taints if t.get("key") == TAINT_KEY), None)
+            taint = None
+            for t in spec["taints"]:  # node.taints, without the property and a generator (GPU nodes' taint)
+                if t.get("key") == TAINT_KEY:
+                    taint = t
+                    break
             if taint is None:
                 continue
             leaving.add(node.name)
@@ -101,14 +105,17 @@ class ScaleDown:
         sizes = {g: sum(1 for n in members if n in view.nodes and n not in leaving)
                  for g, members in view.nodes_by_group.items()}
         tainted = simulated = 0
+        since = now - self.unneeded_time_ms  # now < t + unneeded_time, for integers: t > since
         for node in view.nodes.values():
+            # the cheap checks first, the one that excludes most nodes (in use lately) at the head: every
+            # one of them only excludes, so their order changes nothing
+            if node.busy_t > since or node.ready_t > since or tainted >= MAX_PARALLELISM:
+                continue
             group = view.node_groups.get(node.group)
-            if group is None or sizes.get(node.group, 0) <= group.min or tainted >= MAX_PARALLELISM:
+            if group is None or sizes.get(node.group, 0) <= group.min:
                 continue
-            if node.name in leaving or not ready(node):
+            if node.name in leaving or not ready(node) or node.name in occupied:
                 continue
-            if node.name in occupied or now < max(node.ready_t, node.busy_t) + self.unneeded_time_ms:
-                continue  # (the cheap checks first: every one of them only excludes)
             if node.pods:  # the drain's cheap exclusions before the utilization
                 if snapshot is None or draining >= MAX_DRAIN_PARALLELISM or simulated >= NON_EMPTY_CANDIDATES:
                     continue

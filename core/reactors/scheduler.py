@@ -36,8 +36,9 @@ from ..workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 from .dra_plugin import DRA_FAILURE, DraPlugin, Held, PodClaims
 from .feasibility_cache import FeasibilityCache
 from .filters import FILTERS as FILTERS
-from .filters import STATIC_FILTERS, num_feasible_nodes_to_find
+from .filters import STATIC_FILTERS, ShapeMemo, num_feasible_nodes_to_find
 from .filters import fits_resources as fits_resources
+from .filters import fragmented as fragmented
 from .filters import node_ready as node_ready
 from .filters import pending_cause as pending_cause
 from .filters import static_shape as static_shape
@@ -47,7 +48,10 @@ from .fragmentation import FreeDevices, dra_fragmentation, fragmentation_score, 
 from .gang import NOT_READY, GangCycle, Placed
 from .queue import due
 
-_MANIFEST_READY = attrgetter("manifest", "ready")  # what a node's static filter answers depend on, its name aside
+# what a node's static filter answers depend on, its name aside (read as two lists, not a tuple per node:
+# lists of the very same objects compare at C speed, by identity)
+_MANIFEST = attrgetter("manifest")
+_READY = attrgetter("ready")
 
 SCHEDULING_GATED = "SchedulingGated"  # v1.PodReasonSchedulingGated
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
@@ -66,20 +70,6 @@ SCORERS: dict[str, Callable[[PodState, NodeState, dict[str, int]], float]] = {
     "least-allocated": lambda pod, node, used: 1.0 - _utilisation(pod, node, used),
 }
 SCORE_POLICIES = (*SCORERS, "fragmentation")  # fragmentation.py: needs the decision's device counts
-
-
-def fragmented(view: ClusterState, pod: PodState, used: Used | dict[str, dict[str, int]]) -> bool:
-    """Enough free extended resource in total over Ready nodes, but no node has enough (`used`: the
-    decision's usage, bindings made earlier in it included)."""
-    wanted = {r: a for r, a in pod.requests.items() if "/" in r and a > 0}
-    if not wanted:
-        return False
-    ready = [n for n in view.nodes.values() if n.ready]
-    for resource, amount in wanted.items():
-        free = [n.allocatable.get(resource, 0) - used[n.name].get(resource, 0) for n in ready]
-        if sum(free) >= amount and max(free, default=0) < amount:
-            return True
-    return False
 
 
 @dataclass
@@ -103,11 +93,12 @@ class Scheduler:
         self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see fragmentation.py)
         # static shape -> node -> (manifest, ready, static filter answer): a cache (see _static)
         self._static_memo: dict[str, dict[str, tuple[dict[str, Any], bool, str | None]]] = {}
+        self._shapes = ShapeMemo()  # static_shape per pod, a cache (filters.py)
         self._feasibility = FeasibilityCache()  # per pod shape: each node's fit and score (feasibility_cache.py)
         # The static lists kept across decisions (see _static_nodes): each shape's list with the node
         # generation it was made in; the nodes as last seen, and their generation.
         self._static_lists: dict[str, tuple[int, list[tuple[str, str | None]]]] = {}
-        self._node_sig: tuple[list[str], list[tuple[dict[str, Any], bool]]] = ([], [])
+        self._node_sig: tuple[list[str], list[dict[str, Any]], list[bool]] = ([], [], [])
         self._generation = 0
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
@@ -153,6 +144,18 @@ class Scheduler:
         if claims.waiting:
             return  # the claim controller has not created the pod's claims yet, or a waiting gang holds one
         allocator = self._dra.allocator(view, cycle.allocated) if claims.to_allocate else None
+        # A pod with no claims, of a shape that already failed in this decision with no binding since:
+        # the same failure (schedule_one's answer depends on the shape, the requests and the decision's
+        # usage only; its one side effect, the rotating start, is replayed). Most failed attempts.
+        again = (self._shapes(pod), tuple(pod.requests.items()), len(cycle.changed)) \
+            if not claims.any and self.score != "fragmentation" else None
+        failed = cycle.failed.get(again) if again is not None else None
+        if failed is not None:
+            n, message, cause, detail = failed
+            if n:
+                cycle.cursor[0] = cycle.cursor[0] % n + n
+            cycle.pending(pod, "Unschedulable", message, cause, detail)
+            return
         node_name, reasons, allocations, dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
         if node_name is not None:
             if gang is None:
@@ -171,6 +174,8 @@ class Scheduler:
                     cause, detail = "fragmentation", split
         elif cause == "capacity" and fragmented(view, pod, cycle.used):
             cause = "fragmentation"
+        if again is not None:
+            cycle.failed[again] = (len(cycle.static[again[0]]), message, cause, detail)
         cycle.pending(pod, "Unschedulable", message, cause, detail)
 
     def schedule_one(
@@ -193,7 +198,7 @@ class Scheduler:
         """
         view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
-        shape = static_shape(pod)
+        shape = self._shapes(pod)
         nodes = self._static_nodes(cycle, pod, shape)
         score = self._scorer(cycle, pod)
         # Like upstream, stop once enough feasible nodes are found, starting where the last search
@@ -349,7 +354,8 @@ class Scheduler:
         if nodes is not None:
             return nodes
         if cycle.generation < 0:
-            sig = (list(cycle.view.nodes), list(map(_MANIFEST_READY, cycle.view.nodes.values())))
+            current = cycle.view.nodes
+            sig = (list(current), list(map(_MANIFEST, current.values())), list(map(_READY, current.values())))
             if sig != self._node_sig:
                 self._node_sig = sig
                 self._generation += 1
@@ -448,6 +454,9 @@ class Cycle:
         self._histogram: dict[int, float] | None = None
         self.events: list[AnyEvent] = []
         self.changed: list[str] = []  # nodes whose usage the decision changed, in order (feasibility_cache.py)
+        # (static shape, requests, len(changed)) -> (static list's length, message, cause, detail) of a
+        # claim-free pod that failed: the answer for its likes until the next binding (Scheduler._schedule)
+        self.failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, str, str, str]] = {}
         for reservation in held or ():
             self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
             self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())
