@@ -7,7 +7,6 @@ append after a crash is recognised as a duplicate.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from .config import run_config
@@ -108,12 +107,23 @@ def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
     return events
 
 
+def tree_copy(value: Any) -> Any:
+    """A copy of a manifest (the dicts, lists and scalars YAML and msgpack give): each replica of an
+    arrival owns its pod. `copy.deepcopy` does the same with a memo and dispatch a manifest never needs
+    (it was 5% of a chaos run's time)."""
+    if isinstance(value, dict):
+        return {k: tree_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [tree_copy(v) for v in value]
+    return value
+
+
 def arrival_records(scenario: Scenario) -> list[Record]:
     records = []
     for n, arrival in enumerate(scenario.workload):
         pods: list[AnyEvent] = []
         for i in range(arrival.count):
-            pod: dict[str, Any] = copy.deepcopy(arrival.pod)
+            pod: dict[str, Any] = tree_copy(arrival.pod)
             meta = pod["metadata"]
             meta["name"] = replica_name(meta["name"], arrival.count, i)
             pods.append(PodCreated(pod=pod, run_for_ms=-1 if arrival.run_for_ms is None else arrival.run_for_ms))

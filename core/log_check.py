@@ -126,10 +126,15 @@ def check_records(records: Iterable[tuple[int, Record]], *, only: Sequence[str] 
 
 
 def _liveness(result: CheckResult, liveness: Liveness, state: ClusterState, *, final: bool) -> None:
-    for pod, offset, t in liveness.observe(state, final=final):
-        result.add(Finding("liveness", state.offset, state.t,
-                           f"pod {pod} could be scheduled since offset {offset} (t={t / 1000:g}s) and is still "
-                           f"pending {(state.t - t) / 1000:g}s later (bound {liveness.bound_ms / 1000:g}s)"))
+    for finding in _liveness_findings(liveness, state, final=final):
+        result.add(finding)
+
+
+def _liveness_findings(liveness: Liveness, state: ClusterState, *, final: bool) -> list[Finding]:
+    return [Finding("liveness", state.offset, state.t,
+                    f"pod {pod} could be scheduled since offset {offset} (t={t / 1000:g}s) and is still "
+                    f"pending {(state.t - t) / 1000:g}s later (bound {liveness.bound_ms / 1000:g}s)")
+            for pod, offset, t in liveness.observe(state, final=final)]
 
 
 def _scheduler(record: Record) -> Scheduler:
@@ -149,14 +154,17 @@ class RunChecks:
     """Every invariant that can be checked as a run appends, for the simulator and the live driver: the
     state invariants (`InvariantMonitor`, incremental) and the record-level ones (`RecordChecks`: no entry
     lost or applied twice, claims allocated once, pending pods with a reason). Liveness needs samples of
-    cluster time and stays with `check_records` / `dralab check`. Use: `before` each record is applied,
-    `after` it; `violations` lists each distinct violation once, in the order they were first seen."""
+    cluster time and stays with `check_records` / `dralab check`, unless `liveness_bound_ms` is given:
+    then it is checked here too, on the same samples (`dralab chaos` saves a second fold of the log
+    that way). Use: `before` each record is applied, `after` it, `finish` after the last; `violations`
+    lists each distinct violation once, in the order they were first seen."""
 
-    def __init__(self) -> None:
+    def __init__(self, liveness_bound_ms: int | None = None) -> None:
         self.monitor = InvariantMonitor()
         self.records = RecordChecks()
         self._found: list[Violation] = []
         self._seen = 0
+        self.liveness = Liveness(liveness_bound_ms) if liveness_bound_ms is not None else None
 
     def before(self, offset: int, record: Record, state: ClusterState) -> None:
         self._found += [Violation(f.invariant, f.offset, f.message) for f in self.records.before(offset, record, state)]
@@ -167,6 +175,20 @@ class RunChecks:
             self._found += self.monitor.violations[self._seen:]
             self._seen = len(self.monitor)
         self._found += [Violation(f.invariant, f.offset, f.message) for f in self.records.after(offset, record, state)]
+        if self.liveness is not None:
+            if offset == 1:
+                self.liveness.scheduler = _scheduler(record)
+            self._live(state, final=False)
+
+    def finish(self, state: ClusterState) -> None:
+        """The end of the log: liveness's last sample (pods still pending past the bound)."""
+        if self.liveness is not None and state.offset:
+            self._live(state, final=True)
+
+    def _live(self, state: ClusterState, *, final: bool) -> None:
+        assert self.liveness is not None
+        self._found += [Violation(f.invariant, f.offset, f.message)
+                        for f in _liveness_findings(self.liveness, state, final=final)]
 
     @property
     def violations(self) -> list[Violation]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from .events import AnyEvent, Record
 from .state import ClusterState
@@ -37,10 +37,45 @@ class Reactor(Protocol):
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision: ...
 
 
+class _SeededOnUse(random.Random):
+    """A `random.Random` seeded with `material` at its first draw, not when made: every decision gets
+    one, few draw from it (hashing and seeding were ~4% of a simulation). Every draw of `Random`'s
+    methods goes through `random()` or `getrandbits()`, both overridden, so the stream is exactly that of
+    `random.Random(material)`."""
+
+    def __init__(self, material: str) -> None:  # noqa: D107 - no super().__init__: that would seed now
+        self._material: str | None = material
+        self.gauss_next = None
+
+    def _seed_now(self) -> None:
+        material, self._material = self._material, None
+        assert material is not None
+        digest = hashlib.blake2b(material.encode(), digest_size=8).digest()
+        super().seed(int.from_bytes(digest, "big"))
+
+    def random(self) -> float:
+        if self._material is not None:
+            self._seed_now()
+        return super().random()
+
+    def getrandbits(self, k: int, /) -> int:
+        if self._material is not None:
+            self._seed_now()
+        return super().getrandbits(k)
+
+    def getstate(self) -> Any:
+        if self._material is not None:
+            self._seed_now()
+        return super().getstate()
+
+    def seed(self, *args: object, **kwargs: object) -> None:
+        self._material = None
+        super().seed(*args, **kwargs)  # type: ignore[arg-type]
+
+
 def decision_rng(seed: int, reactor: str, view_offset: int, now: int) -> random.Random:
     """The random source of one decision: a function of its inputs only, so replay can recreate it."""
-    digest = hashlib.blake2b(f"{seed}/{reactor}/{view_offset}/{now}".encode(), digest_size=8).digest()
-    return random.Random(int.from_bytes(digest, "big"))
+    return _SeededOnUse(f"{seed}/{reactor}/{view_offset}/{now}")
 
 
 def decision_id(reactor: str, view_offset: int, now: int) -> str:

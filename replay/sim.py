@@ -49,7 +49,9 @@ class Simulator:
     through the reactors its (possibly changed) `RunStarted` config describes."""
 
     def __init__(self, scenario: Scenario | None, seed: int, *, check_invariants: bool = True,
-                 inputs: list[Record] | None = None, duration_ms: int | None = None) -> None:
+                 inputs: list[Record] | None = None, duration_ms: int | None = None,
+                 liveness_bound_ms: int | None = None) -> None:
+        """`liveness_bound_ms`: check liveness too, as the run goes (else `check_records` over the log)."""
         self.scenario = scenario
         self.seed = seed
         if inputs is None:
@@ -63,7 +65,7 @@ class Simulator:
                                                       else config_of(inputs))
         self.state = ClusterState()
         self.entries: list[tuple[int, bytes]] = []
-        self.monitor = RunChecks() if check_invariants else None
+        self.monitor = RunChecks(liveness_bound_ms) if check_invariants else None
         self.order_rng = random.Random(f"dralab-sim/{seed}")
         self.conflicts = 0
         self.decisions = {r.name: 0 for r in self.reactors}
@@ -136,6 +138,8 @@ class Simulator:
             if next_t > duration:
                 break
             now = max(now, next_t)
+        if self.monitor is not None:
+            self.monitor.finish(self.state)
         violations = self.monitor.violations if self.monitor is not None else []
         duplicates = self.runtime.duplicates if self.runtime is not None else 0
         return SimResult(self.entries, self.state, violations, self.conflicts, self.decisions, duplicates)

@@ -70,6 +70,14 @@ class RuntimeFaults:
         self.ids: set[str] = set()  # decision ids appended (the idempotency the live log has)
         self.duplicates = 0
         self._swizzles: dict[str, list[tuple[str, int, int]]] = {}
+        # The runtime faults not over yet (faults are only ever added to the fold's `faults`, and the
+        # simulator's time only moves on, so one that ended stays ended); `_known` of `faults` seen.
+        self._open: list[FaultState] = []
+        self._known = 0
+        # Lagging views no reactor uses any more (their fault ended): a new lagging view starts from one
+        # of them (folded forward: the fold is the same whatever state it starts from at an offset)
+        # rather than from an empty state folded over the whole log.
+        self._spares: list[ClusterState] = []
 
     # ------------------------------------------------------------------ what is active
 
@@ -78,8 +86,24 @@ class RuntimeFaults:
         if missing:
             self.times.extend([now] * missing)
 
-    def _runtime_faults(self) -> list[FaultState]:
-        return [f for f in self.sim.state.faults.values() if is_runtime(f.kind)]
+    def _runtime_faults(self, now: int) -> list[FaultState]:
+        """The runtime faults that may still act at `now` or later (the order and the ended ones change
+        no effect: `runtime_effects` takes a max, a sum or an or per reactor)."""
+        faults = self.sim.state.faults
+        if len(faults) != self._known:
+            added = list(faults.values())[self._known:]  # a dict keeps insertion order: the new ones last
+            self._known = len(faults)
+            self._open += [f for f in added if is_runtime(f.kind)]
+        if any(0 <= self._end(f) <= now for f in self._open):
+            self._open = [f for f in self._open if not 0 <= self._end(f) <= now]
+        return self._open
+
+    def _end(self, fault: FaultState) -> int:
+        """When the fault stops acting (-1: never): its `for`, or a swizzle's last resume."""
+        if fault.kind == "swizzle":
+            ends = [b for _, _, b in self._swizzle(fault)]  # each already cut at the fault's end, if any
+            return max(ends) if ends else fault.until_ms
+        return fault.until_ms
 
     def _swizzle(self, fault: FaultState) -> list[tuple[str, int, int]]:
         pauses = self._swizzles.get(fault.fault)
@@ -88,7 +112,7 @@ class RuntimeFaults:
         return pauses
 
     def effects(self, now: int) -> dict[str, Effect]:
-        return runtime_effects(self._runtime_faults(), now, self._swizzle)
+        return runtime_effects(self._runtime_faults(now), now, self._swizzle)
 
     def next_time(self, now: int) -> int:
         """The earliest time after `now` something is due: a reactor's wake (not a blocked one's), a
@@ -96,7 +120,7 @@ class RuntimeFaults:
         effects = self.effects(now)
         best = min((w for name, w in self.sim._wake.items() if not effects.get(name, Effect()).blocked),
                    default=NEVER)
-        for fault in self._runtime_faults():
+        for fault in self._runtime_faults(now):
             points = [fault.start_ms, fault.until_ms]
             if fault.kind == "swizzle":
                 points += [t for _, a, b in self._swizzle(fault) for t in (a, b)]
@@ -113,7 +137,9 @@ class RuntimeFaults:
     def view(self, name: str, e: Effect, now: int) -> ClusterState:
         state = self.sim.state
         if not e.lag and not e.delay:
-            self.lagging.pop(name, None)
+            old = self.lagging.pop(name, None)
+            if old is not None:
+                self._spares.append(old)
             return state
         target = state.offset
         if e.lag:
@@ -122,10 +148,20 @@ class RuntimeFaults:
             target = min(target, bisect_right(self.times, now - e.delay))
         lag = self.lagging.get(name)
         if lag is None or lag.offset > target:
-            lag = self.lagging[name] = ClusterState()
+            if lag is not None:
+                self._spares.append(lag)
+            lag = self.lagging[name] = self._spare_at(target)
         for offset, payload in self.sim.entries[lag.offset:target]:
             lag.apply(offset, decode_record(payload, offset))
         return lag
+
+    def _spare_at(self, target: int) -> ClusterState:
+        """The spare state furthest along but not past `target` (taken from the spares), else a new one."""
+        best = max((s for s in self._spares if s.offset <= target), key=lambda s: s.offset, default=None)
+        if best is None:
+            return ClusterState()
+        self._spares.remove(best)
+        return best
 
     # ------------------------------------------------------------------ the loop
 

@@ -12,13 +12,23 @@ import yaml
 
 from dralab.cli import main
 from dralab.core import invariants
+from dralab.core.events import decode_record
 from dralab.core.log_check import check_records
 from dralab.core.scenario import load_scenario
 from dralab.core.scenario_faults import KINDS, check_fault
 from dralab.replay import chaos as chaos_mod
-from dralab.replay.chaos import DEFAULT_KINDS, REACTORS, ChaosError, ChaosOptions, Targets, chaos_schedule, run_seed
+from dralab.replay.chaos import (
+    DEFAULT_KINDS,
+    REACTORS,
+    ChaosError,
+    ChaosOptions,
+    Targets,
+    chaos_schedule,
+    run_seed,
+    with_faults,
+)
 from dralab.replay.logfile import read_log
-from dralab.replay.sim import SimulationStuck
+from dralab.replay.sim import SimulationStuck, Simulator
 from dralab.replay.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,3 +205,21 @@ def test_liveness_allows_for_the_time_faults_held_the_scheduler_back() -> None:
                     params={"reactors": ["cloud", "scheduler"], "step": 1000})]
     assert chaos_mod.liveness_bound(chaos_mod.with_faults(sc, faults)) == 600_000 + 340_000
     assert chaos_mod.liveness_bound(chaos_mod.with_faults(sc, faults[2:]), 1000) == 1000 + 100_000
+
+
+@pytest.mark.parametrize("name", ["stale-autoscaler", "fractional-sharing", "provision-timeout"])
+def test_liveness_checked_as_the_simulator_runs_equals_the_check_over_the_finished_log(name: str) -> None:
+    """`dralab chaos` checks liveness in the simulator's monitor (RunChecks) rather than by folding the
+    finished log again: the same violations, at the same offsets, with the same messages."""
+    path = next(p for p in (ROOT / "scenarios").rglob(f"{name}.yaml"))
+    scenario = load_scenario(path)
+    found = 0
+    for seed in range(1, 5):
+        run = with_faults(scenario, chaos_schedule(scenario, seed, rate=30))
+        result = Simulator(run, 0, liveness_bound_ms=30_000).run()
+        live = [(v.offset, v.message) for v in result.violations if v.invariant == "liveness"]
+        records = ((o, decode_record(p, o)) for o, p in result.entries)
+        over_log = check_records(records, only=["liveness"], liveness_bound_ms=30_000).violations
+        assert live == [(v.offset, v.message) for v in over_log]
+        found += len(live)
+    assert found > 0  # the bound is short enough that some pods break it: the comparison means something
