@@ -27,6 +27,7 @@ from . import (
     check_cmd,
     record_cmd,
     replay_cmd,
+    report_cmd,
     shrink_cmd,
     whatif_cmd,
 )
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     check_cmd.add_parser(sub)
     record_cmd.add_parser(sub)
     chaos_cmd.add_parser(sub)
+    report_cmd.add_parser(sub)
     return parser
 
 
@@ -228,6 +230,7 @@ COMMANDS = {
     **record_cmd.COMMANDS,
     **replay_cmd.COMMANDS,
     **chaos_cmd.COMMANDS,
+    **report_cmd.COMMANDS,
 }
 
 
