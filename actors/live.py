@@ -155,7 +155,10 @@ async def live_bus(options: LiveOptions, scenario: Scenario,
                 spec = BusSpec("redis", url=options.redis_url, stream=stream)
             elif restartable is not None and restarts_redis(scenario):
                 workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="dralab-redis-"))
-                server = stack.enter_context(RedisServer(workdir, appendfsync="everysec"))
+                # `always`: with `everysec` a SIGKILL can drop acknowledged appends (Redis postpones the AOF
+                # write behind a slow background fsync and replies anyway): `dralab chaos --live` found
+                # reactors then deciding on entries the log no longer has (docs/delivery.md)
+                server = stack.enter_context(RedisServer(workdir, appendfsync="always"))
                 restartable.append(server)
                 spec = BusSpec("redis", url=server.url, stream=stream)
             else:
