@@ -52,14 +52,20 @@ def _png_dir(path: str) -> None:
         raise InputError(f"{path}: --png-dir is not a writable directory")
 
 
-def _load(path: str) -> Any:
-    """One log's report data, or InputError naming the file (unreadable, damaged, undecodable)."""
+def _load(path: str, warnings: list[str]) -> Any:
+    """One log's report data, or InputError naming the file (unreadable, undecodable, or damaged with
+    nothing intact). A damaged log with an intact prefix (a recording cut short) is drawn up to the
+    damage, and said so in `warnings`."""
     from dralab.core.events import LogDecodeError
     from dralab.replay.report_data import extract
 
     log = read_log_file(path)
     if log.damage:
-        raise InputError(f"{path}: damaged log: {log.damage}")
+        if not log.entries:
+            raise InputError(f"{path}: damaged log, nothing intact: {log.damage}")
+        note = f"{path}: damaged log, drawn up to the damage ({len(log.entries)} records): {log.damage}"
+        warnings.append(note)
+        sys.stderr.write(f"dralab: warning: {note}\n")
     try:
         return extract(path, log.header, log.records())
     except LogDecodeError as exc:
@@ -83,12 +89,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check_output(args.output)
     if args.png_dir:
         _png_dir(args.png_dir)
-    runs = [_load(path) for path in args.logs]
+    warnings: list[str] = []
+    runs = [_load(path, warnings) for path in args.logs]
 
     from dralab.replay import report_html, report_plots
     from dralab.replay.report_data import input_mismatch, span_mismatch
 
-    warnings = []
     mismatch = input_mismatch(runs)
     if mismatch:
         warnings.append(mismatch + " (drawn side by side anyway: compare with care)")

@@ -201,7 +201,6 @@ def test_cli_bad_input_exits_2(logs, tmp_path, capsys):
         (["report", good, good, good, "-o", out], "at most two"),
         (["report", str(tmp_path / "missing.dralog"), "-o", out], "missing.dralog"),
         (["report", str(garbage), "-o", out], "garbage.dralog"),
-        (["report", str(damaged), "-o", out], "damaged.dralog"),
         (["report", good, "-o", str(tmp_path / "no" / "such" / "r.html")], "r.html"),
         (["report", good, "-o", str(tmp_path)], "directory"),
     ]
@@ -209,6 +208,22 @@ def test_cli_bad_input_exits_2(logs, tmp_path, capsys):
         assert main(argv) == 2, argv
         captured = capsys.readouterr()
         assert said in captured.err and captured.out == "", (argv, captured.err)
+
+
+def test_a_log_cut_short_is_drawn_up_to_its_damage(logs, tmp_path, capsys):
+    """A recording cut short (the file ends without its index): the intact prefix is drawn, and said."""
+    good = Path(logs["quickstart"][0])
+    damaged = tmp_path / "cut.dralog"
+    damaged.write_bytes(good.read_bytes()[:-40])
+    out = tmp_path / "r.html"
+    assert main(["report", str(damaged), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "cut.dralog: damaged log, drawn up to the damage" in captured.err
+    assert "damaged log, drawn up to the damage" in out.read_text()
+    nothing = tmp_path / "nothing.dralog"
+    nothing.write_bytes(good.read_bytes()[:20])
+    assert main(["report", str(nothing), "-o", str(out)]) == 2
+    assert "nothing.dralog" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- rendered in a browser
