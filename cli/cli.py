@@ -29,6 +29,7 @@ from . import (
     replay_cmd,
     report_cmd,
     shrink_cmd,
+    trace_cmd,
     whatif_cmd,
 )
 from .inputs import InputError, load_scenario_input
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     check_cmd.add_parser(sub)
     record_cmd.add_parser(sub)
     chaos_cmd.add_parser(sub)
+    trace_cmd.add_parser(sub)
     report_cmd.add_parser(sub)
     return parser
 
@@ -230,6 +232,7 @@ COMMANDS = {
     **record_cmd.COMMANDS,
     **replay_cmd.COMMANDS,
     **chaos_cmd.COMMANDS,
+    **trace_cmd.COMMANDS,
     **report_cmd.COMMANDS,
 }
 

@@ -5,6 +5,7 @@ placed whole. Bad rows say file, line and column."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from dralab.core.scenario import parse_scenario
 from dralab.replay.philly import PhillyError, load_philly, philly_scenario, pods_of, select
 from dralab.replay.sim import Simulator
 
-TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly_pollux" / "philly.csv"
+TRACE = Path(os.environ.get("DRALAB_TRACES", "/work/shared/traces")) / "philly_pollux" / "philly.csv"
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 
 
