@@ -28,20 +28,22 @@ _WORKER: dict[str, Any] = {}
 def add_parser(sub: Any) -> None:
     from dralab.replay.fgd_policies import POLICY_NAMES
 
-    p = sub.add_parser("trace", help="replay a real trace (openb: the FGD fragmentation experiment)")
-    p.add_argument("trace", choices=["openb"], help="which trace format")
-    p.add_argument("--nodes", required=True, metavar="FILE", help="node list CSV (openb_node_list_gpu_node.csv)")
-    p.add_argument("--pods", required=True, metavar="FILE", help="pod list CSV (openb_pod_list_*.csv)")
-    p.add_argument("--policy", required=True, metavar="NAME", help=f"score policy: {', '.join(POLICY_NAMES)}")
+    p = sub.add_parser("trace", help="replay a real trace (openb: the FGD fragmentation experiment, or --time-aware "
+                                     "with the autoscaler; philly: jobs and gangs with the autoscaler)")
+    p.add_argument("trace", choices=["openb", "philly"], help="which trace format")
+    p.add_argument("--nodes", metavar="FILE", help="openb: node list CSV (openb_node_list_gpu_node.csv)")
+    p.add_argument("--pods", metavar="FILE", help="openb: pod list CSV (openb_pod_list_*.csv)")
+    p.add_argument("--policy", metavar="NAME", help=f"openb FGD protocol: score policy: {', '.join(POLICY_NAMES)}")
     p.add_argument("--seeds", default="42-51", metavar="RANGE", help="N, A-B or a comma list (default 42-51)")
     p.add_argument("--csv-dir", metavar="DIR", help="write analysis_allo_discrete.csv and analysis_frag_discrete.csv")
     p.add_argument("-o", "--output", choices=FORMATS, default="text", help="stdout format (default text)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="processes running seeds (0: one per core; "
                                                                      "default 1)")
+    p.add_argument("--job-list", metavar="FILE", help="philly: the job list CSV (philly.csv)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--log-format", choices=["console", "json"], default="console")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")
-
+    add_time_aware_options(p)
 
 def load_cluster(nodes: str, pods: str) -> tuple[Any, str]:
     """The trace as the protocol's arrays, through a checked scenario; InputError names file/line/column."""
@@ -153,6 +155,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from dralab.replay.fgd import medians
     from dralab.replay.fgd_policies import POLICY_NAMES
 
+    if args.trace == "philly" or args.time_aware:
+        return cmd_time_aware(args)
+    for option, value in (("--nodes", args.nodes), ("--pods", args.pods), ("--policy", args.policy)):
+        if value is None:
+            raise InputError(f"{option}: required by `dralab trace openb` (the FGD protocol)")
     started = time.monotonic()
     if args.policy not in POLICY_NAMES:
         raise InputError(f"--policy: unknown policy {args.policy!r}; expected one of {', '.join(POLICY_NAMES)}")
@@ -174,6 +181,115 @@ def cmd_trace(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(report) + "\n")
     else:
         sys.stdout.write(render_text(report))
+    return 0
+
+
+# --- Time-aware runs (`--time-aware`, and `philly`): the autoscaler in the loop, one run per autoscaler policy
+# (replay/trace_runs.py); see docs/traces.md "Time-aware runs".
+
+
+def add_time_aware_options(p: Any) -> None:
+    g = p.add_argument_group("time-aware runs (openb --time-aware, philly)")
+    g.add_argument("--time-aware", action="store_true", help="openb: pods arrive at creation_time and leave at "
+                                                             "deletion_time; node groups grown by the autoscaler")
+    g.add_argument("--start", metavar="S", help="openb: hours after the trace's first pod (default 0); "
+                                                "philly: YYYY-MM-DD[ HH:MM:SS] (default: the first job)")
+    g.add_argument("--hours", type=float, default=24.0, metavar="H", help="the window's length (default 24)")
+    g.add_argument("--autoscaler", default="count,dra,atomic", metavar="LIST",
+                   help="autoscaler policies to compare (default count,dra,atomic)")
+    g.add_argument("--log-dir", metavar="DIR", help="keep each run's log as DIR/<scenario>-<policy>.dralog")
+    g.add_argument("--seed", type=int, default=0, help="the runs' seed (default 0)")
+    g.add_argument("--start-fraction", type=float, default=0.0, metavar="F",
+                   help="openb: share of each node group Ready at t=0 (default 0)")
+    g.add_argument("--provision-delay", default="2m-4m", metavar="MIN-MAX",
+                   help="scale-up to Ready, drawn per node (default 2m-4m)")
+    g.add_argument("--no-carry-in", action="store_true",
+                   help="openb: leave out pods created before the window that still run at its start")
+    g.add_argument("--cluster", metavar="VC", help="philly: one virtual cluster (default: all)")
+    g.add_argument("--max-nodes", type=int, default=64, metavar="N", help="philly: node group max (default 64)")
+    g.add_argument("--start-nodes", type=int, default=0, metavar="N", help="philly: nodes at t=0 (default 0)")
+
+
+def _time_aware_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    from dralab.core.durations import parse_duration
+    from dralab.replay.trace_runs import openb_document, philly_document
+
+    low, _, high = args.provision_delay.partition("-")
+    high = high or low
+    try:
+        if parse_duration(low) > parse_duration(high):
+            raise ValueError("min above max")
+    except ValueError as exc:
+        raise InputError(f"--provision-delay: expected MIN-MAX durations (2m-4m), got {args.provision_delay!r}: "
+                         f"{exc}") from None
+    if args.trace == "philly":
+        if not args.job_list:
+            raise InputError("--job-list: `dralab trace philly` needs the job list CSV (--job-list philly.csv)")
+        return philly_document(args.job_list, cluster=args.cluster, start=args.start, hours=args.hours,
+                               max_nodes=args.max_nodes, start_nodes=args.start_nodes,
+                               provision_delay=(low, high), seed=args.seed)
+    for option, value in (("--nodes", args.nodes), ("--pods", args.pods)):
+        if value is None:
+            raise InputError(f"{option}: required by `dralab trace openb --time-aware`")
+    if args.policy is not None:
+        raise InputError("--policy: a score policy of the FGD protocol; --time-aware compares --autoscaler policies")
+    try:
+        start_h = float(args.start) if args.start is not None else 0.0
+    except ValueError:
+        raise InputError(f"--start: expected hours after the trace's first pod, got {args.start!r}") from None
+    if not 0.0 <= args.start_fraction <= 1.0:
+        raise InputError(f"--start-fraction: must be in [0, 1], got {args.start_fraction}")
+    return openb_document(args.nodes, args.pods, start_h=start_h, hours=args.hours,
+                          start_fraction=args.start_fraction, provision_delay=(low, high),
+                          carry_in=not args.no_carry_in, seed=args.seed)
+
+
+def cmd_time_aware(args: argparse.Namespace) -> int:
+    """One simulation per autoscaler policy of the same scenario; a table (or one JSON object) of their
+    figures. Progress (one line per run, with its CPU time) on stderr unless --quiet."""
+    from dralab.replay.sim import SimulationStuck
+    from dralab.replay.trace_runs import TraceRunError, compare, parse_policies, render_table
+
+    started, cpu = time.monotonic(), time.process_time()
+    try:
+        policies = parse_policies(args.autoscaler)
+        if not 0 < args.hours <= 24 * 366:
+            raise InputError(f"--hours: must be in (0, 8784], got {args.hours}")
+        if args.seed < 0:
+            raise InputError(f"--seed: must be >= 0, got {args.seed}")
+        doc, window = _time_aware_document(args)
+        if not args.quiet:
+            sys.stderr.write(f"trace: {len(doc['spec']['workload'])} arrivals imported; running "
+                             f"{', '.join(policies)}\n")
+        last = [time.process_time()]
+
+        def done(row: dict[str, Any]) -> None:
+            if not args.quiet:
+                now = time.process_time()
+                sys.stderr.write(f"trace: {row['policy']} done ({now - last[0]:.1f}s CPU, {row['records']} records)\n")
+                sys.stderr.flush()
+                last[0] = now
+
+        rows = compare(doc, policies, seed=args.seed, log_dir=args.log_dir, done=done)
+    except TraceRunError as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"--log-dir: cannot write {exc.filename or args.log_dir}: {exc.strerror or exc}") from None
+    except SimulationStuck as exc:  # as `dralab sim`: a finding about the model, exit 1
+        sys.stderr.write(f"dralab: error: trace {args.trace}: {exc}\n")
+        return 1
+    name = doc["metadata"]["name"]
+    report = {"trace": args.trace, "scenario": name, "window": window, "seed": args.seed, "policies": rows,
+              "wall_s": round(time.monotonic() - started, 3), "cpu_s": round(time.process_time() - cpu, 3)}
+    if args.output == "json":
+        sys.stdout.write(json.dumps(report) + "\n")
+    else:
+        title = (f"trace {args.trace} ({name}), {args.hours:g} h window, seed {args.seed}: "
+                 f"{len(doc['spec']['workload'])} arrivals ({report['cpu_s']:.1f}s CPU)")
+        sys.stdout.write(render_table(title, rows))
+        for row in rows:
+            if "log" in row:
+                sys.stdout.write(f"log {row['policy']}: {row['log']}\n")
     return 0
 
 

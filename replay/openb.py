@@ -28,6 +28,7 @@ from typing import Any
 __all__ = [
     "DEVICE_CLASS", "DRIVER", "GPU_MILLI", "MAX_ROWS", "OpenbError", "OpenbNode", "OpenbPod",
     "read_nodes", "read_pods", "template_name", "to_scenario",
+    "TimedWindow", "read_pod_times", "timed_scenario",  # the time-aware variant
 ]
 
 DRIVER = "gpu.openb.dralab.io"
@@ -253,3 +254,98 @@ def to_scenario(nodes: list[OpenbNode], pods: list[OpenbPod], name: str = "openb
             "workload": [{"at": "0s", "pod": _pod(p)} for p in pods],
         },
     }
+
+
+# --- The time-aware variant (issue 9, "beyond the paper"): pods arrive at `creation_time`, leave at
+# `deletion_time`, and the node groups start small for the autoscaler to grow. The FGD protocol above does
+# not use any of this.
+
+TIME_COLUMNS = ("creation_time", "deletion_time")
+MAX_TIME_S = 10**10  # seconds; the trace's times are seconds from its start (about 1.3e7 for 149 days)
+
+
+def read_pod_times(path: str) -> dict[str, tuple[int | None, int | None]]:
+    """Each pod's (creation, deletion) in seconds, by pod name (an empty field: None). A separate pass over
+    the file, so `read_pods` (and the FGD protocol that uses it) stays as it is; the pod lists without
+    time columns (`multigpu*`) are refused, naming the column."""
+    times: dict[str, tuple[int | None, int | None]] = {}
+    for line, row in _rows(path, POD_COLUMNS + TIME_COLUMNS):
+        created, deleted = (None if not row[c].strip() else _int(path, line, row, c, 0, MAX_TIME_S)
+                            for c in TIME_COLUMNS)
+        times[row["name"].strip()] = (created, deleted)
+    return times
+
+
+@dataclass(frozen=True, slots=True)
+class TimedWindow:
+    """What the time-aware import kept and left out, for the report (counts of trace pods)."""
+
+    start_s: int  # the window's start, seconds after the trace's first creation
+    hours: float
+    arriving: int  # created inside the window
+    carried_in: int  # created before the window and still running at its start: they arrive at 0
+    no_time: int  # no creation time: left out
+    zero_length: int  # deletion <= creation: left out (they never ran)
+    open_ended: int  # no deletion time: they run to the end of the window
+    nodes_at_start: int
+    nodes_max: int
+
+
+def timed_scenario(nodes: list[OpenbNode], pods: list[OpenbPod], times: dict[str, tuple[int | None, int | None]],
+                   *, start_s: int = 0, hours: float = 24.0, start_fraction: float = 0.0,
+                   provision_delay: tuple[str, str] = ("2m", "4m"), autoscaler: str = "count",
+                   carry_in: bool = True, name: str = "openb-timed",
+                   seed: int = 0) -> tuple[dict[str, Any], TimedWindow]:
+    """The trace over the window [start_s, start_s + hours) (seconds after the first creation), as a scenario
+    the autoscaler is in: a pod created in the window arrives at `creation - window start` and runs for
+    `deletion - creation` (dralab's `runFor` counts from the pod's start, so a pod that waits leaves that much
+    later than in the trace); with `carry_in`, pods created before the window and running at its start arrive
+    at 0 and run for what they had left. Each node shape is a node group with `min: 0`, `max`: the trace's
+    nodes of that shape, `round(start_fraction * max)` of them Ready at t=0 and the rest for the autoscaler
+    to add (after `provision_delay`, drawn per node from [min, max]) and remove (scale-down, defaults)."""
+    if not 0.0 <= start_fraction <= 1.0:
+        raise ValueError(f"start_fraction must be in [0, 1], got {start_fraction}")
+    if not 0 < hours <= 24 * 366:
+        raise ValueError(f"hours must be in (0, 8784], got {hours}")
+    doc = to_scenario(nodes, [], name)
+    created = [c for c, _ in times.values() if c is not None]
+    origin = min(created) if created else 0
+    begin, end = origin + start_s, origin + start_s + int(hours * 3600)
+    arrivals: list[tuple[int, int | None, OpenbPod]] = []
+    no_time = zero = open_ended = carried = 0
+    for p in pods:
+        c, d = times.get(p.name, (None, None))
+        if c is None:
+            no_time += 1
+            continue
+        if d is not None and d <= c:
+            zero += 1
+            continue
+        if c >= end or (d is not None and d <= begin) or (c < begin and not carry_in):
+            continue
+        carried += c < begin
+        open_ended += d is None
+        at = max(c, begin)
+        arrivals.append((at - begin, None if d is None else d - at, p))
+    arrivals.sort(key=lambda a: a[0])
+    templates: dict[str, dict[str, Any]] = {}
+    for _, _, p in arrivals:
+        if p.num_gpu:
+            t = _template(p.num_gpu, p.gpu_milli, p.gpu_spec)
+            templates.setdefault(t["metadata"]["name"], t)
+    spec = doc["spec"]
+    spec.update(seed=seed, duration=f"{int(hours * 3600)}s", policy={"autoscaler": autoscaler})
+    spec["objects"] = spec["objects"] + list(templates.values())
+    low, high = provision_delay
+    starting: list[dict[str, Any]] = []
+    for group, entry in zip(spec["nodeGroups"], spec["nodes"], strict=True):
+        group["min"], group["provisionDelay"] = 0, {"min": low, "max": high}
+        count = round(start_fraction * group["max"])
+        if count:
+            starting.append({"group": entry["group"], "count": count})
+    spec["nodes"] = starting
+    spec["workload"] = [{"at": f"{at}s", **({"runFor": f"{run}s"} if run is not None else {}), "pod": _pod(p)}
+                        for at, run, p in arrivals]
+    window = TimedWindow(start_s, hours, len(arrivals) - carried, carried, no_time, zero, open_ended,
+                         sum(n["count"] for n in starting), len(nodes))
+    return doc, window

@@ -117,8 +117,10 @@ def pods_of(job: PhillyJob, gpus_per_node: int) -> list[int]:
 
 def philly_scenario(jobs: list[PhillyJob], *, name: str = "philly", hours: float = 24.0, gpus_per_node: int = 8,
                     max_nodes: int = 64, start_nodes: int = 0, seed: int = 0, autoscaler: str = "count",
-                    cpu_per_gpu: int = 4, memory_per_gpu_gi: int = 64, min_run_s: float = 1.0) -> dict[str, Any]:
-    """A scenario document for `jobs` (already selected: `select`), the first submission at time 0."""
+                    cpu_per_gpu: int = 4, memory_per_gpu_gi: int = 64, min_run_s: float = 1.0,
+                    provision_delay: tuple[str, str] | None = None) -> dict[str, Any]:
+    """A scenario document for `jobs` (already selected: `select`), the first submission at time 0;
+    `provision_delay` (min, max): a new node's scale-up to Ready (default: at once)."""
     if gpus_per_node < 1 or max_nodes < 1 or not 0 <= start_nodes <= max_nodes:
         raise ValueError("need gpus_per_node >= 1, max_nodes >= 1 and 0 <= start_nodes <= max_nodes")
     begin = jobs[0].submitted if jobs else datetime(2017, 1, 1)
@@ -151,7 +153,9 @@ def philly_scenario(jobs: list[PhillyJob], *, name: str = "philly", hours: float
                                            "pods": "110", GPU: str(gpus_per_node)}}}
     spec_doc: dict[str, Any] = {
         "seed": seed, "duration": f"{int(hours * 3600)}s", "policy": {"autoscaler": autoscaler},
-        "nodeGroups": [{"name": "gpu", "min": 0, "max": max_nodes, "template": template}],
+        "nodeGroups": [{"name": "gpu", "min": 0, "max": max_nodes, "template": template,
+                        **({"provisionDelay": {"min": provision_delay[0], "max": provision_delay[1]}}
+                           if provision_delay else {})}],
         "objects": objects, "workload": workload,
     }
     if start_nodes:
