@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from .inputs import InputError, load_scenario_input
+from .pool import finished
 
 EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE = 0, 1, 3  # as in cli.py (2: InputError, raised)
 FORMATS = ("text", "json")
@@ -179,33 +180,11 @@ def run_seeds(scenario: Any, seeds: list[int], options: Any, jobs: int, progress
     """Every seed's SeedResult, in seed order. One job: in this process (a test can patch an invariant)."""
     results: dict[int, Any] = {}
     failed = 0
-    if jobs == 1 or len(seeds) == 1:
-        _init(scenario, options)
-        for seed in seeds:
-            results[seed] = r = _run(seed)
+    for batch in finished(_run, _init, (scenario, options), seeds, jobs):
+        for r in batch:
+            results[r.seed] = r
             failed += not r.ok
-            progress.update(len(results), failed)
-    else:
-        import multiprocessing
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init,
-                                 initargs=(scenario, options)) as pool:
-            pending = {pool.submit(_run, seed) for seed in seeds}
-            try:
-                while pending:
-                    done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        r = future.result()
-                        results[r.seed] = r
-                        failed += not r.ok
-                    progress.update(len(results), failed)
-            except BaseException:
-                for future in pending:
-                    future.cancel()
-                raise
+        progress.update(len(results), failed)
     progress.update(len(results), failed, force=True)
     return [results[s] for s in seeds]
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from .chaos_cmd import cores, parse_seeds
 from .inputs import InputError
+from .pool import finished
 
 FORMATS = ("text", "json")
 _WORKER: dict[str, Any] = {}
@@ -89,31 +90,10 @@ def run_seeds(cluster: Any, policy: str, seeds: list[int], jobs: int, quiet: boo
     """Every seed's RunResult, in seed order (the pool pattern of `dralab chaos`)."""
     progress = _Progress(len(seeds), quiet)
     results: dict[int, Any] = {}
-    if jobs == 1 or len(seeds) == 1:
-        _init(cluster, policy)
-        for seed in seeds:
-            results[seed] = _run(seed)
-            progress.update(len(results))
-    else:
-        import multiprocessing
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(seeds)), mp_context=ctx, initializer=_init,
-                                 initargs=(cluster, policy)) as pool:
-            pending = {pool.submit(_run, seed) for seed in seeds}
-            try:
-                while pending:
-                    done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        r = future.result()
-                        results[r.seed] = r
-                    progress.update(len(results))
-            except BaseException:
-                for future in pending:
-                    future.cancel()
-                raise
+    for batch in finished(_run, _init, (cluster, policy), seeds, jobs):
+        for r in batch:
+            results[r.seed] = r
+        progress.update(len(results))
     return [results[s] for s in seeds]
 
 

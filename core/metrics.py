@@ -550,6 +550,38 @@ class _Replay:
         if not self.series or self.series[-1][1] != point[1]:
             self.series.append(point)
 
+    def result(self, end: int) -> RunMetrics:
+        """The run's metrics from this fold, integrated up to `end` (ms): compute_metrics' answer, and the
+        report's (replay/report_data.py folds once for its series and its table)."""
+        state = self.state
+        without_pod = set(range(len(self.scale_ups)))
+        for creation, (_, _, scale_up) in enumerate(self.creations):
+            if scale_up >= 0 and creation in self.bound_creations:
+                without_pod.discard(scale_up)
+        hours = MS_PER_HOUR
+        return RunMetrics(
+            end_s=end / 1000,
+            time_to_schedule_s=time_to_schedule(schedule_waits(state)),
+            pending_pod_seconds_by_reason={k: v / 1000 for k, v in sorted(self.acc_pending.items()) if v},
+            node_hours_paid=self.acc_node_ms / hours,
+            gpu_hours_paid=self.acc_gpu_ms / hours,
+            gpu_hours_paid_by_group={g: v / hours for g, v in sorted(self.acc_gpu_group_ms.items())},
+            gpu_hours_used=self.acc_used_ms / hours,
+            gpu_hours_idle=self.acc_idle_ms / hours,
+            gpu_hours_held=self.acc_held_ms / hours,
+            gpu_hours_used_share=self.acc_used_share_ms / hours,
+            gpu_hours_unready=self.acc_unready_ms / hours,
+            gpu_allocation_ratio_mean=self.acc_ratio / self.acc_ratio_ms if self.acc_ratio_ms else None,
+            gpu_fragmentation_mean=self.acc_frag / self.acc_frag_ms if self.acc_frag_ms else None,
+            gpu_fragmentation_s=self.acc_frag_ms / 1000,
+            gpu_allocation_ratio_series=sample([p for p in self.series if p[0] * 1000 <= end]),
+            scale_ups=len(self.scale_ups),
+            scale_ups_without_pod=len(without_pod),
+            nodes_never_used=sum(1 for i, (group, initial, _) in enumerate(self.creations)
+                                 if group and not initial and i not in self.bound_creations),
+            nodes_added={name: g.created - g.initial for name, g in sorted(state.node_groups.items())},
+        )
+
 
 def compute_metrics(records: Iterable[tuple[int, Record]], end_ms: int | None = None) -> RunMetrics:
     """The metrics of a run from its `(offset, Record)` pairs, up to `end_ms` (default: the last record's t)."""
@@ -564,34 +596,7 @@ def compute_metrics(records: Iterable[tuple[int, Record]], end_ms: int | None = 
     end = (now or 0) if end_ms is None else end_ms
     if now is not None:
         replay.integrate(end - now)
-    state = replay.state
-    without_pod = set(range(len(replay.scale_ups)))
-    for creation, (_, _, scale_up) in enumerate(replay.creations):
-        if scale_up >= 0 and creation in replay.bound_creations:
-            without_pod.discard(scale_up)
-    hours = MS_PER_HOUR
-    return RunMetrics(
-        end_s=end / 1000,
-        time_to_schedule_s=time_to_schedule(schedule_waits(state)),
-        pending_pod_seconds_by_reason={k: v / 1000 for k, v in sorted(replay.acc_pending.items()) if v},
-        node_hours_paid=replay.acc_node_ms / hours,
-        gpu_hours_paid=replay.acc_gpu_ms / hours,
-        gpu_hours_paid_by_group={g: v / hours for g, v in sorted(replay.acc_gpu_group_ms.items())},
-        gpu_hours_used=replay.acc_used_ms / hours,
-        gpu_hours_idle=replay.acc_idle_ms / hours,
-        gpu_hours_held=replay.acc_held_ms / hours,
-        gpu_hours_used_share=replay.acc_used_share_ms / hours,
-        gpu_hours_unready=replay.acc_unready_ms / hours,
-        gpu_allocation_ratio_mean=replay.acc_ratio / replay.acc_ratio_ms if replay.acc_ratio_ms else None,
-        gpu_fragmentation_mean=replay.acc_frag / replay.acc_frag_ms if replay.acc_frag_ms else None,
-        gpu_fragmentation_s=replay.acc_frag_ms / 1000,
-        gpu_allocation_ratio_series=sample([p for p in replay.series if p[0] * 1000 <= end]),
-        scale_ups=len(replay.scale_ups),
-        scale_ups_without_pod=len(without_pod),
-        nodes_never_used=sum(1 for i, (group, initial, _) in enumerate(replay.creations)
-                             if group and not initial and i not in replay.bound_creations),
-        nodes_added={name: g.created - g.initial for name, g in sorted(state.node_groups.items())},
-    )
+    return replay.result(end)
 
 
 def metrics_from_entries(entries: Iterable[tuple[int, bytes]], end_ms: int | None = None) -> RunMetrics:

@@ -8,9 +8,9 @@ is taken at the record's cluster time (clamped never to go backwards, as the met
 records at one instant give one sample, the state after the last of them; a sample equal to the previous
 one is dropped. So every series is a step function: `values[i]` holds from `t[i]` until `t[i + 1]`.
 
-The headline numbers are the metrics of that same fold (:func:`_run_metrics` builds them as
-:func:`dralab.core.metrics.compute_metrics` does; tests/test_report.py checks that they are equal, so a
-change there that is not made here fails a test): folding twice would double the time of a big report.
+The headline numbers are the metrics of that same fold (`_Replay.result`, the code
+:func:`dralab.core.metrics.compute_metrics` returns through; tests/test_report.py checks they are equal):
+folding twice would double the time of a big report.
 The run ends at the last record (a log does not say the scenario's duration). The final counts are
 :func:`dralab.core.summary.summarize` of the final state.
 """
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dralab.core.events import Record, ScaleUpFailed, ScaleUpRequested
-from dralab.core.metrics import MS_PER_HOUR, RunMetrics, _Replay, sample
+from dralab.core.metrics import RunMetrics, _Replay
 from dralab.core.state import ClusterState
-from dralab.core.summary import schedule_waits, summarize, time_to_schedule
+from dralab.core.summary import summarize
 
 NODE_STATES = ("provisioning", "not ready", "ready")  # live states, stacked; "deleted" is cumulative
 DELETED = "deleted"
@@ -128,39 +128,6 @@ def _gpu_row(replay: _Replay) -> dict[Any, float]:
             "idle": round(idle, 6), "unready": replay.unready_gpus}
 
 
-def _run_metrics(replay: _Replay, end: int) -> RunMetrics:
-    """compute_metrics' result from its fold, `replay`, integrated up to `end` (ms). Mirrors the tail of
-    dralab.core.metrics.compute_metrics (kept equal by a test)."""
-    state = replay.state
-    without_pod = set(range(len(replay.scale_ups)))
-    for creation, (_, _, scale_up) in enumerate(replay.creations):
-        if scale_up >= 0 and creation in replay.bound_creations:
-            without_pod.discard(scale_up)
-    hours = MS_PER_HOUR
-    return RunMetrics(
-        end_s=end / 1000,
-        time_to_schedule_s=time_to_schedule(schedule_waits(state)),
-        pending_pod_seconds_by_reason={k: v / 1000 for k, v in sorted(replay.acc_pending.items()) if v},
-        node_hours_paid=replay.acc_node_ms / hours,
-        gpu_hours_paid=replay.acc_gpu_ms / hours,
-        gpu_hours_paid_by_group={g: v / hours for g, v in sorted(replay.acc_gpu_group_ms.items())},
-        gpu_hours_used=replay.acc_used_ms / hours,
-        gpu_hours_idle=replay.acc_idle_ms / hours,
-        gpu_hours_held=replay.acc_held_ms / hours,
-        gpu_hours_used_share=replay.acc_used_share_ms / hours,
-        gpu_hours_unready=replay.acc_unready_ms / hours,
-        gpu_allocation_ratio_mean=replay.acc_ratio / replay.acc_ratio_ms if replay.acc_ratio_ms else None,
-        gpu_fragmentation_mean=replay.acc_frag / replay.acc_frag_ms if replay.acc_frag_ms else None,
-        gpu_fragmentation_s=replay.acc_frag_ms / 1000,
-        gpu_allocation_ratio_series=sample([p for p in replay.series if p[0] * 1000 <= end]),
-        scale_ups=len(replay.scale_ups),
-        scale_ups_without_pod=len(without_pod),
-        nodes_never_used=sum(1 for i, (group, initial, _) in enumerate(replay.creations)
-                             if group and not initial and i not in replay.bound_creations),
-        nodes_added={name: g.created - g.initial for name, g in sorted(state.node_groups.items())},
-    )
-
-
 def series(records: Iterable[tuple[int, Record]]) -> tuple[Steps, Steps, Steps, list[ScaleUp], list[ScaleUp],
                                                           ClusterState, RunMetrics, int]:
     """One fold over `records`: (pending by reason, nodes by group and state, GPUs, scale-ups, scale-up
@@ -206,7 +173,7 @@ def series(records: Iterable[tuple[int, Record]]) -> tuple[Steps, Steps, Steps, 
         pending.add(t_s, {k: v for k, v in replay.by_cause.items() if v})
         nodes.add(t_s, {k: v for k, v in node_counts.items() if v})
         gpus.add(t_s, _gpu_row(replay))
-    metrics = _run_metrics(replay, now or 0)
+    metrics = replay.result(now or 0)
     return (pending.steps(), nodes.steps(), gpus.steps(GPU_COLUMNS), ups, failures, replay.state, metrics, count)
 
 
