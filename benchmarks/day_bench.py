@@ -107,7 +107,7 @@ def scenario(hours: float, nodes: int, seed: int) -> dict[str, Any]:
     }
 
 
-def run(hours: float, nodes: int, seed: int, invariants: bool, profile: bool) -> dict[str, Any]:
+def run(hours: float, nodes: int, seed: int, invariants: bool, profile: bool, log: str | None = None) -> dict[str, Any]:
     built = time.perf_counter()
     sc = parse_scenario(scenario(hours, nodes, seed), "day-bench")
     sim = Simulator(sc, seed, check_invariants=invariants)
@@ -116,6 +116,12 @@ def run(hours: float, nodes: int, seed: int, invariants: bool, profile: bool) ->
     if prof:
         pstats.Stats(prof).sort_stats("tottime").print_stats(30)
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+    if log:  # the run's log, e.g. for `dralab report` (docs/report.md times a report of this day)
+        from dralab.core.config import policies, run_config
+        from dralab.replay.logfile import make_header, write_log
+
+        write_log(log, make_header(scenario=sc.name, seed=seed, policy=policies(run_config(sc)), mode="sim"),
+                  result.entries)
     digest = hashlib.sha256()
     for offset, payload in result.entries:
         digest.update(offset.to_bytes(8, "big") + payload)
@@ -139,8 +145,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-invariants", action="store_true", help="skip the checks after every record")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--log", metavar="FILE", help="also write the run's .dralog (after timing it)")
     args = ap.parse_args()
-    r = run(args.hours, args.nodes, args.seed, not args.no_invariants, args.profile)
+    r = run(args.hours, args.nodes, args.seed, not args.no_invariants, args.profile, args.log)
     print(f"{r['hours']:g} h, {r['nodes']} nodes at start: {r['pods']} pods ({r['scheduled']} scheduled, "
           f"{r['pending']} pending at the end), {r['records']} records, {r['scale_ups']} scale-ups, "
           f"{r['deleted']} nodes scaled down, nodes at the end {r['nodes_at_end']}, "
