@@ -69,20 +69,19 @@ def _t_power(n: int) -> np.ndarray:
     return result
 
 
-def _gen_cooked_start() -> list[int]:
-    """gen_cooked.go's ``srand(1)``: note its shifts (20, 10) differ from rngSource.Seed's (40, 20)."""
-    vec = [0] * LEN
-    x = 1
+def _seed_words(x: int, hi_shift: int, mid_shift: int) -> list[int]:
+    """The 607 seeding words both Go seeders build from a Park-Miller sequence (20 values skipped, then three
+    per word). gen_cooked.go's ``srand`` shifts by (20, 10), rngSource.Seed by (40, 20)."""
+    words = [0] * LEN
     for i in range(-20, LEN):
         x = _seedrand(x)
         if i >= 0:
-            u = x << 20
+            u = x << hi_shift
             x = _seedrand(x)
-            u ^= x << 10
+            u ^= x << mid_shift
             x = _seedrand(x)
-            u ^= x
-            vec[i] = u
-    return vec
+            words[i] = u ^ x
+    return words
 
 
 @lru_cache(maxsize=1)
@@ -93,7 +92,7 @@ def cooked() -> tuple[int, ...]:
     slot (333 - k) mod 607 holds x_{k-607} before step k. Writing the buffer's start as x_{-607}..x_{-1}
     (x_{-607+i} in slot (333 - i) mod 607), x_{-607+m} is the start combined with the coefficients of t^m mod
     P; after N steps slot (333 - N - j) mod 607 holds x_{N-607+j}, j = 0..606."""
-    start = _gen_cooked_start()
+    start = _seed_words(1, 20, 10)  # gen_cooked.go's srand(1)
     basis = np.array([start[(333 - i) % LEN] for i in range(LEN)], dtype=np.uint64)  # x_{-607+i}
     poly = _t_power(COOK_STEPS)  # coefficients of x_{-607+N} = x_{N-607}
     out = [0] * LEN
@@ -116,18 +115,7 @@ class GoRand:
         seed %= _M  # Go's % truncates toward zero; for a negative seed it then adds _M
         if seed == 0:
             seed = 89482311
-        x = seed
-        vec = [0] * LEN
-        for i in range(-20, LEN):
-            x = _seedrand(x)
-            if i >= 0:
-                u = x << 40
-                x = _seedrand(x)
-                u ^= x << 20
-                x = _seedrand(x)
-                u ^= x
-                vec[i] = (u ^ table[i]) & MASK64
-        self._vec = vec
+        self._vec = [(w ^ c) & MASK64 for w, c in zip(_seed_words(seed, 40, 20), table, strict=True)]
         self.draws = 0  # Int63 values consumed, for tests and traces of the stream
 
     def uint64(self) -> int:
