@@ -5,7 +5,10 @@ scenario, reduced to the arrays the protocol runs on (replay/fgd_cluster.py), an
 (replay/fgd.py) on `--jobs` processes; a seed's run is a function of the seed alone, so the results do not
 depend on `--jobs`. stdout: the table of median GPU allocation and fragmentation at arrived 50..130 %, or one
 JSON object with `-o json`; `--csv-dir` also writes one row per seed in the layout of the FGD authors' cached
-results (`analysis_allo_discrete.csv`, `analysis_frag_discrete.csv`). Progress on stderr. Exit 2 on bad input.
+results (`analysis_allo_discrete.csv`, `analysis_frag_discrete.csv`, `analysis_frag_ratio_discrete.csv`).
+`--compat fgd-go` draws from Go's math/rand as the authors' simulator does, so each seed reproduces its cached
+run; `--compare DIR` checks every row against the cached files in DIR, column for column (exit 1 if a row
+differs). Progress on stderr. Exit 2 on bad input.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from .inputs import InputError
 from .pool import finished
 
 FORMATS = ("text", "json")
+COMPAT = ("fgd-go",)  # replay/fgd.py COMPAT_MODES (not imported here: the parser loads fast)
+# (file, RunResult field, whether the file has the total_gpus column): the cached results' three layouts
+CSV_FILES = (("analysis_allo_discrete.csv", "alloc", True), ("analysis_frag_discrete.csv", "frag", False),
+             ("analysis_frag_ratio_discrete.csv", "frag_idle", False))
 _WORKER: dict[str, Any] = {}
 
 
@@ -36,7 +43,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--pods", metavar="FILE", help="openb: pod list CSV (openb_pod_list_*.csv)")
     p.add_argument("--policy", metavar="NAME", help=f"openb FGD protocol: score policy: {', '.join(POLICY_NAMES)}")
     p.add_argument("--seeds", default="42-51", metavar="RANGE", help="N, A-B or a comma list (default 42-51)")
-    p.add_argument("--csv-dir", metavar="DIR", help="write analysis_allo_discrete.csv and analysis_frag_discrete.csv")
+    p.add_argument("--csv-dir", metavar="DIR", help="write analysis_allo_discrete.csv, analysis_frag_discrete.csv and "
+                                                    "analysis_frag_ratio_discrete.csv")
+    p.add_argument("--compat", choices=COMPAT, help="fgd-go: reproduce the FGD authors' simulator decision for "
+                                                    "decision (Go's math/rand stream, its draw order)")
+    p.add_argument("--compare", metavar="DIR", help="compare each seed's rows with the cached results in DIR "
+                                                    "(analysis_*_discrete.csv); exit 1 if any differs")
     p.add_argument("-o", "--output", choices=FORMATS, default="text", help="stdout format (default text)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="processes running seeds (0: one per core; "
                                                                      "default 1)")
@@ -48,27 +60,36 @@ def add_parser(sub: Any) -> None:
 
 def load_cluster(nodes: str, pods: str) -> tuple[Any, str]:
     """The trace as the protocol's arrays, through a checked scenario; InputError names file/line/column."""
+    cluster, workload, _ = load_trace(nodes, pods)
+    return cluster, workload
+
+
+def load_trace(nodes: str, pods: str) -> tuple[Any, str, tuple[int, ...]]:
+    """:func:`load_cluster` and the cluster's nodes in the trace's node-name order (for `--compat`)."""
     from dralab.core.scenario import ScenarioError, parse_scenario
-    from dralab.replay.fgd_cluster import ClusterError, build_cluster
+    from dralab.replay.fgd_cluster import ClusterError, build_cluster, trace_order
     from dralab.replay.openb import OpenbError, read_nodes, read_pods, to_scenario
 
     workload = os.path.splitext(os.path.basename(pods))[0]
     try:
-        doc = to_scenario(read_nodes(nodes), read_pods(pods), workload)
+        node_list, pod_list = read_nodes(nodes), read_pods(pods)
+        doc = to_scenario(node_list, pod_list, workload)
         scenario = parse_scenario(doc, f"<openb {workload}>")
-        return build_cluster(scenario), workload
+        cluster = build_cluster(scenario)
+        return cluster, workload, trace_order(cluster, node_list)
     except (OpenbError, ScenarioError, ClusterError) as exc:
         raise InputError(str(exc)) from None
 
 
-def _init(cluster: Any, policy: str) -> None:
-    _WORKER["cluster"], _WORKER["policy"] = cluster, policy
+def _init(cluster: Any, policy: str, compat: str, sources: tuple[int, ...]) -> None:
+    _WORKER.update(cluster=cluster, policy=policy, compat=compat, sources=sources)
 
 
 def _run(seed: int) -> Any:
     from dralab.replay.fgd import run_seed
 
-    return run_seed(_WORKER["cluster"], _WORKER["policy"], seed)
+    w = _WORKER
+    return run_seed(w["cluster"], w["policy"], seed, compat=w["compat"], sources=w["sources"])
 
 
 class _Progress:
@@ -86,11 +107,12 @@ class _Progress:
         sys.stderr.flush()
 
 
-def run_seeds(cluster: Any, policy: str, seeds: list[int], jobs: int, quiet: bool) -> list[Any]:
+def run_seeds(cluster: Any, policy: str, seeds: list[int], jobs: int, quiet: bool, compat: str = "",
+              sources: tuple[int, ...] | None = None) -> list[Any]:
     """Every seed's RunResult, in seed order (the pool pattern of `dralab chaos`)."""
     progress = _Progress(len(seeds), quiet)
     results: dict[int, Any] = {}
-    for batch in finished(_run, _init, (cluster, policy), seeds, jobs):
+    for batch in finished(_run, _init, (cluster, policy, compat, sources), seeds, jobs):
         for r in batch:
             results[r.seed] = r
         progress.update(len(results))
@@ -98,24 +120,27 @@ def run_seeds(cluster: Any, policy: str, seeds: list[int], jobs: int, quiet: boo
 
 
 def write_csv(directory: str, workload: str, results: list[Any], total_gpus: int) -> list[str]:
-    """The cached results' layout: workload, sc_policy, tune, seed, total_gpus, then columns 0..130."""
-    from dralab.replay.fgd import BUCKETS, TUNE
+    """The cached results' layouts: workload, sc_policy, tune, seed, (total_gpus: allocation only), columns
+    0..130."""
+    from dralab.replay.fgd import TUNE
+    from dralab.replay.fgd_metrics import BUCKETS
     from dralab.replay.fgd_policies import CACHED_NAMES
 
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:
         raise InputError(f"--csv-dir: cannot make {directory}: {exc.strerror or exc}") from None
-    header = ["workload", "sc_policy", "tune", "seed", "total_gpus", *(str(i) for i in range(BUCKETS))]
     paths = []
-    for name, field in (("analysis_allo_discrete.csv", "alloc"), ("analysis_frag_discrete.csv", "frag")):
+    for name, field, with_gpus in CSV_FILES:
         path = os.path.join(directory, name)
+        head = ["workload", "sc_policy", "tune", "seed", *(["total_gpus"] if with_gpus else [])]
         try:
             with open(path, "w", newline="") as f:
                 w = csv.writer(f, lineterminator="\n")
-                w.writerow(header)
+                w.writerow([*head, *(str(i) for i in range(BUCKETS))])
                 for r in results:
-                    w.writerow([workload, CACHED_NAMES[r.policy], TUNE, r.seed, total_gpus, *getattr(r, field)])
+                    w.writerow([workload, CACHED_NAMES[r.policy], TUNE, r.seed, *([total_gpus] if with_gpus else []),
+                                *(repr(v) for v in getattr(r, field))])
         except OSError as exc:
             raise InputError(f"--csv-dir: cannot write {path}: {exc.strerror or exc}") from None
         paths.append(path)
@@ -123,7 +148,8 @@ def write_csv(directory: str, workload: str, results: list[Any], total_gpus: int
 
 
 def render_text(report: dict[str, Any]) -> str:
-    lines = [f"trace {report['trace']}, policy {report['policy']}, seeds {report['seeds']} "
+    mode = f", compat {report['compat']}" if report.get("compat") else ""
+    lines = [f"trace {report['trace']}, policy {report['policy']}{mode}, seeds {report['seeds']} "
              f"({len(report['per_seed'])} runs, {report['wall_s']:.1f}s)",
              "arrived %  GPU alloc % (median)  frag % of GPUs (median)"]
     for mark, alloc in report["alloc_pct"].items():
@@ -133,6 +159,7 @@ def render_text(report: dict[str, Any]) -> str:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from dralab.replay.fgd import medians
+    from dralab.replay.fgd_cache import CacheError, compare, read_cached, render_comparison
     from dralab.replay.fgd_policies import POLICY_NAMES
 
     if args.trace == "philly" or args.time_aware:
@@ -148,20 +175,31 @@ def cmd_trace(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     if len(seeds) > 10_000:
         raise InputError("--seeds: at most 10000 seeds")
-    cluster, workload = load_cluster(args.nodes, args.pods)
-    results = run_seeds(cluster, args.policy, seeds, args.jobs or cores(), args.quiet)
-    report: dict[str, Any] = {"trace": workload, "policy": args.policy, "seeds": args.seeds, **medians(results),
+    cluster, workload, sources = load_trace(args.nodes, args.pods)
+    expected = None
+    if args.compare:
+        try:
+            expected = read_cached(args.compare, workload, args.policy)
+        except CacheError as exc:
+            raise InputError(str(exc)) from None
+    results = run_seeds(cluster, args.policy, seeds, args.jobs or cores(), args.quiet, args.compat or "", sources)
+    report: dict[str, Any] = {"trace": workload, "policy": args.policy, "seeds": args.seeds,
+                              "compat": args.compat or "", **medians(results),
                               "wall_s": round(time.monotonic() - started, 3),
                               "per_seed": [{"seed": r.seed, "pods": r.pods, "failed": r.failed,
                                             "alloc_pct_100": r.alloc[100], "frag_pct_100": r.frag[100]}
                                            for r in results]}
     if args.csv_dir:
         report["csv"] = write_csv(args.csv_dir, workload, results, cluster.total_gpus)
+    if expected is not None:
+        report["compare"] = compare(expected, results)
     if args.output == "json":
         sys.stdout.write(json.dumps(report) + "\n")
     else:
         sys.stdout.write(render_text(report))
-    return 0
+        if expected is not None:
+            sys.stdout.write(render_comparison(report["compare"], args.compare))
+    return 1 if expected is not None and report["compare"]["differing"] else 0
 
 
 # --- Time-aware runs (`--time-aware`, and `philly`): the autoscaler in the loop, one run per autoscaler policy

@@ -1,8 +1,10 @@
 """The FGD paper's openb experiment (Weng et al., USENIX ATC'23), run on an imported scenario.
 
 The protocol is the one /work/shared/traces/README.md reads from the authors' simulator ("How the FGD paper's
-simulator runs an openb experiment"), with dralab's own seeded source, ``random.Random(seed)``, instead of Go's
-math/rand (so runs match the cached ones in distribution, not pod for pod):
+simulator runs an openb experiment"). By default the random choices come from dralab's own seeded source,
+``random.Random(seed)``, so runs match the cached ones in distribution; with ``compat="fgd-go"`` they come from
+Go's math/rand (replay/gorand.py) drawn exactly as the simulator draws them (:class:`GoDraws`), and a run
+reproduces the cached one decision for decision:
 
 1. the GPU nodes, in a per-seed random order that settles ties (the simulator's `%04d-` name prefixes);
 2. the pods, sorted by name and shuffled with the seed;
@@ -10,8 +12,8 @@ math/rand (so runs match the cached ones in distribution, not pod for pod):
    until the next draw would cross the target, the stop test adding the per-GPU share only (as the
    simulator does); a trace above the target loses random pods instead;
 4. one pod at a time, no departures, no retries: filter, score with one policy, bind or count as failed;
-5. after every arrival: arrived % (GPU request of arrived pods, failed ones included, / capacity, rounded
-   half to even), allocation % and fragmentation % (2 decimals), averaged per integer bucket 0..130.
+5. after every arrival: arrived %, allocation % and fragmentation, averaged per integer bucket 0..130 of
+   arrived %, with the authors' analysis arithmetic (replay/fgd_metrics.py).
 
 Speed: a node's state is ``(cpu_left, mem_left, free GPU shares)``; a policy's verdict for a pod shape and a
 node state is memoised, and FGD's node fragment only changes on the node the pod lands on, so the cluster's
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from .fgd_cluster import Cluster
+from .fgd_metrics import ClusterFragment, Rows
 from .fgd_policies import (
     MILLI,
     POLICIES,
@@ -40,10 +43,12 @@ from .fgd_policies import (
     gpu_tag,
 )
 from .fgd_policies import tightest as _tightest
+from .gorand import GoRand
 
 TUNE = 1.3
 TYPICAL_COVERAGE = 0.95
-BUCKETS = 131  # arrived % 0..130, the cached results' columns
+COMPAT_MODES = ("fgd-go",)
+INFORMER_DRAWS = 10  # client-go reflectors started by the scheduler's informers: one Float64 each
 MARKS = (50, 80, 90, 95, 100, 110, 120, 130)
 
 
@@ -55,29 +60,102 @@ class RunResult:
     failed: int
     alloc: tuple[float, ...]  # per bucket 0..130, % of GPU capacity
     frag: tuple[float, ...]  # fragmented GPU, % of GPU capacity
-    frag_idle: tuple[float, ...]  # fragmented GPU, % of idle GPU
+    frag_idle: tuple[float, ...]  # fragmented GPU, % of idle GPU (means of 2-decimal rows, not rounded)
+    compat: str = ""
 
 
 def typical_pods(pods: tuple[Shape, ...], coverage: float = TYPICAL_COVERAGE) -> Typical:
-    """The most frequent shapes (cpu, share, count, models) of the original list, CPU-only pods included,
-    sorted by frequency then shape (both descending), added until ``coverage`` of the pods is covered
-    (README: 35 shapes covering 7,766 of 8,152 pods on the default trace)."""
-    counts = Counter((p.cpu, p.milli, p.num, tuple(sorted(p.models)) if p.models is not None else ()) for p in pods)
+    """The most frequent shapes of the original list (CPU-only pods included) as the simulator's
+    ``GetTypicalPods`` picks them: keyed by (cpu, share, count, models as written), sorted by count then key,
+    both descending, taken until ``coverage`` of the pods is covered (README: 35 shapes covering 7,766 of 8,152
+    pods on the default trace). A shape's frequency is its share of the typical pods, computed as Go does,
+    (n / total) / (covered / total) (not n / covered: the last bit differs, and FGD truncates its scores)."""
+    counts = Counter((p.cpu, p.milli, p.num, p.spec) for p in pods)
+    models = {(p.cpu, p.milli, p.num, p.spec): p.models for p in pods}
     ordered = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-    kept: list[tuple[int, tuple[int, int, int, tuple[int, ...]]]] = []
-    covered = 0
+    total = float(len(pods))
+    expected = float(round(coverage * 100)) * total / 100.0
+    kept: list[tuple[float, tuple[int, int, int, str]]] = []
+    covered = 0.0
     for shape, n in ordered:
-        if covered >= coverage * len(pods):
+        if covered >= expected:
             break
-        kept.append((n, shape))
+        kept.append((n / total, shape))
         covered += n
-    # Frequencies are shares of the typical pods, not of all pods (they sum to 1): with that, the cluster
-    # fragment matches the cached `frag` columns (about 5% higher than with shares of all pods).
-    return [(n / covered, cpu, num, milli, frozenset(models) if models else None)
-            for n, (cpu, milli, num, models) in kept]
+    scale = covered / total if len(kept) < len(ordered) else 1.0
+    return [(share / scale if scale != 1.0 else share, cpu, num, milli, models[(cpu, milli, num, spec)])
+            for share, (cpu, milli, num, spec) in kept]
 
 
-def arrival_order(cluster: Cluster, rng: random.Random, tune: float = TUNE) -> list[int]:
+class PyDraws:
+    """dralab's own random source for a run: ``random.Random(seed)``."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def shuffle(self, items: list[int]) -> None:
+        self.rng.shuffle(items)
+
+    def randrange(self, n: int) -> int:
+        return self.rng.randrange(n)
+
+    def node_order(self, sources: tuple[int, ...]) -> list[int]:
+        order = list(range(len(sources)))
+        self.rng.shuffle(order)
+        return order
+
+    def pick_gpu(self, candidates: list[int]) -> int:
+        return self.rng.choice(candidates)
+
+
+class GoDraws:
+    """The paper's simulator's draws from Go's global math/rand source, in its order (hkust-adsl/kubernetes-
+    scheduler-simulator, pkg/simulator/core.go ``Simulate`` and simulator.go):
+
+    1. ``rand.Seed(seed)``, then one ``rand.Int()``: an argument of a ``log.Debugf`` call, which Go evaluates
+       even with debug logging off;
+    2. ``rand.Shuffle`` of the name-sorted pods (Lemire's int31n per swap), then the inflation's
+       ``rand.Intn(len(pods))`` draws (the one that ends the loop included) or the removals' ``rand.Intn``;
+    3. one ``rand.Float64()`` per informer the scheduler starts (client-go's reflector jitters its watch
+       timeout), 10 of them;
+    4. ``rand.Perm(len(nodes))`` over the nodes sorted by name: node i is renamed ``%04d-<name>`` with perm[i],
+       and ties go to the smallest name, so perm[i] is node i's rank;
+    5. Random only: ``rand.Intn(#feasible)`` when two or more nodes fit, and a reservoir ``rand.Intn(cnt)`` per
+       fitting GPU of a sharing pod. (Which node index i means depends on goroutine timing in the original, so
+       Random matches in distribution only.)
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.go = GoRand(seed)
+        self.go.int()
+
+    def shuffle(self, items: list[int]) -> None:
+        self.go.shuffle(items)  # type: ignore[arg-type]
+
+    def randrange(self, n: int) -> int:
+        return self.go.intn(n)
+
+    def node_order(self, sources: tuple[int, ...]) -> list[int]:
+        for _ in range(INFORMER_DRAWS):
+            self.go.float64()
+        perm = self.go.perm(len(sources))
+        order = [0] * len(sources)
+        for i, rank in enumerate(perm):
+            order[rank] = sources[i]
+        return order
+
+    def pick_gpu(self, candidates: list[int]) -> int:
+        chosen = candidates[0]
+        for count, gpu in enumerate(candidates, 1):
+            if self.go.intn(count) == 0:
+                chosen = gpu
+        return chosen
+
+
+Draws = PyDraws | GoDraws
+
+
+def arrival_order(cluster: Cluster, rng: Draws, tune: float = TUNE) -> list[int]:
     """Pod indices in arrival order: shuffled, then inflated (or cut) to ``tune`` x GPU capacity."""
     pods = cluster.pods
     order = list(range(len(pods)))
@@ -87,10 +165,11 @@ def arrival_order(cluster: Cluster, rng: random.Random, tune: float = TUNE) -> l
     if total < target:
         while True:
             i = rng.randrange(len(pods))
-            if total + pods[i].milli > target:  # the simulator's stop test: the per-GPU share only
+            # the simulator's tuneUpPods: the stop test adds the per-GPU share only, the total the whole request
+            if total + pods[i].milli > target:
                 break
             order.append(i)
-            total += pods[i].milli
+            total += pods[i].num * pods[i].milli
     else:
         while total > target and order:
             i = order.pop(rng.randrange(len(order)))
@@ -98,54 +177,36 @@ def arrival_order(cluster: Cluster, rng: random.Random, tune: float = TUNE) -> l
     return order
 
 
-def _bucket_means(sums: list[float], counts: list[int]) -> tuple[float, ...]:
-    """Each bucket's mean; an empty bucket takes its nearest non-empty neighbour (the earlier one first)."""
-    means: list[float | None] = [round(s / c, 2) if c else None for s, c in zip(sums, counts, strict=True)]
-    out: list[float] = []
-    for i in range(len(means)):
-        v = means[i]
-        if v is None:
-            for d in range(1, len(means)):
-                for j in (i - d, i + d):
-                    if 0 <= j < len(means) and means[j] is not None:
-                        v = means[j]
-                        break
-                if v is not None:
-                    break
-        out.append(v if v is not None else 0.0)
-    return tuple(out)
-
-
-def run_seed(cluster: Cluster, policy: str, seed: int, tune: float = TUNE) -> RunResult:
-    """One run of the protocol (README steps 1-8 for one seed)."""
+def run_seed(cluster: Cluster, policy: str, seed: int, tune: float = TUNE, compat: str = "",
+             sources: tuple[int, ...] | None = None) -> RunResult:
+    """One run of the protocol (README steps 1-8 for one seed). ``sources``: the cluster's node indices in the
+    trace's node-name order, which the simulator's name prefixes follow (compat mode; default: cluster order)."""
     if policy not in POLICY_NAMES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(POLICY_NAMES)}")
-    rng = random.Random(seed)
-    arrivals = arrival_order(cluster, rng, tune)
-    node_order = list(range(len(cluster.nodes)))
-    rng.shuffle(node_order)  # the per-seed name prefixes: the first node in this order wins ties
+    if compat and compat not in COMPAT_MODES:
+        raise ValueError(f"unknown compat mode {compat!r}; expected one of {', '.join(COMPAT_MODES)}")
+    draws: Draws = GoDraws(seed) if compat else PyDraws(seed)
+    arrivals = arrival_order(cluster, draws, tune)
+    node_order = draws.node_order(sources if sources is not None else tuple(range(len(cluster.nodes))))
     ctx = Context(typical_pods(cluster.pods))
     infos = cluster.nodes
     cpu_left = [n.cpu for n in infos]
     mem_left = [n.mem for n in infos]
     free = [(MILLI,) * n.gpus for n in infos]
     tags: list[frozenset[tuple[int, int]]] = [frozenset()] * len(infos)
-    node_frag = [ctx.fragment(n.model, n.cpu, free[i]) for i, n in enumerate(infos)]
-    frag_total = sum(node_frag)
-    capacity = cluster.total_gpus * MILLI
+    fragment = ClusterFragment([ctx.buckets(n.model, n.cpu, free[i]) for i, n in enumerate(infos)])
+    rows = Rows(cluster.total_gpus)
     allocated = arrived = 0
-    idle = capacity
-    sums = {"alloc": [0.0] * BUCKETS, "frag": [0.0] * BUCKETS, "idle": [0.0] * BUCKETS}
-    counts = [0] * BUCKETS
     runner = _Chooser(ctx, policy, infos, node_order)
     failed = 0
     for pod_index in arrivals:
         shape = cluster.pods[pod_index]
-        best, gpus = runner.choose(shape, rng)
+        best, gpus = runner.choose(shape, draws)
         arrived += shape.num * shape.milli
         if best < 0:
             failed += 1
         else:
+            before = ctx.buckets(infos[best].model, cpu_left[best], free[best])
             cpu_left[best] -= shape.cpu
             mem_left[best] -= shape.mem
             if gpus:
@@ -155,20 +216,11 @@ def run_seed(cluster: Cluster, policy: str, seed: int, tune: float = TUNE) -> Ru
                 free[best] = tuple(f)
                 tags[best] = tags[best] | {gpu_tag(shape)}
             runner.moved(best, cpu_left[best], mem_left[best], free[best], tags[best])
-            used = shape.num * shape.milli
-            allocated += used
-            idle -= used
-            new = ctx.fragment(infos[best].model, cpu_left[best], free[best])
-            frag_total += new - node_frag[best]
-            node_frag[best] = new
-        b = round(arrived * 100 / capacity)
-        if b < BUCKETS:
-            counts[b] += 1
-            sums["alloc"][b] += round(allocated * 100 / capacity, 2)
-            sums["frag"][b] += round(frag_total * 100 / capacity, 2)
-            sums["idle"][b] += round(frag_total * 100 / idle, 2) if idle else 0.0
-    return RunResult(seed, policy, len(arrivals), failed, _bucket_means(sums["alloc"], counts),
-                     _bucket_means(sums["frag"], counts), _bucket_means(sums["idle"], counts))
+            allocated += shape.num * shape.milli
+            fragment.replace(before, ctx.buckets(infos[best].model, cpu_left[best], free[best]))
+        rows.add(arrived, allocated, *fragment.amounts())
+    alloc, frag, frag_idle = rows.columns()
+    return RunResult(seed, policy, len(arrivals), failed, alloc, frag, frag_idle, compat)
 
 
 class _Chooser:
@@ -224,7 +276,7 @@ class _Chooser:
         assert self.score is not None
         return self.score(self.ctx, shape, info, cpu_left, mem_left, free)
 
-    def choose(self, shape: Shape, rng: random.Random) -> tuple[int, tuple[int, ...]]:
+    def choose(self, shape: Shape, rng: Draws) -> tuple[int, tuple[int, ...]]:
         """The node for ``shape`` and its GPU indices; (-1, ()) when none fits."""
         memo = self.verdicts.get(shape)
         if memo is None:
@@ -245,7 +297,8 @@ class _Chooser:
             feasible = [k for k, s in enumerate(ranked) if s != _INFEASIBLE]
             if not feasible:
                 return -1, ()
-            k = rng.choice(feasible)
+            # the Random plugin's PreScore draws only when two or more nodes fit (one: no scoring at all)
+            k = feasible[0] if len(feasible) == 1 else feasible[rng.randrange(len(feasible))]
             return self.node_order[k], _random_gpus(shape, self.states[self.by_rank[k]][3], rng)  # type: ignore[arg-type]
         top = max(ranked)
         if top == _INFEASIBLE:
@@ -265,8 +318,8 @@ def medians(results: list[RunResult], marks: tuple[int, ...] = MARKS) -> dict[st
     }
 
 
-def _random_gpus(shape: Shape, free: tuple[int, ...], rng: random.Random) -> tuple[int, ...]:
+def _random_gpus(shape: Shape, free: tuple[int, ...], rng: Draws) -> tuple[int, ...]:
     """Random's GPU choice: a sharing pod on a fitting GPU drawn with the run's source; whole GPUs first free."""
     if shape.num == 1 and shape.milli < MILLI:
-        return (rng.choice([i for i, f in enumerate(free) if f >= shape.milli]),)
+        return (rng.pick_gpu([i for i, f in enumerate(free) if f >= shape.milli]),)
     return _tightest(shape, free)

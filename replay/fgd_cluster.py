@@ -29,7 +29,7 @@ from dralab.core.scenario import Scenario, replica_name
 from dralab.core.scenario_dra import render_slices
 
 from .fgd_policies import NodeInfo, Shape
-from .openb import DRIVER, GPU_MILLI
+from .openb import DRIVER, GPU_MILLI, GPU_SPEC_ANNOTATION
 
 MIB = 1 << 20
 
@@ -141,9 +141,33 @@ def build_cluster(scenario: Scenario) -> Cluster:
         if key not in shapes:
             shapes[key] = _claim_shape(pod, templates, class_selectors, samples, models, matcher)
         num, milli, allowed = shapes[key]
-        shape = Shape(req.get("cpu", 0), -(-req.get("memory", 0) // MIB), num, milli, allowed)
+        spec = str(((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_SPEC_ANNOTATION, "")) if num else ""
+        shape = Shape(req.get("cpu", 0), -(-req.get("memory", 0) // MIB), num, milli, allowed, spec)
         base = pod["metadata"]["name"]
         pods.extend((replica_name(base, arrival.count, i), shape) for i in range(arrival.count))
     pods.sort(key=lambda p: p[0])
     return Cluster(tuple(n for n, _ in nodes), tuple(i for _, i in nodes), tuple(models),
                    tuple(n for n, _ in pods), tuple(s for _, s in pods))
+
+
+def trace_order(cluster: Cluster, nodes: list[Any]) -> tuple[int, ...]:
+    """The cluster's node indices in the order of the trace's node names (the openb `sn`, sorted as Go sorts
+    strings: by bytes). The simulator's per-seed name prefixes follow that order (compat mode); dralab names
+    nodes by shape (`<group>-<i>`), so the i-th trace node of a shape is taken as that group's i-th node (nodes
+    of one shape are interchangeable until something lands on them)."""
+    from .openb import group_name
+
+    index = {name: i for i, name in enumerate(cluster.node_names)}
+    seen: dict[str, int] = {}
+    order: list[int] = []
+    for node in sorted(nodes, key=lambda n: n.name.encode()):
+        group = group_name(node)
+        k = seen.get(group, 0)
+        seen[group] = k + 1
+        i = index.get(f"{group}-{k}")
+        if i is None:
+            raise ClusterError(f"node {node.name}: no node {group}-{k} in the scenario")
+        order.append(i)
+    if len(order) != len(cluster.nodes):
+        raise ClusterError(f"the trace lists {len(order)} GPU nodes, the scenario has {len(cluster.nodes)}")
+    return tuple(order)

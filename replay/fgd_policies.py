@@ -26,13 +26,15 @@ BESTFIT_CPU, BESTFIT_GPU = 128_000, 8_000  # the BestFit plugin's fixed normalis
 
 class Shape(NamedTuple):
     """A pod's request: cpu (milli), memory (MiB), GPU count, share per GPU (thousandths) and the allowed
-    GPU models (indices into the cluster's model list; None: any)."""
+    GPU models (indices into the cluster's model list; None: any), and those models as the trace wrote them
+    (`A|B`; the simulator keys and orders its typical pods by that string)."""
 
     cpu: int
     mem: int
     num: int
     milli: int
     models: frozenset[int] | None
+    spec: str = ""
 
 
 class NodeInfo(NamedTuple):
@@ -93,27 +95,59 @@ def after(free: tuple[int, ...], gpus: tuple[int, ...], milli: int) -> tuple[int
     return tuple(out)
 
 
-def node_fragment(typical: Typical, model: int, cpu_left: int, free: tuple[int, ...]) -> float:
-    """FGD's node fragment for the typical pods (paper §4, README step 6): for each typical shape, its
-    frequency times the idle GPU share it could not use here: the GPUs with less share left than it asks
-    when it fits (cpu, model, GPU count), else every idle share (CPU-only shapes: always every idle share,
-    the simulator's XL/XR cases). Memory is not looked at, as in the simulator."""
+# The simulator's per-node fragment buckets (pkg/utils/frag.go): Q1 lacks cpu and GPU, Q2 lacks GPU, Q3 is
+# satisfied, Q4 lacks cpu, XL/XR a CPU-only shape with/without the cpu, NA a model the shape may not use.
+Q1, Q2, Q3, Q4, XL, XR, NA = range(7)
+FRAGMENT_BUCKETS = (Q1, Q2, Q4, XL, XR, NA)  # FragAmountSumExceptQ3's order of addition
+Buckets = tuple[float, float, float, float, float, float, float]
+
+
+def node_buckets(typical: Typical, model: int, cpu_left: int, free: tuple[int, ...]) -> Buckets:
+    """FGD's node fragment for the typical pods (paper §4, README step 6), bucket by bucket as the simulator's
+    ``NodeGpuShareFragAmount`` keeps it: for each typical shape, its frequency times the idle GPU share it
+    could not use here (the GPUs with less share left than it asks when it fits cpu, model and GPU count;
+    else every idle share; CPU-only shapes: every idle share). Memory is not looked at, as in the simulator.
+
+    Why buckets and not one running total: the score truncates ``sigmoid(...) * 100`` to an int, and a
+    fragment summed in another order differs in the last bit often enough to move a truncation (a CPU-only
+    pod that leaves the fragment unchanged scores 49 instead of 50); seven float buckets added in Go's order
+    give Go's float, bit for bit."""
+    data = [0.0] * 7
     idle = sum(free)
-    if idle == 0:
-        return 0.0
-    total = 0.0
     for freq, cpu, num, milli, models in typical:
-        if milli == 0 or cpu_left < cpu or (models is not None and model not in models):
-            total += freq * idle
+        if milli == 0:
+            data[XL if cpu_left >= cpu else XR] += freq * idle
             continue
-        need, frag = num, 0
+        if models is not None and model not in models:
+            data[NA] += freq * idle
+            continue
+        need = num
         for f in free:
             if f >= milli:
                 need -= 1
-            else:
-                frag += f
-        total += freq * (frag if need <= 0 else idle)
+                if need == 0:
+                    break
+        if need > 0:
+            data[Q2 if cpu_left >= cpu else Q1] += freq * idle
+        elif cpu_left >= cpu:
+            frag = sum(f for f in free if f < milli)
+            data[Q2] += freq * frag
+            data[Q3] += freq * (idle - frag)
+        else:
+            data[Q4] += freq * idle
+    return (data[0], data[1], data[2], data[3], data[4], data[5], data[6])
+
+
+def fragment_of(buckets: Buckets) -> float:
+    """``FragAmountSumExceptQ3``: every bucket but the satisfied one, added in Go's order from 0.0."""
+    total = 0.0
+    for b in FRAGMENT_BUCKETS:
+        total += buckets[b]
     return total
+
+
+def node_fragment(typical: Typical, model: int, cpu_left: int, free: tuple[int, ...]) -> float:
+    return fragment_of(node_buckets(typical, model, cpu_left, free))
 
 
 class Context:
@@ -122,14 +156,21 @@ class Context:
 
     def __init__(self, typical: Typical) -> None:
         self.typical = typical
-        self._frag: dict[tuple[int, int, tuple[int, ...]], float] = {}
+        self._buckets: dict[tuple[int, int, tuple[int, ...]], tuple[Buckets, float]] = {}
+
+    def _entry(self, model: int, cpu_left: int, free: tuple[int, ...]) -> tuple[Buckets, float]:
+        key = (model, cpu_left, free)
+        entry = self._buckets.get(key)
+        if entry is None:
+            b = node_buckets(self.typical, model, cpu_left, free)
+            entry = self._buckets[key] = (b, fragment_of(b))
+        return entry
 
     def fragment(self, model: int, cpu_left: int, free: tuple[int, ...]) -> float:
-        key = (model, cpu_left, free)
-        value = self._frag.get(key)
-        if value is None:
-            value = self._frag[key] = node_fragment(self.typical, model, cpu_left, free)
-        return value
+        return self._entry(model, cpu_left, free)[1]
+
+    def buckets(self, model: int, cpu_left: int, free: tuple[int, ...]) -> Buckets:
+        return self._entry(model, cpu_left, free)[0]
 
 
 def sigmoid(x: float) -> float:
@@ -187,28 +228,17 @@ def packing(ctx: Context, shape: Shape, node: NodeInfo, cpu_left: int, mem_left:
 
 
 def dotprod(ctx: Context, shape: Shape, node: NodeInfo, cpu_left: int, mem_left: int, free: tuple[int, ...]) -> Result:
-    """Tetris's alignment as the simulator configures it for the paper (`dimExtMethod: share`, `normMethod:
-    max`): the node is split into virtual nodes, one per partly used GPU that fits the pod and one holding all
-    its fully free GPUs, each sharing the node's free cpu; the score is 1 - the mean over (cpu, GPU) of pod
-    demand x virtual node's free amount, both divided by the largest node's (128 cores, 8 GPUs), x 100: the
-    smaller the product (the fuller the node), the higher. The best virtual node gives the GPU."""
+    """Tetris's alignment as the paper's runs configure it (`dimExtMethod: merge`, `normMethod: max`; the
+    simulator's dot_product_score.go): one vector per node, (free cpu, free GPU share summed over its GPUs),
+    and one per pod, (cpu, GPU share x count), each divided by the largest node's (128 cores, 8 GPUs); the score
+    is int((1 - their dot product / 2) x 100): the fuller the node the pod lands on, the higher. The GPU is the
+    simulator's `best` choice (:func:`tightest`). Float operations in Go's order."""
     if not fits(shape, node, cpu_left, mem_left, free):
         return None
-    cpu_term = (shape.cpu / BESTFIT_CPU) * (cpu_left / BESTFIT_CPU)
-    demand = shape.num * shape.milli / BESTFIT_GPU
-    whole = [i for i, f in enumerate(free) if f == MILLI]
-    best: Result = None
-    if shape.num == 1 and shape.milli < MILLI:
-        for i, f in enumerate(free):
-            if shape.milli <= f < MILLI:
-                score = int((1 - (cpu_term + demand * f / BESTFIT_GPU) / 2) * 100)
-                if best is None or score > best[0]:
-                    best = (score, (i,))
-    if len(whole) >= max(shape.num, 1) or best is None:
-        score = int((1 - (cpu_term + demand * len(whole) * MILLI / BESTFIT_GPU) / 2) * 100)
-        if best is None or score > best[0]:
-            best = (score, tuple(whole[: shape.num]))
-    return best
+    product = 0.0
+    product += (cpu_left / BESTFIT_CPU) * (shape.cpu / BESTFIT_CPU)
+    product += (sum(free) / BESTFIT_GPU) * (shape.num * shape.milli / BESTFIT_GPU)
+    return int(100.0 * (1 - product / 2.0)), tightest(shape, free)
 
 
 def gpu_tag(shape: Shape) -> tuple[int, int]:

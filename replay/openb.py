@@ -38,6 +38,9 @@ MAX_ROWS = 200_000
 MAX_FIELD = 256
 MAX_GPUS_PER_NODE = 64
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+# The pod's `gpu_spec` as written (models in file order): the selector already says which models it may use;
+# the FGD simulator also sorts and keys its typical pods by this string, which the exact mode needs.
+GPU_SPEC_ANNOTATION = "openb.dralab.io/gpu-spec"
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")  # gpu_spec etc. optional (multigpu*)
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -224,7 +227,10 @@ def _pod(p: OpenbPod) -> dict[str, Any]:
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template_name(p.num_gpu, p.gpu_milli,
                                                                                               p.gpu_spec)}]
         container["resources"]["claims"] = [{"name": "gpu"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": _label(p.name)}, "spec": spec}
+    metadata: dict[str, Any] = {"name": _label(p.name)}
+    if p.gpu_spec:
+        metadata["annotations"] = {GPU_SPEC_ANNOTATION: "|".join(p.gpu_spec)}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def to_scenario(nodes: list[OpenbNode], pods: list[OpenbPod], name: str = "openb") -> dict[str, Any]:
