@@ -6,9 +6,10 @@ the driver play (actors/live_faults.py), and the scenario's own cluster, device 
 
 Each seed must finish, keep every invariant while it runs (the driver's monitor) and after (liveness over
 the log, with the scheduler's measured downtime allowed), and its log must verify (every decision
-recomputed on the view it records). The scenarios run at 120x and cut to their first 10 minutes so the
-whole module stays around three minutes; the seeds are the first two whose schedule holds both a kill and
-a Redis restart, so every run has both.
+recomputed on the view it records). The scenarios run at 120x and cut to their first 6 minutes, each
+through the command (`dralab chaos --live`, JSON summary) with one seed: the first or the second (by
+turns) whose schedule holds both a kill and a Redis restart, so every run has both, and the five runs
+together play every fault kind the first two seeds of every scenario would.
 
 The actor side of the runtime faults (ActorFaults) is unit-tested first, without Ray.
 """
@@ -17,19 +18,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 from dralab.actors.live_faults import ActorFaults, hits
-from dralab.chaos_cmd import _Progress
-from dralab.chaos_live import LiveChaosOptions, run_live_seeds
 from dralab.cli import main
 from dralab.core.events import FaultInjected, Record, RunStarted, encode_record
 from dralab.core.reactors.runtime_faults import Effect
 from dralab.core.scenario import Scenario, load_scenario
 from dralab.core.state import ClusterState
-from dralab.replay.chaos import DEFAULT_KINDS, ChaosOptions, chaos_schedule
+from dralab.replay.chaos import DEFAULT_KINDS, chaos_schedule
 from dralab.replay.sim import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,16 +115,69 @@ def _seeds(sc: Scenario, n: int = 2) -> list[int]:
     return out[:n]
 
 
+def _seed(i: int, sc: Scenario) -> int:
+    """The seed scenario `i` runs live: the first or the second of `_seeds`, by turns. The two draw different
+    fault kinds besides the kill and the Redis restart; by turns, the scenarios together play all of them."""
+    return _seeds(sc)[i % 2]
+
+
+# One scenario runs with one actor per reactor (the command's default), the others in two host actors.
+ONE_ACTOR_PER_REACTOR = "partitioned-scheduler"
+
+
+def test_the_live_seeds_play_every_kind_both_seeds_of_each_scenario_would() -> None:
+    """One seed per scenario, not two: what the second seeds drew is drawn by another scenario's."""
+    both: set[str] = set()
+    chosen: set[str] = set()
+    for i, path in enumerate(CHAOS):
+        sc = _cut(path)
+        seeds = _seeds(sc)
+        assert len(seeds) == 2
+        both |= {f.kind for s in seeds for f in chaos_schedule(sc, s, LIVE_KINDS, RATE)}
+        kinds = {f.kind for f in chaos_schedule(sc, _seed(i, sc), LIVE_KINDS, RATE)}
+        assert {"reactor-kill", "redis-restart"} <= kinds
+        chosen |= kinds
+    assert chosen == both, sorted(both - chosen)
+    assert ONE_ACTOR_PER_REACTOR in [p.stem for p in CHAOS]
+
+
 @pytest.mark.live
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("path", CHAOS, ids=[p.stem for p in CHAOS])
-def test_chaos_scenario_live_with_kills_and_a_redis_restart(path: Path, tmp_path: Path, ray_session: None) -> None:
+def test_chaos_scenario_live_with_kills_and_a_redis_restart(path: Path, tmp_path: Path, ray_session: None,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dralab chaos --live` end to end (the session's Ray is reused), one seed that kills a reactor and
+    restarts Redis: the JSON summary alone on stdout, and each seed's own result (taken from the
+    command's run_live_seeds) says the faults were played. The command reads the scenario file; what it
+    read is cut to CUT_MS before the run."""
+    import dralab.chaos_cmd as chaos_cmd
+    import dralab.chaos_live as chaos_live
+
     sc = _cut(path)
-    seeds = _seeds(sc)
-    assert len(seeds) == 2
-    options = ChaosOptions(kinds=LIVE_KINDS, rate=RATE, out_dir=str(tmp_path / "out"))
-    results = run_live_seeds(sc, seeds, options, LiveChaosOptions(speed=SPEED, timeout_s=120, hosts=2),
-                             _Progress(len(seeds), quiet=True))
+    seed = _seed(CHAOS.index(path), sc)
+    assert simulate(sc, 0).violations == []
+    results: list[Any] = []
+
+    def run_live_seeds(*args: Any, **kwargs: Any) -> Any:
+        results.extend(real(*args, **kwargs))
+        return results
+
+    real = chaos_live.run_live_seeds
+    monkeypatch.setattr(chaos_live, "run_live_seeds", run_live_seeds)
+    load = chaos_cmd.load_scenario_input
+
+    def load_cut(file: str, *args: Any) -> Scenario:  # the command reads the file; the run is cut as `_cut`
+        loaded = load(file, *args)
+        return msgspec.structs.replace(loaded, duration_ms=min(loaded.duration_ms, CUT_MS))
+
+    monkeypatch.setattr(chaos_cmd, "load_scenario_input", load_cut)
+    layout = [] if path.stem == ONE_ACTOR_PER_REACTOR else ["--hosts", "2", "--timeout", "120"]
+    code = main(["chaos", str(path), "--live", "--seeds", str(seed), "--rate", str(RATE), "--speed", str(SPEED),
+                 *layout, "--out", str(tmp_path / "out"), "--summary", "json", "--quiet"])
+    out = capsys.readouterr().out
+    summary = json.loads(out)  # nothing but the summary on stdout (Ray's notices go to stderr)
+    assert [r.seed for r in results] == [seed]
     for r in results:
         assert r.ok, (r.seed, r.failures, r.message, r.files, r.live)
         assert r.live["completed"]
@@ -133,19 +186,8 @@ def test_chaos_scenario_live_with_kills_and_a_redis_restart(path: Path, tmp_path
         assert not r.live["skipped"], r.live["skipped"]
         assert r.live["bus_outages_s"], "the driver saw no outage of the restarted Redis"
         assert r.records > 0 and r.sim_ms > 0
-    assert not (tmp_path / "out").exists()  # nothing failed, nothing kept
-
-
-@pytest.mark.live
-@pytest.mark.timeout(180)
-def test_chaos_cli_live_summary_json(tmp_path: Path, ray_session: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """`dralab chaos --live` end to end (the session's Ray is reused): one seed, JSON summary on stdout only."""
-    scenario = ROOT / "scenarios" / "chaos" / "partitioned-scheduler.yaml"
-    assert simulate(load_scenario(scenario), 0).violations == []
-    code = main(["chaos", str(scenario), "--live", "--seeds", "3", "--rate", "30", "--speed", str(SPEED),
-                 "--out", str(tmp_path / "o"), "--summary", "json", "--quiet"])
-    out = capsys.readouterr().out
-    summary = json.loads(out)  # nothing but the summary on stdout (Ray's notices go to stderr)
     assert code == 0, summary
     assert summary["mode"] == "live" and summary["speed"] == SPEED and summary["seeds_run"] == 1
+    assert summary["ok"] and summary["seeds_failed"] == 0 and summary["scenario"] == sc.name
     assert "redis-restart" in summary["kinds"] and summary["cluster_hours"] > 0
+    assert not (tmp_path / "out").exists()  # nothing failed, nothing kept

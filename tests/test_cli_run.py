@@ -46,11 +46,15 @@ def test_replay_without_action_says_what_to_do(tmp_path: Path) -> None:
 
 def test_run_then_verify_as_a_user_would(redis_url: str, tmp_path: Path) -> None:
     """`dralab run ... --log b.dralog` on real Ray and Redis, then `dralab replay b.dralog --verify`;
-    stdout holds exactly one JSON object and every stderr line is JSON with --log-format json."""
+    stdout holds exactly one JSON object and every stderr line is JSON with --log-format json.
+
+    With `--hosts 1` (every reactor in one actor, tests/test_live_hosts.py): the one CLI run checks both
+    that command line and the plain one (`dralab run` without --hosts is run from the command line by
+    tests/test_observability.py::test_progress_on_stderr_never_in_json_stdout)."""
     import json
 
     log = tmp_path / "b.dralog"
-    proc = dralab("run", QUICKSTART, "--redis", redis_url, "--log", str(log), "--speed", "60",
+    proc = dralab("run", QUICKSTART, "--redis", redis_url, "--hosts", "1", "--log", str(log), "--speed", "60",
                   "-o", "json", "--log-format", "json", timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
@@ -60,6 +64,8 @@ def test_run_then_verify_as_a_user_would(redis_url: str, tmp_path: Path) -> None
     for line in proc.stderr.splitlines():
         json.loads(line)
     assert any(json.loads(line)["event"] == "run.progress" for line in proc.stderr.splitlines())
+    started = [json.loads(line) for line in proc.stderr.splitlines() if '"actor.ready"' in line]
+    assert [s.get("reactor") for s in started] in ([], ["host-0"])  # actors' lines may stay in Ray's logs
     check = dralab("replay", str(log), "--verify", "-o", "json")
     assert check.returncode == 0, check.stdout
     assert json.loads(check.stdout)["header"]["mode"] == "local"

@@ -1,5 +1,5 @@
-"""Faults on the live path (real redis-server, real local Ray): kill each kind of reactor actor mid-run,
-and restart redis-server mid-run with AOF on. Each run must end in the same final state as an
+"""Faults on the live path (real redis-server, real local Ray): kill each kind of reactor actor mid-run
+(two kinds per run), and restart redis-server mid-run with AOF on. Each run must end in the same final state as an
 undisturbed run of the same scenario, lose no event and apply none twice (checked from the log), and a
 restarted actor must rebuild its view from its latest snapshot plus the tail.
 
@@ -143,13 +143,8 @@ def _options(redis_url: str, tag: str, drivers_shards: int = 1) -> LiveOptions:
                        drivers_shards=drivers_shards)
 
 
-@pytest.fixture(scope="module")
-async def undisturbed(redis_url: str, ray_session: None) -> LiveResult:
-    scenario = _scenario()
-    live = await run_live_async(scenario, _options(redis_url, "calm"))
-    assert live.completed, live.error
-    check_log(live, scenario, 5)
-    return live
+# `undisturbed`, the scenario run live with no fault (the end state every run here must reach), is made
+# once per session in conftest.py: tests/test_live_hosts.py compares its runs with it too.
 
 
 def test_scenario_outcome_is_the_simulators() -> None:
@@ -170,45 +165,63 @@ def _mid_run(run: LiveRun) -> bool:
     return bool(s.pods_by_phase["Pending"]) and bool(s.pods_by_phase["Running"])
 
 
+# Every kind of actor is killed, two per run: the run goes on with both restarting at once, and must still
+# end as the undisturbed run did. Each pair holds a kind whose work the run still waits for mid-run (the
+# scheduler, the autoscaler, the cloud making the second node, drivers-0 publishing its slice). The last
+# run has two driver shards and kills one of them (drivers-0 hosts both nodes' drivers).
+KILLS = [(("scheduler", "claims"), 1), (("autoscaler", "lifecycle"), 1), (("cloud", "drivers"), 1),
+         (("broker", "drivers-0"), 2)]
+
+
+def test_the_kill_runs_kill_every_kind_of_actor() -> None:
+    killed = [k for kinds, _ in KILLS for k in kinds]
+    assert sorted(k for k in killed if k != "drivers-0") == sorted(KINDS) and "drivers-0" in killed
+    assert len(killed) == len(set(killed))
+
+
 @pytest.mark.live
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize(("kind", "shards"), [*((k, 1) for k in KINDS), ("drivers-0", 2)])
+@pytest.mark.parametrize(("kinds", "shards"), KILLS, ids=["+".join(k) for k, _ in KILLS])
 async def test_killed_actor_same_end_state_nothing_lost_nothing_twice(
-        kind: str, shards: int, redis_url: str, ray_session: None, undisturbed: LiveResult) -> None:
-    """Each kind of actor, and one shard of two driver actors (drivers-0 hosts both nodes' drivers)."""
+        kinds: tuple[str, ...], shards: int, redis_url: str, ray_session: None, undisturbed: LiveResult) -> None:
+    """Each kind of actor, and one shard of two driver actors, SIGKILLed mid-run once it has a snapshot:
+    Ray restarts it, it rebuilds from its snapshot plus the tail, and the run ends as the undisturbed one."""
     scenario = _scenario()
-    seen: dict[str, Any] = {}
+    seen: dict[str, dict[str, Any]] = {kind: {} for kind in kinds}
 
     async def kill_mid_run(run: LiveRun) -> None:
-        if "after" in seen:
+        if all("after" in s for s in seen.values()):
             return
-        if "killed_pid" in seen:
-            status = (await run.actor_status())[kind]
-            if status.get("pid") not in (None, seen["killed_pid"]) and status.get("ready"):
-                seen["after"] = status
-            return
-        if not _mid_run(run):
-            return
-        status = (await run.actor_status())[kind]
-        if not status.get("snapshots_saved"):
-            return  # wait for a snapshot to restart from
-        seen["before"] = status
-        seen["killed_pid"] = status["pid"]
-        seen["log_end"] = run.state.offset
-        os.kill(status["pid"], signal.SIGKILL)
+        status = await run.actor_status()
+        for kind, s in seen.items():
+            st = status[kind]
+            if "after" in s:
+                continue
+            if "killed_pid" in s:
+                if st.get("pid") not in (None, s["killed_pid"]) and st.get("ready"):
+                    s["after"] = st
+                continue
+            if not _mid_run(run) or not st.get("snapshots_saved"):
+                continue  # wait for work done and work left, and for a snapshot to restart from
+            s["before"] = st
+            s["killed_pid"] = st["pid"]
+            s["log_end"] = run.state.offset
+            os.kill(st["pid"], signal.SIGKILL)
 
-    live = await run_live_async(scenario, _options(redis_url, kind, shards), hook=kill_mid_run)
-    assert "killed_pid" in seen, f"the run ended before {kind} could be killed"
+    live = await run_live_async(scenario, _options(redis_url, "+".join(kinds), shards), hook=kill_mid_run)
+    for kind, s in seen.items():
+        assert "killed_pid" in s, f"the run ended before {kind} could be killed"
     assert live.completed, live.error
-    after = seen.get("after")
-    assert isinstance(after, dict), f"{kind} did not come back"
-    assert after["pid"] != seen["killed_pid"]
-    # rebuilt from its snapshot plus the tail, not from the whole log
-    assert after["rebuilt_from"] == "snapshot", after
-    assert 0 < after["snapshot_offset"] <= after["view_offset"]
-    assert after["snapshot_offset"] >= seen["before"]["snapshot_at"]
-    assert after["rebuilt"] <= after["view_offset"] - after["snapshot_offset"]
-    assert after["anomalies"] == []
+    for kind, s in seen.items():
+        after = s.get("after")
+        assert isinstance(after, dict), f"{kind} did not come back"
+        assert after["pid"] != s["killed_pid"], kind
+        # rebuilt from its snapshot plus the tail, not from the whole log
+        assert after["rebuilt_from"] == "snapshot", (kind, after)
+        assert 0 < after["snapshot_offset"] <= after["view_offset"], (kind, after)
+        assert after["snapshot_offset"] >= s["before"]["snapshot_at"], (kind, after, s["before"])
+        assert after["rebuilt"] <= after["view_offset"] - after["snapshot_offset"], (kind, after)
+        assert after["anomalies"] == [], (kind, after)
     assert outcome(live.state) == outcome(undisturbed.state)
     check_log(live, scenario, 5)
 

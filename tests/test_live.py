@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import QuickstartLive
 
 from dralab.actors.live import LiveOptions, LiveRun, run_live_async
 from dralab.actors.redis_bus import RedisBus
@@ -28,11 +29,11 @@ def _pods(state):  # pod key -> (phase, scheduled?)
     return {k: (p.phase, p.node is not None) for k, p in state.pods.items()}
 
 
-async def test_live_run_reaches_the_sim_end_state_and_verifies(redis_url: str, ray_session: None) -> None:
+async def test_live_run_reaches_the_sim_end_state_and_verifies(quickstart_live: QuickstartLive) -> None:
+    """The session's live quickstart run (conftest.py: seed 7 at 40x on Redis; tests/test_observability.py
+    scrapes its metrics endpoint while it goes on)."""
     scenario = load_scenario(QUICKSTART)
-    options = LiveOptions(seed=7, redis_url=redis_url, stream=f"t-live-{uuid.uuid4().hex[:6]}", speed=SPEED,
-                          timeout_s=120)
-    live = await run_live_async(scenario, options)
+    live = quickstart_live.live
     sim = simulate(scenario, 7)
     assert live.completed
     assert live.state.pods_by_phase["Pending"] == {}
@@ -48,7 +49,9 @@ async def test_live_run_reaches_the_sim_end_state_and_verifies(redis_url: str, r
 async def test_killed_actor_restarts_and_resumes_from_its_group(redis_url: str, ray_session: None) -> None:
     scenario = load_scenario(QUICKSTART)
     stream = f"t-kill-{uuid.uuid4().hex[:6]}"
-    options = LiveOptions(seed=3, redis_url=redis_url, stream=stream, speed=SPEED / 2, timeout_s=150)
+    # SPEED is enough: the kill comes while a pod is pending, and only the scheduler can bind it, so the run
+    # cannot settle before the scheduler is back (10 cluster minutes are 15 s of wall time at 40x).
+    options = LiveOptions(seed=3, redis_url=redis_url, stream=stream, speed=SPEED, timeout_s=150)
     seen: dict[str, object] = {}
 
     async def kill_scheduler_mid_run(run: LiveRun) -> None:

@@ -9,10 +9,8 @@ the hosts'.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,24 +65,21 @@ async def test_a_host_loop_folds_once_and_each_reactor_decides_under_its_own_nam
     assert await bus.group_info("host-0") is not None
 
 
-@pytest.fixture(scope="module")
-async def calm(redis_url: str, ray_session: None) -> LiveResult:
-    scenario = _scenario()
-    live = await run_live_async(scenario, _options(redis_url, "hosts-calm"))
-    assert live.completed, live.error
-    return live
+# `undisturbed` (conftest.py): test_faults_live.py's scenario run live with one actor per reactor and no
+# fault, made once per session; the runs here must end as it did.
 
 
 @pytest.mark.live
 @pytest.mark.timeout(150)
-async def test_two_hosts_end_as_one_actor_per_reactor(redis_url: str, ray_session: None, calm: LiveResult) -> None:
+async def test_two_hosts_end_as_one_actor_per_reactor(redis_url: str, ray_session: None,
+                                                      undisturbed: LiveResult) -> None:
     scenario = _scenario()
     opts = _options(redis_url, "hosts-2")
     opts.hosts = 2
     live = await run_live_async(scenario, opts)
     assert live.completed, live.error
     assert set(live.extra["actors"]) == {"host-0", "host-1"}
-    assert outcome(live.state) == outcome(calm.state)
+    assert outcome(live.state) == outcome(undisturbed.state)
     check_log(live, scenario, 5)
     sources = {decode_record(p, o).source for o, p in live.entries}
     assert set(NAMES) <= sources  # every hosted reactor decided
@@ -102,7 +97,7 @@ async def test_two_hosts_end_as_one_actor_per_reactor(redis_url: str, ray_sessio
 @pytest.mark.live
 @pytest.mark.timeout(150)
 async def test_a_killed_host_restarts_all_its_reactors_from_its_snapshot(
-        redis_url: str, ray_session: None, calm: LiveResult) -> None:
+        redis_url: str, ray_session: None, undisturbed: LiveResult) -> None:
     scenario = _scenario()
     opts = _options(redis_url, "hosts-kill")
     opts.hosts = 2
@@ -132,7 +127,7 @@ async def test_a_killed_host_restarts_all_its_reactors_from_its_snapshot(
     assert after["snapshot_offset"] >= seen["before"]["snapshot_at"]
     assert after["anomalies"] == []
     assert set(after["reactors"]) == set(after["hosts"])
-    assert outcome(live.state) == outcome(calm.state)
+    assert outcome(live.state) == outcome(undisturbed.state)
     check_log(live, scenario, 5)
 
 
@@ -143,19 +138,5 @@ def test_hosts_must_not_be_negative() -> None:
     assert proc.returncode == 2 and "--hosts" in proc.stderr
 
 
-@pytest.mark.live
-@pytest.mark.timeout(300)
-def test_dralab_run_with_one_host_then_verify(redis_url: str, tmp_path: Path) -> None:
-    """`dralab run --hosts 1` as a user calls it: every reactor in one actor, the run verifies."""
-    from test_cli_run import QUICKSTART, dralab
-
-    log = tmp_path / "h.dralog"
-    proc = dralab("run", QUICKSTART, "--redis", redis_url, "--hosts", "1", "--log", str(log), "--speed", "60",
-                  "-o", "json", "--log-format", "json", timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout)
-    assert summary["pods"]["pending"] == 0 and summary["invariant_violations"] == []
-    started = [json.loads(line) for line in proc.stderr.splitlines() if '"actor.ready"' in line]
-    assert [s.get("reactor") for s in started] in ([], ["host-0"])  # actors' lines may stay in Ray's logs
-    check = dralab("replay", str(log), "--verify", "-o", "json")
-    assert check.returncode == 0, check.stdout
+# `dralab run --hosts 1` as a user calls it (every reactor in one actor, the run verifies) is
+# tests/test_cli_run.py::test_run_then_verify_as_a_user_would: one CLI run checks both.

@@ -6,24 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from conftest import QuickstartLive
+from conftest import free_port as _free_port
+from conftest import scrape as _scrape
 from prometheus_client.core import Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from dralab.actors.bus import GroupInfo
-from dralab.actors.live import LiveOptions, LiveRun, run_live_async
 from dralab.actors.observability import (
     LATENCY_BUCKETS,
     Observation,
@@ -180,37 +179,13 @@ def test_status_line_is_cleared_around_log_lines(capsys: pytest.CaptureFixture[s
 # ---------------------------------------------------------------------------------- a live run
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        assert response.status == 200
-        return str(response.read().decode())
-
-
 @pytest.mark.live
 @pytest.mark.timeout(180)
-async def test_metrics_endpoint_during_a_live_run(redis_url: str, ray_session: None) -> None:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/metrics"
-    options = LiveOptions(seed=7, redis_url=redis_url, stream=f"t-obs-{uuid.uuid4().hex[:6]}", speed=40.0,
-                          timeout_s=120, metrics_port=port, progress_every_s=0.5, progress_in_place=False)
-    scrapes: list[dict[str, Any]] = []
-
-    async def scrape(run: LiveRun) -> None:
-        # once some pod is bound and the observer has polled the actors (about once a second)
-        polled = run.statuses and all(st.get("applied", 0) > 0 for st in run.statuses.values())
-        if len(scrapes) < 2 and run.state.runs >= 1 and polled and run.groups:
-            if scrapes and run.state.offset == scrapes[-1]["offset"]:
-                return
-            text = await asyncio.to_thread(_scrape, url)  # the endpoint asks this loop: not from it
-            scrapes.append({"offset": run.state.offset, "metrics": _parse(text), "raw": text})
-
-    live = await run_live_async(load_scenario(QUICKSTART), options, hook=scrape)
+async def test_metrics_endpoint_during_a_live_run(quickstart_live: QuickstartLive) -> None:
+    """The session's live quickstart run (conftest.py; tests/test_live.py checks its end state) had the
+    endpoint on: it was scraped (up to twice, at two log offsets) while the run went on."""
+    url, scrapes = quickstart_live.url, [{**s, "metrics": _parse(s["raw"])} for s in quickstart_live.scrapes]
+    live = quickstart_live.live
     assert live.completed
     assert scrapes, "the run ended before the endpoint could be scraped"
     m, raw = scrapes[-1]["metrics"], scrapes[-1]["raw"]

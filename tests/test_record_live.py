@@ -129,26 +129,27 @@ async def test_live_run_recorded_verifies_and_replays_identically(
     assert recorded.header["mode"] == "local"
     # Trimming ran during the run; it never removed an entry the recorder did not hold yet.
     assert live.extra["trimmed"] > 0 and left < len(live.entries), (live.extra["trimmed"], left)
-    # Two replays of the same file, side by side (two cores): byte-identical output.
-    first, second = await asyncio.gather(*(asyncio.to_thread(dralab, "replay", str(out), "--verify", "-o", "json")
-                                           for _ in range(2)))
+    # Two replays of the same file, side by side (two cores): byte-identical output. Every invariant,
+    # liveness included, over the live log (the driver checked all but liveness as it folded), alongside.
+    first, second, checked = await asyncio.gather(
+        *(asyncio.to_thread(dralab, "replay", str(out), "--verify", "-o", "json") for _ in range(2)),
+        asyncio.to_thread(dralab, "check", str(out), "-o", "json"))
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
     assert report["ok"] is True and report["divergence"] is None and report["decisions_checked"] > 0
     assert report["records"] == len(live.entries)
     assert second.returncode == 0 and second.stdout == first.stdout
-    # Every invariant, liveness included, over the live log (the driver checked all but liveness as it folded).
-    checked = dralab("check", str(out), "-o", "json")
     assert checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True, checked.stdout + checked.stderr
     if policy == "count":  # the failure seen live: reproduced in the simulator, shrunk, and what-if'd away
         small = tmp_path / "small.dralog"
-        shrunk = dralab("shrink", str(out), "--until", "double-scale-up", "-o", str(small), "--summary", "json",
-                        "--quiet")
+        shrunk, whatif = await asyncio.gather(
+            asyncio.to_thread(dralab, "shrink", str(out), "--until", "double-scale-up", "-o", str(small),
+                              "--summary", "json", "--quiet"),
+            asyncio.to_thread(dralab, "replay", str(out), "--with", "autoscaler.policy=dra", "-o", "json"))
         assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
         result = json.loads(shrunk.stdout)
         assert result["reproduced"] and result["units_after"]["pods"] == 1, result
         assert dralab("replay", str(small), "--verify").returncode == 0
-        whatif = dralab("replay", str(out), "--with", "autoscaler.policy=dra", "-o", "json")
         assert whatif.returncode == 0, whatif.stderr
         rows = {r["metric"]: r for r in json.loads(whatif.stdout)["rows"]}
         assert rows["scale-ups"]["recorded"] >= 2 and rows["scale-ups"]["whatif"] == 1, rows["scale-ups"]
