@@ -17,7 +17,7 @@ reproduces the cached one decision for decision:
 
 Speed: a node's state is ``(cpu_left, mem_left, free GPU shares)``; a policy's verdict for a pod shape and a
 node state is memoised, and FGD's node fragment only changes on the node the pod lands on, so the cluster's
-fragment is kept as a running sum. Pure: no clock, no unseeded randomness.
+fragment is kept as exact bucket sums (replay/fgd_metrics.py). Pure: no clock, no unseeded randomness.
 """
 
 from __future__ import annotations
