@@ -165,8 +165,10 @@ class _Node:
     counted: bool = False  # its contribution is in the totals
 
 
-class _Replay:
-    """The incremental fold behind compute_metrics: totals kept per change, integrated per interval."""
+class MetricsFold:
+    """The incremental fold behind compute_metrics: totals kept per change, integrated per interval. Public
+    because `dralab report` draws its time series from the same fold (replay/report_data.py), so its
+    pictures and the summary's numbers cannot disagree."""
 
     def __init__(self) -> None:
         self.state = ClusterState()
@@ -585,7 +587,7 @@ class _Replay:
 
 def compute_metrics(records: Iterable[tuple[int, Record]], end_ms: int | None = None) -> RunMetrics:
     """The metrics of a run from its `(offset, Record)` pairs, up to `end_ms` (default: the last record's t)."""
-    replay = _Replay()
+    replay = MetricsFold()
     now: int | None = None  # cluster time of the state, clamped so that it never goes backwards
     for offset, record in records:
         t = record.t if now is None else max(record.t, now)

@@ -2,13 +2,13 @@
 
 Why one pass: a 1,000-node day is hundreds of thousands of records, and folding it once per plot would
 make a report take minutes. :func:`extract` drives the incremental fold behind core/metrics.py (its
-`_Replay`: the same GPU counting, pending reasons and idle definition as the summary's metrics, so the
+`MetricsFold`: the same GPU counting, pending reasons and idle definition as the summary's metrics, so the
 report and `dralab sim`'s numbers cannot disagree) and samples what it keeps after every record. A sample
 is taken at the record's cluster time (clamped never to go backwards, as the metrics clamp it); several
 records at one instant give one sample, the state after the last of them; a sample equal to the previous
 one is dropped. So every series is a step function: `values[i]` holds from `t[i]` until `t[i + 1]`.
 
-The headline numbers are the metrics of that same fold (`_Replay.result`, the code
+The headline numbers are the metrics of that same fold (`MetricsFold.result`, the code
 :func:`dralab.core.metrics.compute_metrics` returns through; tests/test_report.py checks they are equal):
 folding twice would double the time of a big report.
 The run ends at the last record (a log does not say the scenario's duration). The final counts are
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dralab.core.events import Record, ScaleUpFailed, ScaleUpRequested
-from dralab.core.metrics import RunMetrics, _Replay
+from dralab.core.metrics import MetricsFold, RunMetrics
 from dralab.core.state import ClusterState
 from dralab.core.summary import summarize
 
@@ -122,7 +122,7 @@ def _node_status(state: ClusterState, name: str) -> tuple[str, str] | None:
     return None
 
 
-def _gpu_row(replay: _Replay) -> dict[Any, float]:
+def _gpu_row(replay: MetricsFold) -> dict[Any, float]:
     idle = replay._idle_unused() + replay.ready_held  # the metrics' idle: unwanted free GPUs and held ones
     return {"paid": replay.paid_gpus, "ready": replay.ready_gpus, "used": replay.ready_used,
             "idle": round(idle, 6), "unready": replay.unready_gpus}
@@ -133,7 +133,7 @@ def series(records: Iterable[tuple[int, Record]]) -> tuple[Steps, Steps, Steps, 
     """One fold over `records`: (pending by reason, nodes by group and state, GPUs, scale-ups, scale-up
     failures, the final state, the run's metrics, the number of records). Per record it costs what the
     metrics' fold costs plus the nodes the record writes."""
-    replay = _Replay()
+    replay = MetricsFold()
     pending, nodes, gpus = _Sampler(), _Sampler(), _Sampler()
     status: dict[str, tuple[str, str]] = {}  # node name -> (group, live state)
     node_counts: Counter[tuple[str, str]] = Counter()
