@@ -37,8 +37,8 @@ def add_parser(sub: Any) -> None:
     from dralab.replay.fgd_policies import POLICY_NAMES
 
     p = sub.add_parser("trace", help="replay a real trace (openb: the FGD fragmentation experiment, or --time-aware "
-                                     "with the autoscaler; philly: jobs and gangs with the autoscaler)")
-    p.add_argument("trace", choices=["openb", "philly"], help="which trace format")
+                                     "with the autoscaler; philly, pollux: jobs and gangs with the autoscaler)")
+    p.add_argument("trace", choices=["openb", "philly", "pollux"], help="which trace format")
     p.add_argument("--nodes", metavar="FILE", help="openb: node list CSV (openb_node_list_gpu_node.csv)")
     p.add_argument("--pods", metavar="FILE", help="openb: pod list CSV (openb_pod_list_*.csv)")
     p.add_argument("--policy", metavar="NAME", help=f"openb FGD protocol: score policy: {', '.join(POLICY_NAMES)}")
@@ -52,7 +52,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-o", "--output", choices=FORMATS, default="text", help="stdout format (default text)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="processes running seeds (0: one per core; "
                                                                      "default 1)")
-    p.add_argument("--job-list", metavar="FILE", help="philly: the job list CSV (philly.csv)")
+    p.add_argument("--job-list", metavar="FILE", help="philly: the job list CSV (philly.csv); pollux: the Philly "
+                                                      "jobs the durations are drawn from")
+    p.add_argument("--workload", metavar="FILE", help="pollux: a Pollux workload CSV (workload-N.csv)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--log-format", choices=["console", "json"], default="console")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")
@@ -162,7 +164,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from dralab.replay.fgd_cache import CacheError, compare, read_cached, render_comparison
     from dralab.replay.fgd_policies import POLICY_NAMES
 
-    if args.trace == "philly" or args.time_aware:
+    if args.trace in ("philly", "pollux") or args.time_aware:
         return cmd_time_aware(args)
     for option, value in (("--nodes", args.nodes), ("--pods", args.pods), ("--policy", args.policy)):
         if value is None:
@@ -202,21 +204,22 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 1 if expected is not None and report["compare"]["differing"] else 0
 
 
-# --- Time-aware runs (`--time-aware`, and `philly`): the autoscaler in the loop, one run per autoscaler policy
+# --- Time-aware runs (`--time-aware`, `philly` and `pollux`): the autoscaler in the loop, one run per autoscaler policy
 # (replay/trace_runs.py); see docs/traces.md "Time-aware runs".
 
 
 def add_time_aware_options(p: Any) -> None:
-    g = p.add_argument_group("time-aware runs (openb --time-aware, philly)")
+    g = p.add_argument_group("time-aware runs (openb --time-aware, philly, pollux)")
     g.add_argument("--time-aware", action="store_true", help="openb: pods arrive at creation_time and leave at "
                                                              "deletion_time; node groups grown by the autoscaler")
     g.add_argument("--start", metavar="S", help="openb: hours after the trace's first pod (default 0); "
-                                                "philly: YYYY-MM-DD[ HH:MM:SS] (default: the first job)")
+                                                "philly: YYYY-MM-DD[ HH:MM:SS] (default: the first job); "
+                                                "pollux: hours after the workload's start (default 0)")
     g.add_argument("--hours", type=float, default=24.0, metavar="H", help="the window's length (default 24)")
     g.add_argument("--autoscaler", default="count,dra,atomic", metavar="LIST",
                    help="autoscaler policies to compare (default count,dra,atomic)")
     g.add_argument("--log-dir", metavar="DIR", help="keep each run's log as DIR/<scenario>-<policy>.dralog")
-    g.add_argument("--seed", type=int, default=0, help="the runs' seed (default 0)")
+    g.add_argument("--seed", type=int, default=0, help="the runs' seed; pollux: also the duration draws (default 0)")
     g.add_argument("--start-fraction", type=float, default=0.0, metavar="F",
                    help="openb: share of each node group Ready at t=0 (default 0)")
     g.add_argument("--provision-delay", default="2m-4m", metavar="MIN-MAX",
@@ -224,13 +227,15 @@ def add_time_aware_options(p: Any) -> None:
     g.add_argument("--no-carry-in", action="store_true",
                    help="openb: leave out pods created before the window that still run at its start")
     g.add_argument("--cluster", metavar="VC", help="philly: one virtual cluster (default: all)")
-    g.add_argument("--max-nodes", type=int, default=64, metavar="N", help="philly: node group max (default 64)")
-    g.add_argument("--start-nodes", type=int, default=0, metavar="N", help="philly: nodes at t=0 (default 0)")
+    g.add_argument("--max-nodes", type=int, default=64, metavar="N", help="philly, pollux: node group max "
+                                                                       "(default 64)")
+    g.add_argument("--start-nodes", type=int, default=0, metavar="N", help="philly, pollux: nodes at t=0 "
+                                                                         "(default 0)")
 
 
 def _time_aware_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     from dralab.core.durations import parse_duration
-    from dralab.replay.trace_runs import openb_document, philly_document
+    from dralab.replay.trace_runs import openb_document, philly_document, pollux_document
 
     low, _, high = args.provision_delay.partition("-")
     high = high or low
@@ -240,6 +245,23 @@ def _time_aware_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict
     except ValueError as exc:
         raise InputError(f"--provision-delay: expected MIN-MAX durations (2m-4m), got {args.provision_delay!r}: "
                          f"{exc}") from None
+    if args.trace == "pollux":
+        for option, value, what in (("--workload", args.workload, "a Pollux workload CSV (workload-N.csv)"),
+                                    ("--job-list", args.job_list, "the Philly job list the durations come from "
+                                                                  "(philly.csv)")):
+            if not value:
+                raise InputError(f"{option}: `dralab trace pollux` needs {what}")
+        for option, value in (("--cluster", args.cluster), ("--nodes", args.nodes), ("--pods", args.pods),
+                              ("--policy", args.policy)):
+            if value is not None:
+                raise InputError(f"{option}: not an option of `dralab trace pollux`")
+        try:
+            start_h = float(args.start) if args.start is not None else 0.0
+        except ValueError:
+            raise InputError(f"--start: expected hours after the workload's start, got {args.start!r}") from None
+        return pollux_document(args.workload, args.job_list, start_h=start_h, hours=args.hours,
+                               max_nodes=args.max_nodes, start_nodes=args.start_nodes,
+                               provision_delay=(low, high), seed=args.seed)
     if args.trace == "philly":
         if not args.job_list:
             raise InputError("--job-list: `dralab trace philly` needs the job list CSV (--job-list philly.csv)")

@@ -9,7 +9,8 @@ at its submission time (relative to the window's start) that runs for its durati
   a whole node's GPUs but the last, which asks for the remainder (Philly has 12- and 24-GPU jobs).
 
 The result is a scenario document, checked by `parse_scenario` like a hand-written one (the same
-machinery, not a side channel): a node group of `gpus_per_node`-GPU nodes that the autoscaler grows up
+machinery, not a side channel), built by `jobs_scenario` from `TraceJob`s, which the Pollux workloads
+(replay/pollux.py) share: a node group of `gpus_per_node`-GPU nodes that the autoscaler grows up
 to `max_nodes`, `start_nodes` of them at the start. A window (`start`, `hours`) and a virtual cluster
 (`cluster`) pick the jobs; jobs still running at the window's end just run on.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,16 @@ TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 GPU = "nvidia.com/gpu"
 
 
-class PhillyError(ValueError):
-    """A row or file that is not a Philly job list; the message names the file, line and column."""
+class TraceRowError(ValueError):
+    """A row or file of a trace that is not what it should be; the message names the file, line and column."""
 
     def __init__(self, path: str, line: int, column: str, message: str) -> None:
         where = f"{path}:{line}" + (f": column {column}" if column else "")
         super().__init__(f"{where}: {message}")
+
+
+class PhillyError(TraceRowError):
+    """A row or file that is not a Philly job list."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class PhillyJob:
     duration_s: float
     gpus: int
     cluster: str
+    gpu_time_s: float = 0.0  # GPU-seconds (the Pollux workloads' generator picked applications by it)
 
 
 def load_philly(path: str | Path, max_rows: int = MAX_ROWS) -> list[PhillyJob]:
@@ -93,7 +99,13 @@ def _job(path: str, line: int, row: list[str]) -> PhillyJob:
         raise PhillyError(path, line, "num_gpus", f"not a whole number: {values['num_gpus']!r}") from None
     if not 1 <= gpus <= 4096:
         raise PhillyError(path, line, "num_gpus", f"must be 1 to 4096, got {gpus}")
-    return PhillyJob(line, submitted, duration, gpus, values["cluster"])
+    try:
+        gpu_time = float(values["gpu_time"])
+    except ValueError:
+        raise PhillyError(path, line, "gpu_time", f"not a number of GPU-seconds: {values['gpu_time']!r}") from None
+    if not math.isfinite(gpu_time) or gpu_time < 0:
+        raise PhillyError(path, line, "gpu_time", f"must be a finite number >= 0, got {values['gpu_time']!r}")
+    return PhillyJob(line, submitted, duration, gpus, values["cluster"], gpu_time)
 
 
 def select(jobs: list[PhillyJob], *, start: datetime | None = None, hours: float = 24.0,
@@ -107,7 +119,22 @@ def select(jobs: list[PhillyJob], *, start: datetime | None = None, hours: float
     return [j for j in chosen if 0 <= (j.submitted - begin).total_seconds() < hours * 3600]
 
 
-def pods_of(job: PhillyJob, gpus_per_node: int) -> list[int]:
+@dataclass(frozen=True)
+class TraceJob:
+    """A job of any trace, as the scenario builder takes it: `gpus` GPUs from `at_s` seconds after the
+    scenario's start for `duration_s` seconds. `labels` and `annotations` go on its pods; `group_labels` on the
+    gang's Workload (None: `labels`)."""
+
+    name: str  # an RFC 1123 label; the pods' names start with it
+    at_s: int
+    duration_s: float
+    gpus: int
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    group_labels: dict[str, str] | None = None
+
+
+def pods_of(job: PhillyJob | TraceJob, gpus_per_node: int) -> list[int]:
     """GPUs per pod: one pod up to a node's GPUs, else whole nodes and the remainder."""
     if job.gpus <= gpus_per_node:
         return [job.gpus]
@@ -121,33 +148,50 @@ def philly_scenario(jobs: list[PhillyJob], *, name: str = "philly", hours: float
                     provision_delay: tuple[str, str] | None = None) -> dict[str, Any]:
     """A scenario document for `jobs` (already selected: `select`), the first submission at time 0;
     `provision_delay` (min, max): a new node's scale-up to Ready (default: at once)."""
+    begin = jobs[0].submitted if jobs else datetime(2017, 1, 1)
+    trace_jobs = [TraceJob(f"job-{i}", int((job.submitted - begin).total_seconds()), job.duration_s, job.gpus,
+                           group_labels={"dralab.io/philly-cluster": job.cluster}) for i, job in enumerate(jobs)]
+    return jobs_scenario(trace_jobs, trace="philly", name=name, hours=hours, gpus_per_node=gpus_per_node,
+                         max_nodes=max_nodes, start_nodes=start_nodes, seed=seed, autoscaler=autoscaler,
+                         cpu_per_gpu=cpu_per_gpu, memory_per_gpu_gi=memory_per_gpu_gi, min_run_s=min_run_s,
+                         provision_delay=provision_delay)
+
+
+def jobs_scenario(jobs: list[TraceJob], *, trace: str, name: str, hours: float = 24.0, gpus_per_node: int = 8,
+                  max_nodes: int = 64, start_nodes: int = 0, seed: int = 0, autoscaler: str = "count",
+                  cpu_per_gpu: int = 4, memory_per_gpu_gi: int = 64, min_run_s: float = 1.0,
+                  provision_delay: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The scenario document of a trace's jobs (Philly's, Pollux's): one pod per job of up to `gpus_per_node`
+    GPUs, a gang (Workload + `ceil(gpus / gpus_per_node)` pods) per larger job, each running for its duration
+    (at least `min_run_s`); pods labelled `dralab.io/<trace>-job: <job name>`, image `<trace>:job`. One node
+    group of `gpus_per_node`-GPU nodes, `max_nodes` at most, `start_nodes` at t=0."""
     if gpus_per_node < 1 or max_nodes < 1 or not 0 <= start_nodes <= max_nodes:
         raise ValueError("need gpus_per_node >= 1, max_nodes >= 1 and 0 <= start_nodes <= max_nodes")
-    begin = jobs[0].submitted if jobs else datetime(2017, 1, 1)
     objects: list[dict[str, Any]] = []
     workload: list[dict[str, Any]] = []
-    for i, job in enumerate(jobs):
-        at_s = int((job.submitted - begin).total_seconds())
+    for job in jobs:
         run_s = max(min_run_s, job.duration_s)
-        job_name = f"job-{i}"
         parts = pods_of(job, gpus_per_node)
         ref: dict[str, Any] | None = None
         if len(parts) > 1:
+            group_labels = job.labels if job.group_labels is None else job.group_labels
             objects.append({"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
-                            "metadata": {"name": job_name, "labels": {"dralab.io/philly-cluster": job.cluster}},
+                            "metadata": {"name": job.name, "labels": dict(group_labels)},
                             "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": len(parts)}}}]}})
-            ref = {"name": job_name, "podGroup": "workers"}
+            ref = {"name": job.name, "podGroup": "workers"}
         for gpus, count in _runs(parts):
-            pod_name = job_name if len(parts) == 1 else f"{job_name}-{gpus}g"
-            spec: dict[str, Any] = {"containers": [{"name": "main", "image": "philly:job", "resources": {
+            pod_name = job.name if len(parts) == 1 else f"{job.name}-{gpus}g"
+            spec: dict[str, Any] = {"containers": [{"name": "main", "image": f"{trace}:job", "resources": {
                 "requests": {"cpu": str(cpu_per_gpu * gpus), "memory": f"{memory_per_gpu_gi * gpus}Gi"},
                 "limits": {GPU: str(gpus)}}}]}
             if ref is not None:
                 spec["workloadRef"] = ref
-            workload.append({"at": f"{at_s}s", "count": count, "runFor": f"{int(math.ceil(run_s))}s",
-                             "pod": {"metadata": {"name": pod_name, "labels": {"dralab.io/philly-job": job_name}},
-                                     "spec": spec}})
-    template = {"apiVersion": "v1", "kind": "Node", "metadata": {"labels": {"gpu": "philly"}},
+            metadata: dict[str, Any] = {"name": pod_name, "labels": {f"dralab.io/{trace}-job": job.name, **job.labels}}
+            if job.annotations:
+                metadata["annotations"] = dict(job.annotations)
+            workload.append({"at": f"{job.at_s}s", "count": count, "runFor": f"{int(math.ceil(run_s))}s",
+                             "pod": {"metadata": metadata, "spec": spec}})
+    template = {"apiVersion": "v1", "kind": "Node", "metadata": {"labels": {"gpu": trace}},
                 "status": {"allocatable": {"cpu": str(cpu_per_gpu * gpus_per_node * 2),
                                            "memory": f"{memory_per_gpu_gi * gpus_per_node * 2}Gi",
                                            "pods": "110", GPU: str(gpus_per_node)}}}

@@ -6,9 +6,10 @@ the cluster-autoscaler model grows and shrinks them, and the same scenario is si
 policy (`count`, `dra`, `atomic`) so the policies can be compared on what the cluster cost (idle and paid
 GPU-hours) and what the pods waited (pending pod-seconds, time to schedule).
 
-Two importers feed it: the openb trace's time-aware scenario (`openb.timed_scenario`) and the Philly job
-trace (`philly.philly_scenario`). Both produce scenario documents checked by `parse_scenario`, like a
-hand-written scenario: the runs go through the same simulator, reactors and metrics as `dralab sim`.
+Three importers feed it: the openb trace's time-aware scenario (`openb.timed_scenario`), the Philly job
+trace (`philly.philly_scenario`) and the Pollux workloads with durations from Philly
+(`pollux.pollux_scenario`). All produce scenario documents checked by `parse_scenario`, like a hand-written
+scenario: the runs go through the same simulator, reactors and metrics as `dralab sim`.
 
 Everything here is a function of its inputs (no clock, no randomness outside the run's seed); the CLI
 (cli/trace_cmd.py) adds the progress lines and the wall time.
@@ -84,11 +85,7 @@ def philly_document(jobs_path: str, *, cluster: str | None = None, start: str | 
                 continue
         else:
             raise TraceRunError(f"--start: expected YYYY-MM-DD[ HH:MM:SS], got {start!r}")
-    if not 0 < hours <= 24 * 366:
-        raise TraceRunError(f"--hours: must be in (0, 8784], got {hours}")
-    if max_nodes < 1 or not 0 <= start_nodes <= max_nodes:
-        raise TraceRunError(f"--max-nodes/--start-nodes: need max >= 1 and 0 <= start <= max, got {max_nodes}, "
-                            f"{start_nodes}")
+    _check_window(hours, max_nodes, start_nodes)
     try:
         jobs = select(load_philly(jobs_path), start=begin, hours=hours, cluster=cluster)
     except PhillyError as exc:
@@ -104,6 +101,62 @@ def philly_document(jobs_path: str, *, cluster: str | None = None, start: str | 
     info = {"first_job": jobs[0].submitted.isoformat(sep=" "), "hours": hours, "cluster": cluster,
             "jobs": len(jobs), "gangs": sum(1 for j in jobs if len(pods_of(j, 8)) > 1),
             "pods": sum(len(pods_of(j, 8)) for j in jobs), "gpus_asked": sum(j.gpus for j in jobs),
+            "max_nodes": max_nodes, "start_nodes": start_nodes, "provision_delay": provision_delay}
+    return doc, info
+
+
+def _check_window(hours: float, max_nodes: int, start_nodes: int) -> None:
+    if not 0 < hours <= 24 * 366:
+        raise TraceRunError(f"--hours: must be in (0, 8784], got {hours}")
+    if max_nodes < 1 or not 0 <= start_nodes <= max_nodes:
+        raise TraceRunError(f"--max-nodes/--start-nodes: need max >= 1 and 0 <= start <= max, got {max_nodes}, "
+                            f"{start_nodes}")
+
+
+def pollux_document(workload_path: str, jobs_path: str, *, start_h: float = 0.0, hours: float = 24.0,
+                    max_nodes: int = 64, start_nodes: int = 0, provision_delay: tuple[str, str] | None = None,
+                    seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Pollux workload's jobs arriving in [start_h, start_h + hours) hours as a scenario (replay/pollux.py),
+    their durations drawn with `seed` from the Philly jobs of `jobs_path`, and a digest of the window (jobs,
+    gangs, GPUs asked, how the durations were matched)."""
+    from .philly import PhillyError, load_philly
+    from .pollux import PolluxError, draw_durations, load_workload, matched_counts, pollux_scenario
+
+    if not 0 <= start_h <= 24 * 366:
+        raise TraceRunError(f"--start: must be 0 to 8784 hours after the workload's start, got {start_h}")
+    _check_window(hours, max_nodes, start_nodes)
+    path = workload_path
+    try:
+        jobs = load_workload(path)
+        path = jobs_path
+        philly = load_philly(path)
+    except (PolluxError, PhillyError) as exc:
+        raise TraceRunError(str(exc)) from None
+    except OSError as exc:
+        raise TraceRunError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        drawn = draw_durations(jobs, philly, seed)
+    except ValueError as exc:
+        raise TraceRunError(f"{jobs_path}: {exc}") from None
+    start_s = round(start_h * 3600)
+    window = [(j, d) for j, d in zip(jobs, drawn, strict=True) if start_s <= j.time_s < start_s + hours * 3600]
+    if not window:
+        raise TraceRunError(f"{workload_path}: no job arrives in the window ({start_h} h + {hours} h after its start)")
+    stem = os.path.splitext(os.path.basename(workload_path))[0].lower()
+    name = ("pollux-" + "".join(c if c.isascii() and c.isalnum() else "-" for c in stem)[:40]).strip("-")
+    doc = pollux_scenario(jobs, drawn, name=name, start_s=start_s, hours=hours, max_nodes=max_nodes,
+                          start_nodes=start_nodes, seed=seed, provision_delay=provision_delay)
+    durations = sorted(d.duration_s for _, d in window)
+    end_s = hours * 3600
+    info = {"workload": os.path.basename(workload_path), "start_h": start_h, "hours": hours, "jobs": len(window),
+            "gangs": sum(1 for j, _ in window if j.replicas > 8),
+            "pods": sum(-(-j.replicas // 8) for j, _ in window),
+            "gpus_asked": sum(j.replicas for j, _ in window),
+            "gpu_hours_asked_in_window": round(sum(j.replicas * min(d.duration_s, end_s - (j.time_s - start_s))
+                                                   for j, d in window) / 3600, 1),
+            "durations_matched": matched_counts([d for _, d in window]),
+            "duration_p50_s": durations[len(durations) // 2], "duration_max_s": durations[-1],
+            "jobs_ending_after_window": sum(1 for j, d in window if j.time_s - start_s + d.duration_s > end_s),
             "max_nodes": max_nodes, "start_nodes": start_nodes, "provision_delay": provision_delay}
     return doc, info
 
