@@ -77,6 +77,14 @@ def _devices_by_node(state: ClusterState) -> dict[str, dict[str, int]]:
 def describe(state: ClusterState, seen: dict[str, dict[str, int]]) -> dict[str, Any]:
     """The state as plain data (the JSON of `--at`); `seen`: reactor -> its latest decision's view."""
     devices = _devices_by_node(state)
+    # what gang members waiting at Permit hold on each node: it counts as used for every other pod (as an
+    # assumed pod does upstream) but is in no pod's `used`, so a node can look empty and still refuse pods
+    held: dict[str, dict[str, int]] = {}
+    for r in state.gang.reservations.values():
+        h = held.setdefault(r.node, {"pods": 0})
+        h["pods"] += 1
+        for resource, amount in r.requests.items():
+            h[resource] = h.get(resource, 0) + amount
     nodes = []
     for name, node in sorted(state.nodes.items()):
         gpus = node.allocatable.get("nvidia.com/gpu", 0)
@@ -90,6 +98,10 @@ def describe(state: ClusterState, seen: dict[str, dict[str, int]]) -> dict[str, 
             d = devices[name]
             row["devices"] = {"total": d["devices"], "allocated": d["allocated"], "shared": d["shared"],
                               "free": d["devices"] - d["allocated"] - d["shared"]}
+        if name in held:
+            h = held[name]
+            row["held_at_permit"] = {"pods": h["pods"], "cpu_m": h.get("cpu", 0),
+                                     **({"gpus": h["nvidia.com/gpu"]} if "nvidia.com/gpu" in h else {})}
         taints = [t.get("key") for t in node.taints]
         if taints:
             row["taints"] = taints
@@ -146,6 +158,9 @@ def render(desc: dict[str, Any], max_rows: int = 40) -> str:
         if "devices" in n:
             d = n["devices"]
             parts.append(f"devices {d['allocated']} allocated, {d['shared']} shared, {d['free']} free")
+        if "held_at_permit" in n:
+            h = n["held_at_permit"]
+            parts.append(f"held at Permit: {h['pods']} pods" + (f", {h['gpus']} gpus" if "gpus" in h else ""))
         if n.get("taints"):
             parts.append(f"taints {','.join(map(str, n['taints']))}")
         lines.append("  ".join(parts))

@@ -107,6 +107,22 @@ def test_at_beyond_the_end_is_bad_input(late_count: Path, capsys: pytest.Capture
     assert "the log ends at offset" in capsys.readouterr().err
 
 
+def test_at_shows_what_gang_members_waiting_at_permit_hold(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """partial-gang: members wait at Permit on nodes that have no pod bound: `--at` says what they hold (a
+    node showing `gpus 0/8` would otherwise look free while it refuses every other pod)."""
+    log = _log(tmp_path, "partial-gang")
+    code, out = _json(capsys, "replay", str(log), "--at", "3m")
+    assert code == 0
+    waiting = [p for p in out["pods"] if "waiting_at_permit_on" in p]
+    held = {n["name"]: n["held_at_permit"] for n in out["nodes"] if "held_at_permit" in n}
+    assert waiting and sum(h["pods"] for h in held.values()) == len(waiting)
+    assert all(h["gpus"] == 8 for h in held.values()) and all(
+        n["gpus"]["used"] == 0 for n in out["nodes"] if n["name"] in held)
+    code, text = _run(capsys, "replay", str(log), "--at", "3m")
+    assert code == 0 and "held at Permit: 1 pods, 8 gpus" in text
+
+
 # -- --explain --------------------------------------------------------------------------------------------
 
 def test_explain_tells_the_double_scale_up(late_count: Path, capsys: pytest.CaptureFixture[str]) -> None:
