@@ -121,16 +121,15 @@ def node_buckets(typical: Typical, model: int, cpu_left: int, free: tuple[int, .
         if models is not None and model not in models:
             data[NA] += freq * idle
             continue
-        need = num
+        need, frag = num, 0  # GPUs still wanted; the share left on GPUs too small for the shape
         for f in free:
             if f >= milli:
                 need -= 1
-                if need == 0:
-                    break
+            else:
+                frag += f
         if need > 0:
             data[Q2 if cpu_left >= cpu else Q1] += freq * idle
         elif cpu_left >= cpu:
-            frag = sum(f for f in free if f < milli)
             data[Q2] += freq * frag
             data[Q3] += freq * (idle - frag)
         else:
