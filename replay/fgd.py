@@ -127,10 +127,10 @@ class GoDraws:
 
     def __init__(self, seed: int) -> None:
         self.go = GoRand(seed)
-        self.go.int()
+        self.go.int_()
 
     def shuffle(self, items: list[int]) -> None:
-        self.go.shuffle(items)  # type: ignore[arg-type]
+        self.go.shuffle(items)
 
     def randrange(self, n: int) -> int:
         return self.go.intn(n)

@@ -19,9 +19,11 @@ Only the methods the simulator's run uses are here, each with the exact draw pat
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TypeVar
 
 import numpy as np
 
+T = TypeVar("T")
 LEN, TAP = 607, 273
 MASK64 = (1 << 64) - 1
 MASK63 = (1 << 63) - 1
@@ -135,8 +137,10 @@ class GoRand:
     def uint32(self) -> int:
         return self.int63() >> 31
 
-    def int(self) -> int:
-        return self.int63()  # 64-bit int: u << 1 >> 1 of a 63-bit value
+    def int_(self) -> int:
+        """Go's ``Int()`` (named so as not to shadow ``int`` in this class's annotations): on a 64-bit
+        machine ``u << 1 >> 1`` of a 63-bit value, i.e. ``Int63()``."""
+        return self.int63()
 
     def int63n(self, n: int) -> int:
         if n <= 0:
@@ -191,7 +195,7 @@ class GoRand:
             m[j] = i
         return m
 
-    def shuffle(self, items: list[object]) -> None:
+    def shuffle(self, items: list[T]) -> None:
         """``Shuffle(len(items), swap)`` on a list, in place."""
         i = len(items) - 1
         while i > 0:

@@ -118,17 +118,23 @@ def _int(path: str, line: int, row: dict[str, str], col: str, lo: int, hi: int, 
     return value
 
 
+def _name(path: str, line: int, row: dict[str, str], col: str, kind: str, seen: dict[str, int]) -> str:
+    """A row's name: not empty, not seen on an earlier line (``seen``: name -> line, updated)."""
+    name = row[col].strip()
+    if not name:
+        raise OpenbError(path, line, col, f"empty {kind} name")
+    if name in seen:
+        raise OpenbError(path, line, col, f"duplicate {kind} `{name}` (also line {seen[name]})")
+    seen[name] = line
+    return name
+
+
 def read_nodes(path: str, gpu_only: bool = True) -> list[OpenbNode]:
     """The node list; with ``gpu_only`` (the FGD experiments) the CPU-only nodes are left out."""
     nodes: list[OpenbNode] = []
     seen: dict[str, int] = {}
     for line, row in _rows(path, NODE_COLUMNS):
-        name = row["sn"].strip()
-        if not name:
-            raise OpenbError(path, line, "sn", "empty node name")
-        if name in seen:
-            raise OpenbError(path, line, "sn", f"duplicate node `{name}` (also line {seen[name]})")
-        seen[name] = line
+        name = _name(path, line, row, "sn", "node", seen)
         cpu = _int(path, line, row, "cpu_milli", 1, 10**8)
         mem = _int(path, line, row, "memory_mib", 1, 10**9)
         gpus = _int(path, line, row, "gpu", 0, MAX_GPUS_PER_NODE, default=0)
@@ -149,12 +155,7 @@ def read_pods(path: str) -> list[OpenbPod]:
     pods: list[OpenbPod] = []
     seen: dict[str, int] = {}
     for line, row in _rows(path, POD_COLUMNS):
-        name = row["name"].strip()
-        if not name:
-            raise OpenbError(path, line, "name", "empty pod name")
-        if name in seen:
-            raise OpenbError(path, line, "name", f"duplicate pod `{name}` (also line {seen[name]})")
-        seen[name] = line
+        name = _name(path, line, row, "name", "pod", seen)
         cpu = _int(path, line, row, "cpu_milli", 0, 10**8)
         mem = _int(path, line, row, "memory_mib", 0, 10**9)
         num = _int(path, line, row, "num_gpu", 0, MAX_GPUS_PER_NODE)

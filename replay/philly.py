@@ -42,6 +42,28 @@ class TraceRowError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+def whole(error: type[TraceRowError], path: str, line: int, column: str, text: str, low: int, high: int) -> int:
+    """A whole number in [low, high] from a trace's field, or ``error`` naming the file, line and column."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise error(path, line, column, f"not a whole number: {text!r}") from None
+    if not low <= value <= high:
+        raise error(path, line, column, f"must be {low} to {high}, got {value}")
+    return value
+
+
+def seconds(error: type[TraceRowError], path: str, line: int, column: str, text: str, unit: str) -> float:
+    """A finite amount >= 0 (of ``unit``, for the message) from a trace's field."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise error(path, line, column, f"not a number of {unit}: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise error(path, line, column, f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
 class PhillyError(TraceRowError):
     """A row or file that is not a Philly job list."""
 
@@ -87,24 +109,9 @@ def _job(path: str, line: int, row: list[str]) -> PhillyJob:
     except ValueError:
         got = values["timestamp"]
         raise PhillyError(path, line, "timestamp", f"expected YYYY-MM-DD HH:MM:SS, got {got!r}") from None
-    try:
-        duration = float(values["duration"])
-    except ValueError:
-        raise PhillyError(path, line, "duration", f"not a number of seconds: {values['duration']!r}") from None
-    if not math.isfinite(duration) or duration < 0:
-        raise PhillyError(path, line, "duration", f"must be a finite number >= 0, got {values['duration']!r}")
-    try:
-        gpus = int(values["num_gpus"])
-    except ValueError:
-        raise PhillyError(path, line, "num_gpus", f"not a whole number: {values['num_gpus']!r}") from None
-    if not 1 <= gpus <= 4096:
-        raise PhillyError(path, line, "num_gpus", f"must be 1 to 4096, got {gpus}")
-    try:
-        gpu_time = float(values["gpu_time"])
-    except ValueError:
-        raise PhillyError(path, line, "gpu_time", f"not a number of GPU-seconds: {values['gpu_time']!r}") from None
-    if not math.isfinite(gpu_time) or gpu_time < 0:
-        raise PhillyError(path, line, "gpu_time", f"must be a finite number >= 0, got {values['gpu_time']!r}")
+    duration = seconds(PhillyError, path, line, "duration", values["duration"], "seconds")
+    gpus = whole(PhillyError, path, line, "num_gpus", values["num_gpus"], 1, 4096)
+    gpu_time = seconds(PhillyError, path, line, "gpu_time", values["gpu_time"], "GPU-seconds")
     return PhillyJob(line, submitted, duration, gpus, values["cluster"], gpu_time)
 
 

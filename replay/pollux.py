@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .philly import PhillyJob, TraceJob, TraceRowError, jobs_scenario
+from .philly import PhillyJob, TraceJob, TraceRowError, jobs_scenario, whole
 
 MAX_ROWS = 100_000
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -110,16 +110,6 @@ def load_workload(path: str | Path, max_rows: int = MAX_ROWS) -> list[PolluxJob]
     return jobs
 
 
-def _int(path: str, line: int, column: str, text: str, low: int, high: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise PolluxError(path, line, column, f"not a whole number: {text!r}") from None
-    if not low <= value <= high:
-        raise PolluxError(path, line, column, f"must be {low} to {high}, got {value}")
-    return value
-
-
 def _job(path: str, line: int, row: list[str]) -> PolluxJob:
     if len(row) != len(COLUMNS):
         raise PolluxError(path, line, "", f"{len(row)} columns, expected {len(COLUMNS)}")
@@ -131,9 +121,9 @@ def _job(path: str, line: int, row: list[str]) -> PolluxJob:
     if v["application"] not in GPU_TIME_RANGE:
         raise PolluxError(path, line, "application", f"unknown application {v['application'][:80]!r}; expected "
                                                      f"one of {', '.join(GPU_TIME_RANGE)}")
-    return PolluxJob(line, v["name"], _int(path, line, "time", v["time"], 0, MAX_TIME_S), v["application"],
-                     _int(path, line, "num_replicas", v["num_replicas"], 1, 4096),
-                     _int(path, line, "batch_size", v["batch_size"], 1, MAX_BATCH))
+    return PolluxJob(line, v["name"], whole(PolluxError, path, line, "time", v["time"], 0, MAX_TIME_S),
+                     v["application"], whole(PolluxError, path, line, "num_replicas", v["num_replicas"], 1, 4096),
+                     whole(PolluxError, path, line, "batch_size", v["batch_size"], 1, MAX_BATCH))
 
 
 def draw_durations(jobs: list[PolluxJob], philly: list[PhillyJob], seed: int = 0) -> list[Drawn]:

@@ -17,7 +17,7 @@ def test_cooked_table_has_go_first_and_last_values() -> None:
 
 
 def test_seed_one_matches_the_old_global_source() -> None:
-    assert GoRand(1).int() == 5577006791947779410
+    assert GoRand(1).int_() == 5577006791947779410
     r = GoRand(1)
     assert [r.intn(100) for _ in range(5)] == [81, 87, 47, 59, 81]
 
