@@ -51,8 +51,10 @@ from .bus_factory import BusSpec, open_bus
 from .gc_tuning import Tenure
 from .hosts import host_layout
 from .live_faults import DriverFaults
-from .logs import clear_status, show_status
+from .log_sink import RecordSink
+from .logs import clear_status, show_status, stdout_to_stderr
 from .observability import MetricsServer, Observation, progress, progress_text
+from .ray_access import RayUnreachable, local_ray_environment, probe_ray, token_help
 from .reactor_actor import READ_CHUNK, Clock, ReactorActor, SnapshotPolicy
 from .redis_bus import redact_url
 from .redis_server import RedisServer, private_redis_server, redis_server_available
@@ -111,6 +113,9 @@ Hook = Callable[["LiveRun"], Awaitable[None]]
 def ray_runtime(address: str | None, log_format: str = "console") -> Iterator[None]:
     """Start Ray locally (or join `address`), and shut it down only if this call started it.
 
+    A cluster given with `address` is probed first (actors/ray_access.py): nothing there, no GCS, or a
+    token missing is a one-line ``ServiceUnavailable`` within ~20 s, not minutes of Ray's retries. A
+    local Ray listens on 127.0.0.1 only and uses token authentication with a token of its own.
     Ray's own chatter is kept to errors. With JSON logs, actors' lines stay in Ray's session logs
     (Ray would prefix them with `(ReactorActor pid=...)`, which breaks one-JSON-object-per-line)."""
     if ray.is_initialized():
@@ -119,17 +124,24 @@ def ray_runtime(address: str | None, log_format: str = "console") -> Iterator[No
     common: dict[str, Any] = {
         "namespace": RAY_NAMESPACE, "log_to_driver": log_format != "json", "logging_level": logging.ERROR,
     }
-    try:
-        if address:
-            ray.init(address=address, **common)
-        else:
-            ray.init(address="local", include_dashboard=False, **common)
-    except Exception as exc:  # ConnectionError and friends: say where
-        raise ServiceUnavailable(f"cannot start or join Ray ({address or 'local'}): {exc}") from None
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    with contextlib.ExitStack() as stack:
+        try:
+            if address:
+                probe_ray(address)
+                ray.init(address=address, **common)
+            else:
+                stack.enter_context(local_ray_environment())
+                ray.init(address="local", include_dashboard=False, **common)
+        except RayUnreachable as exc:
+            raise ServiceUnavailable(str(exc)) from None
+        except Exception as exc:  # ConnectionError and friends: say where, in one line
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            hint = f"; if the cluster uses token authentication, {token_help()}" if address else ""
+            raise ServiceUnavailable(f"cannot start or join Ray ({address or 'local'}): {text}{hint}") from None
+        try:
+            yield
+        finally:
+            ray.shutdown()
 
 
 def restarts_redis(scenario: Scenario) -> bool:
@@ -179,8 +191,10 @@ async def live_bus(options: LiveOptions, scenario: Scenario,
 class LiveRun:
     """One live run: inputs fed on the wall clock, reactors as actors, the driver's own fold."""
 
-    def __init__(self, scenario: Scenario, options: LiveOptions, bus: Bus, spec: BusSpec) -> None:
+    def __init__(self, scenario: Scenario, options: LiveOptions, bus: Bus, spec: BusSpec,
+                 sink: RecordSink | None = None) -> None:
         self.scenario, self.options, self.bus, self.spec = scenario, options, bus, spec
+        self.sink = sink  # the run's .dralog, written as records are folded (actors/log_sink.py)
         self.inputs: list[Record] = []  # made at start, when the clock's epoch is known
         self.reactor_names = [r.name for r in build_reactors(run_config(scenario,
                                                                         drivers_shards=options.drivers_shards))]
@@ -299,6 +313,8 @@ class LiveRun:
             self.records_by_source[record.source] += 1
             self.events_by_source[record.source] += len(record.events)
             self.entries.append((entry.offset, payload))
+            if self.sink is not None:
+                self.sink.write(entry.offset, payload)
             self.monitor.after(entry.offset, record, self.state)
 
     def settled(self) -> bool:
@@ -418,11 +434,24 @@ class LiveRun:
                 self._observing = True
                 self._observer = asyncio.create_task(self._observe(every))
             return await self._run(hook)
+        except BaseException:
+            await self._abandon()
+            raise
         finally:
             await self._stop_observer()
             clear_status()
             if self.metrics is not None:
                 self.metrics.close()
+
+    async def _abandon(self) -> None:
+        """The run failed (an exception, Ctrl-C before the handler, a log that cannot be written): resume
+        what the faults paused and kill the actors, best effort and briefly; the caller closes the log
+        file with what it holds and says so."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.faults.finish(), timeout=10)
+        for actor in self.actors.values():
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
 
     async def _run(self, hook: Hook | None) -> LiveResult:
         opts = self.options
@@ -460,6 +489,8 @@ class LiveRun:
                 await asyncio.sleep(0.2)
             if new:
                 quiet_since = time.monotonic()
+            if self.sink is not None:
+                self.sink.maybe_flush()
             await self.faults.step()  # also while the bus is away: a pause must end on time
             if hook is not None:
                 await hook(self)
@@ -533,17 +564,22 @@ class LiveRun:
             log.info("run.progress", **fields)
 
 
-async def run_live_async(scenario: Scenario, options: LiveOptions, hook: Hook | None = None) -> LiveResult:
-    """Needs Ray initialised (see ray_runtime)."""
+async def run_live_async(scenario: Scenario, options: LiveOptions, hook: Hook | None = None,
+                         sink: RecordSink | None = None) -> LiveResult:
+    """Needs Ray initialised (see ray_runtime). With ``sink`` every record goes to the log file as it
+    is folded, and the file is closed however the run ends (the caller reads ``sink.kept()``)."""
     with structlog.contextvars.bound_contextvars(actor="driver"):
-        return await _run_live(scenario, options, hook)
+        return await _run_live(scenario, options, hook, sink)
 
 
-async def _run_live(scenario: Scenario, options: LiveOptions, hook: Hook | None) -> LiveResult:
+async def _run_live(scenario: Scenario, options: LiveOptions, hook: Hook | None,
+                    sink: RecordSink | None) -> LiveResult:
     restartable: list[RedisServer] = []
     async with live_bus(options, scenario, restartable) as (bus, spec):
+        if sink is not None:  # Redis and Ray answer: the file is made now, before the run starts
+            sink.open()
         log.info("run.start", scenario=scenario.name, seed=options.seed, bus=spec.describe(), speed=options.speed)
-        live = LiveRun(scenario, options, bus, spec)
+        live = LiveRun(scenario, options, bus, spec, sink)
         live.faults.redis = restartable[0] if restartable else None
         loop = asyncio.get_running_loop()
         stoppable = threading.current_thread() is threading.main_thread()
@@ -553,6 +589,8 @@ async def _run_live(scenario: Scenario, options: LiveOptions, hook: Hook | None)
         try:
             result = await live.run(hook)
         finally:
+            if sink is not None:  # every ending: a valid, closed .dralog up to the last record held
+                sink.close()
             if stoppable:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
@@ -572,10 +610,12 @@ async def probe_redis(url: str) -> None:
     await bus.close()
 
 
-def run_live(scenario: Scenario, options: LiveOptions) -> LiveResult:
+def run_live(scenario: Scenario, options: LiveOptions, sink: RecordSink | None = None) -> LiveResult:
+    """The whole run. stdout is the caller's (the summary): whatever Ray prints on the driver (an actor's
+    lines, ``(raylet) A worker died ...``) goes to stderr while Ray is up."""
     if options.redis_url and not options.embedded:
         asyncio.run(probe_redis(options.redis_url))
     elif not options.embedded and not redis_server_available():
         options.embedded = True  # no Redis given and none installed: the embedded bus
-    with ray_runtime(options.ray_address, options.log_format):
-        return asyncio.run(run_live_async(scenario, options))
+    with stdout_to_stderr(), ray_runtime(options.ray_address, options.log_format):
+        return asyncio.run(run_live_async(scenario, options, sink=sink))

@@ -4,13 +4,17 @@ Logs always go to stderr, so `-o json` leaves stdout to the one summary object. 
 status line at the bottom of a terminal (``show_status``: the progress of `dralab run`, overwritten in
 place with ``\\r``); a log line printed meanwhile clears it, prints itself, and draws it again.
 Context bound with ``structlog.contextvars`` (the reactor actors bind ``actor``) is in every line.
+While Ray is up in `dralab run`, ``stdout_to_stderr`` sends whatever Ray prints on the driver to stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import structlog
@@ -53,6 +57,32 @@ def clear_status(keep: bool = True) -> None:
             sys.stderr.write("\n" if keep else _CLEAR)
             sys.stderr.flush()
         _status = ""
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to stdout to stderr meanwhile: Python's ``sys.stdout`` (Ray's driver prints
+    actors' lines and ``(raylet) A worker died ...`` there, looked up at each print) and file descriptor 1
+    (native code, child processes started meanwhile). stdout then holds only what the command prints
+    after, its summary: ``dralab run -o json | jq`` gets one object."""
+    sys.stdout.flush()
+    try:
+        saved: int | None = os.dup(1)
+    except OSError:  # no descriptor 1 at all: nothing to protect at that level
+        saved = None
+    if saved is not None:
+        os.dup2(2, 1)
+    python_stdout = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = python_stdout
+        if saved is not None:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def configure(fmt: str = "console", level: str = "info") -> None:

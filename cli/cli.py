@@ -168,12 +168,64 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dralab.actors.gc_tuning import TENURE_EVERY
     from dralab.actors.live import LiveOptions, ServiceUnavailable, StreamInUse, run_live
     from dralab.actors.reactor_actor import SnapshotPolicy
-    from dralab.core.config import policies, run_config
     from dralab.core.metrics import metrics_from_entries
     from dralab.core.summary import render_text, summarize
-    from dralab.replay.logfile import make_header, write_log
 
     scenario = load_scenario_input(args.scenario, args.autoscaler)
+    _check_run_options(args)
+    options = LiveOptions(
+        seed=_seed(args, scenario), ray_address=args.ray, redis_url=args.redis, stream=args.stream,
+        speed=args.speed, timeout_s=args.timeout, embedded=args.embedded, log_file=args.log_file,
+        log_format=args.log_format, trim_every_s=args.trim_every, drivers_shards=args.driver_shards,
+        snapshots=SnapshotPolicy(every=args.snapshot_every), metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host, progress_every_s=args.progress_every, hosts=args.hosts,
+        gc_tenure_every=TENURE_EVERY,
+    )
+    sink = _run_log(args, scenario, options.seed)
+    try:
+        result = run_live(scenario, options, sink)
+    except StreamInUse as exc:
+        raise InputError(str(exc)) from None
+    except ServiceUnavailable as exc:
+        _failed(str(exc), sink)
+        return EXIT_UNAVAILABLE
+    except KeyboardInterrupt:  # before the run's own handler was in place, or a second Ctrl-C
+        _failed("interrupted", sink)
+        raise
+    except Exception as exc:  # the run failed inside: what was recorded is kept, said in one line
+        from dralab.actors.log_sink import SinkError
+
+        if isinstance(exc, SinkError) and sink is not None and not sink.opened:
+            raise InputError(str(exc)) from None  # the file could not even be made: invalid input
+        log.debug("run.failed", exc_info=True)
+        _failed(f"the run failed: {type(exc).__name__}: {exc}", sink)
+        return EXIT_FOUND
+    finally:
+        if sink is not None:
+            sink.close()  # already closed by the run on every ending it saw; this covers the rest
+    if sink is not None:
+        log.info("log.written", file=args.log_file, records=sink.records)
+    # A completed run (past its duration, or settled: nothing would change any more) is measured up to the
+    # scenario's end, as sim measures it; an interrupted or timed-out one up to its last record.
+    metrics = metrics_from_entries(result.entries, end_ms=scenario.duration_ms if result.completed else None)
+    summary = summarize(result.state, result.violations, seed=options.seed, metrics=metrics)
+    summary.update(result.extra)
+    _emit(args, summary, render_text(summary))
+    if result.error:  # the bus went away mid-run: what was recorded is kept (--log), exit 3
+        _failed(result.error, sink)
+        return EXIT_UNAVAILABLE
+    if not result.completed:
+        why = "interrupted" if result.extra.get("interrupted") else f"timed out after --timeout {args.timeout:g}s"
+        _failed(f"the run {why}", sink)
+        return EXIT_FOUND
+    if sink is not None and sink.error:
+        _failed("the run completed but its log could not be finished", sink)
+        return EXIT_FOUND
+    return EXIT_OK
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """`dralab run`'s numeric and name options, before anything starts (exit 2, naming the option)."""
     if args.speed <= 0:
         raise InputError(f"--speed: must be > 0, got {args.speed}")
     if args.trim_every < 0:
@@ -191,36 +243,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.stream is not None and not STREAM_NAME.fullmatch(args.stream):
         raise InputError(f"--stream: {args.stream!r} is not a valid stream name "
                          "(letters, digits and . _ : - /, 1 to 200 characters)")
-    options = LiveOptions(
-        seed=_seed(args, scenario), ray_address=args.ray, redis_url=args.redis, stream=args.stream,
-        speed=args.speed, timeout_s=args.timeout, embedded=args.embedded, log_file=args.log_file,
-        log_format=args.log_format, trim_every_s=args.trim_every, drivers_shards=args.driver_shards,
-        snapshots=SnapshotPolicy(every=args.snapshot_every), metrics_port=args.metrics_port,
-        metrics_host=args.metrics_host, progress_every_s=args.progress_every, hosts=args.hosts,
-        gc_tenure_every=TENURE_EVERY,
-    )
-    try:
-        result = run_live(scenario, options)
-    except StreamInUse as exc:
-        raise InputError(str(exc)) from None
-    except ServiceUnavailable as exc:
-        sys.stderr.write(f"dralab: error: {exc}\n")
-        return EXIT_UNAVAILABLE
-    if args.log_file:
-        header = make_header(scenario=scenario.name, seed=options.seed, policy=policies(run_config(scenario)),
-                             mode=result.extra["mode"])
-        write_log(args.log_file, header, result.entries)
-        log.info("log.written", file=args.log_file, records=len(result.entries))
-    # A completed run (past its duration, or settled: nothing would change any more) is measured up to the
-    # scenario's end, as sim measures it; an interrupted or timed-out one up to its last record.
-    metrics = metrics_from_entries(result.entries, end_ms=scenario.duration_ms if result.completed else None)
-    summary = summarize(result.state, result.violations, seed=options.seed, metrics=metrics)
-    summary.update(result.extra)
-    _emit(args, summary, render_text(summary))
-    if result.error:  # the bus went away mid-run: what was recorded is kept (--log), exit 3
-        sys.stderr.write(f"dralab: error: {result.error}\n")
-        return EXIT_UNAVAILABLE
-    return EXIT_OK if result.completed else EXIT_FOUND
+
+
+def _run_log(args: argparse.Namespace, scenario: Any, seed: int) -> Any:
+    """The run's `--log` file as a sink the driver writes each record to as it records it (None without
+    --log). The file is made once Redis and Ray answer, before the run starts (actors/live.py)."""
+    if not args.log_file:
+        return None
+    from dralab.actors.log_sink import RecordSink
+    from dralab.core.config import policies, run_config
+    from dralab.replay.logfile import LogWriter, make_header
+
+    header = make_header(scenario=scenario.name, seed=seed, policy=policies(run_config(scenario)),
+                         mode="cluster" if args.ray else "local")
+    return RecordSink(lambda: LogWriter(args.log_file, header), args.log_file)
+
+
+def _failed(message: str, sink: Any) -> None:
+    """A failed run's one line: what went wrong, and what it left (`--log`)."""
+    kept = f"; {sink.kept()}" if sink is not None else ""
+    sys.stderr.write(f"dralab: error: {message}{kept}\n")
 
 
 COMMANDS = {
