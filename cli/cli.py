@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from dralab.actors.logs import configure
+from dralab.replay.output_files import OutputPathError
 
 from . import (
     __version__,
@@ -32,7 +33,7 @@ from . import (
     trace_cmd,
     whatif_cmd,
 )
-from .inputs import InputError, load_scenario_input
+from .inputs import InputError, load_scenario_input, output_file
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
@@ -143,6 +144,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from dralab.replay.sim import Simulator
 
     scenario = load_scenario_input(args.scenario, args.autoscaler)
+    output_file(args.log_file, "--log")
     seed = _seed(args, scenario)
     log.info("sim.start", scenario=scenario.name, seed=seed, duration_s=scenario.duration_ms / 1000)
     from dralab.replay.sim import SimulationStuck
@@ -174,6 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dralab.replay.logfile import make_header, write_log
 
     scenario = load_scenario_input(args.scenario, args.autoscaler)
+    output_file(args.log_file, "--log")
     if args.speed <= 0:
         raise InputError(f"--speed: must be > 0, got {args.speed}")
     if args.trim_every < 0:
@@ -242,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(args.log_format, args.log_level)
     try:
         return COMMANDS[args.command](args)
-    except InputError as exc:
+    except (InputError, OutputPathError) as exc:  # OutputPathError: an output path changed during the work
         sys.stderr.write(f"dralab: error: {exc}\n")
         return EXIT_INPUT
     except KeyboardInterrupt:
