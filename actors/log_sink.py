@@ -36,6 +36,7 @@ class RecordSink:
         self.records = 0
         self.last_offset = 0
         self.error: str | None = None  # why writing stopped (a full disk, say); what was written stays
+        self.aborted = False  # closed with nothing recorded: no file made
 
     @property
     def opened(self) -> bool:
@@ -47,6 +48,8 @@ class RecordSink:
             self._writer = self._open_writer()
         except OSError as exc:
             raise SinkError(f"--log: {self.path}: cannot write: {exc.strerror or exc}") from None
+        except Exception as exc:  # the writer's own refusal (a path that became a link, say) names the path
+            raise SinkError(str(exc)) from None
         self._next_flush = time.monotonic() + self.flush_every_s
 
     def write(self, offset: int, payload: bytes) -> None:
@@ -77,20 +80,29 @@ class RecordSink:
                 raise SinkError(self.error) from None
 
     def close(self) -> None:
-        """Close the file (it gets its index and its final name); safe to call more than once. Never
-        raises: a failure is kept in ``error`` and said by whoever reports the run's end."""
+        """Close the file (it gets its index and its final name); safe to call more than once. A run
+        that recorded nothing (it failed before its first record) leaves no file: the target stays as
+        it was (where the writer can ``abort``). Never raises: a failure is kept in ``error`` and said by
+        whoever reports the run's end."""
         if self._writer is None or self._closed:
             return
         self._closed = True
+        abort = getattr(self._writer, "abort", None)
         try:
-            self._writer.close()
+            if self.records == 0 and callable(abort):
+                abort()
+                self.aborted = True
+            else:
+                self._writer.close()
         except OSError as exc:
             self.error = f"--log: {self.path}: cannot finish the file: {exc.strerror or exc}"
+        except Exception as exc:  # the writer's own refusal (the target became a link meanwhile, say)
+            self.error = str(exc)
 
     def kept(self) -> str:
         """What a failed run left, for its message."""
-        if self._writer is None:
-            return f"no log was written to {self.path} (the run did not start)"
+        if self._writer is None or self.aborted:
+            return f"no log was written to {self.path} (nothing was recorded)"
         if self.error and not self._closed:
             return f"{self.error}; records up to offset {self.last_offset} were written"
         if self.error:

@@ -4,7 +4,7 @@ checked in each run, every failing seed's log kept (and shrunk).
 Each seed draws its own schedule (replay/chaos.py: kinds, times, targets, parameters) and runs in the
 simulator with the scenario's seed; the seeds run on `--jobs` processes, and since a seed's run is a
 function of the seed alone the results do not depend on `--jobs`. Progress goes to stderr, the summary
-(a table, or one JSON object with `--summary json`) to stdout. Exit 0 when every seed held, 1 when some
+(a table, or one JSON object with `-o json`) to stdout. Exit 0 when every seed held, 1 when some
 failed (their logs are in `--out`), 2 for invalid input (the option or file and what was wrong).
 """
 
@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from .inputs import InputError, load_scenario_input
+from .inputs import InputError, add_output_format, load_scenario_input, output_dir, resolve_output
 from .pool import finished
 
 EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE = 0, 1, 3  # as in cli.py (2: InputError, raised)
@@ -61,8 +61,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--hosts", type=int, default=0, metavar="N",
                    help="--live: deal the reactors into N host actors, as `dralab run --hosts` (default 0: an actor "
                         "per reactor); a kill or a pause then stops a host's every reactor")
-    p.add_argument("--summary", choices=FORMATS, default="text",
-                   help="the summary's format on stdout (json: one object; progress stays on stderr)")
+    add_output_format(p, FORMATS)
+    p.add_argument("--summary", choices=FORMATS, default=None,
+                   help="the summary's format (an older name of -o, kept for scripts)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--log-format", choices=["console", "json"], default="console")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")
@@ -235,7 +236,7 @@ def render_text(s: dict[str, Any]) -> str:
         for f in r["files"]:
             lines.append(f"      {f}")
     if len(s["failed"]) > 10:
-        lines.append(f"    ... {len(s['failed']) - 10} more failing seeds (--summary json lists them all)")
+        lines.append(f"    ... {len(s['failed']) - 10} more failing seeds (-o json lists them all)")
     lines.append("every seed held" if s["ok"] else
                  "replay a kept log with `dralab replay FILE --verify`; `dralab check FILE` lists its violations")
     return "\n".join(lines)
@@ -245,6 +246,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     options = _options(args)
     scenario = load_scenario_input(args.scenario)
+    resolve_output(args, FORMATS, alias_attr="summary")
+    output_dir(args.out, "--out")
     jobs = 1 if args.live else min(args.jobs or cores(), len(seeds))
     started = time.monotonic()
     progress = _Progress(len(seeds), args.quiet)
@@ -266,7 +269,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     summary["mode"] = "live" if args.live else "sim"
     if args.live:
         summary["speed"] = args.speed
-    sys.stdout.write((json.dumps(summary) if args.summary == "json" else render_text(summary)) + "\n")
+    sys.stdout.write((json.dumps(summary) if args.output == "json" else render_text(summary)) + "\n")
     sys.stdout.flush()
     return EXIT_OK if summary["ok"] else EXIT_FOUND
 

@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from dralab.actors.logs import configure
+from dralab.replay.output_files import OutputPathError
 
 from . import (
     __version__,
@@ -32,7 +33,7 @@ from . import (
     trace_cmd,
     whatif_cmd,
 )
-from .inputs import InputError, load_scenario_input
+from .inputs import InputError, load_scenario_input, output_file
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
@@ -143,6 +144,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from dralab.replay.sim import Simulator
 
     scenario = load_scenario_input(args.scenario, args.autoscaler)
+    output_file(args.log_file, "--log")
     seed = _seed(args, scenario)
     log.info("sim.start", scenario=scenario.name, seed=seed, duration_s=scenario.duration_ms / 1000)
     from dralab.replay.sim import SimulationStuck
@@ -172,6 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dralab.core.summary import render_text, summarize
 
     scenario = load_scenario_input(args.scenario, args.autoscaler)
+    output_file(args.log_file, "--log")  # before anything starts: the file is made once Redis and Ray answer
     _check_run_options(args)
     options = LiveOptions(
         seed=_seed(args, scenario), ray_address=args.ray, redis_url=args.redis, stream=args.stream,
@@ -284,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(args.log_format, args.log_level)
     try:
         return COMMANDS[args.command](args)
-    except InputError as exc:
+    except (InputError, OutputPathError) as exc:  # OutputPathError: an output path changed during the work
         sys.stderr.write(f"dralab: error: {exc}\n")
         return EXIT_INPUT
     except KeyboardInterrupt:

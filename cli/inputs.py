@@ -1,4 +1,5 @@
-"""What the subcommands share about user input: the error that means exit 2, and reading manifests."""
+"""What the subcommands share about user input: the error that means exit 2, reading manifests, and checking
+where output goes (`-o` is a format everywhere; files and folders are checked before any work)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,63 @@ def emit(report: dict[str, Any], fmt: str) -> None:
         sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
     else:
         sys.stdout.write(json.dumps(report) + "\n")
+
+
+def output_file(path: str | None, option: str) -> None:
+    """Refuse, before any work, an output file dralab would not write (replay/output_files.check_file)."""
+    from dralab.replay.output_files import check_file
+
+    _checked(check_file, path, option)
+
+
+def output_dir(path: str | None, option: str) -> None:
+    """Refuse, before any work, an output folder dralab would not write into (created later if missing)."""
+    from dralab.replay.output_files import check_dir
+
+    _checked(check_dir, path, option)
+
+
+def _checked(check: Any, path: str | None, option: str) -> None:
+    from dralab.replay.output_files import OutputPathError
+
+    if path is not None:
+        try:
+            check(path, option)
+        except OutputPathError as exc:
+            raise InputError(str(exc)) from None
+
+
+def add_output_format(p: Any, formats: Sequence[str] = ("text", "json"), *, legacy_file: str | None = None) -> None:
+    """`-o/--output FORMAT`, one meaning in every command: the format of what goes to stdout. Where `-o`
+    named a file before (report, shrink, record), `legacy_file` is the option that names it now; an `-o`
+    value that is not a format is still taken as that file, with a warning (see resolve_output)."""
+    text = ", ".join(formats)
+    extra = f" (a file is named with {legacy_file})" if legacy_file else ""
+    p.add_argument("-o", "--output", metavar="FORMAT", default=None,
+                   help=f"what goes to stdout: {text} (default {formats[0]}){extra}")
+
+
+def resolve_output(args: Any, formats: Sequence[str] = ("text", "json"), *, file_attr: str | None = None,
+                   file_option: str = "--log", alias_attr: str | None = None) -> str:
+    """The output format of `args` (set back into `args.output`). An old-style `-o FILE` (a value that is
+    not a format) fills `file_attr` when that is empty, with a deprecation warning; `alias_attr` is an older
+    format option (`--summary`) that `-o` overrides when both are given."""
+    value = args.output
+    alias = getattr(args, alias_attr) if alias_attr else None
+    if value is None:
+        fmt = alias or formats[0]
+    elif value in formats:
+        if alias and alias != value:
+            raise InputError(f"-o {value} and --{alias_attr} {alias} disagree: give one of them")
+        fmt = value
+    elif file_attr is not None and not getattr(args, file_attr):
+        setattr(args, file_attr, value)
+        sys.stderr.write(f"dralab: warning: -o {value}: -o is the output format ({', '.join(formats)}) in every "
+                         f"command; taking {value!r} as the file for {file_option}, as older versions did: "
+                         f"write {file_option} {value}\n")
+        fmt = alias or formats[0]
+    else:
+        where = f"; the file is named with {file_option}" if file_attr else ""
+        raise InputError(f"-o: {value!r} is not an output format (choose from {', '.join(formats)}){where}")
+    args.output = fmt
+    return fmt

@@ -1,8 +1,8 @@
 """`dralab record`: capture a live run's Redis stream into a `.dralog` file while the run goes on.
 
 Thin: options are checked here, the recording itself is dralab.actors.recorder (its own consumer group,
-so the run's trimming waits for it). `-o FILE` is the log file, as issue 7 spells the command, so the
-summary's format is `--summary text|json` here rather than the `-o json` of the other commands.
+so the run's trimming waits for it). `--log FILE` is the log file; `-o text|json` the summary's format, as in
+every command (an older `-o FILE`, as issue 7 spelled it, is still taken as the file, with a warning).
 
 Exit status: 0 recorded (stopped by --until-idle, --max-entries or SIGINT/SIGTERM), 1 a problem found
 (gaps in the recording, or no run appeared on the stream within --wait), 2 invalid input (options, a
@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Any
 
-from .inputs import InputError
+from .inputs import InputError, add_output_format, output_file, resolve_output
 
 EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE = 0, 1, 3  # as in cli.py (2: InputError, raised)
 STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")  # as `dralab run --stream`
@@ -33,8 +33,9 @@ def add_parser(sub: Any) -> None:
                    help="Redis URL (default: $DRALAB_REDIS_URL); prefer the variable: a command line is visible "
                         "to others")
     p.add_argument("--stream", required=True, metavar="NAME", help="the run's stream name (`dralab run --stream`)")
-    p.add_argument("-o", "--log", dest="file", required=True, metavar="FILE",
+    p.add_argument("--log", dest="file", metavar="FILE",
                    help="the .dralog file to write (FILE.part until the recording ends)")
+    add_output_format(p, ("text", "json"), legacy_file="--log")
     p.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
                    help="wait this long for the stream to appear and its first record to arrive (default 30)")
     p.add_argument("--until-idle", type=float, default=10.0, metavar="SECONDS",
@@ -44,8 +45,8 @@ def add_parser(sub: Any) -> None:
                    help="how long to wait for an unreachable Redis mid-recording before giving up (default 30)")
     p.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS",
                    help="a record.progress log line this often (default 5; 0: none)")
-    p.add_argument("--summary", choices=["text", "json"], default="text",
-                   help="summary format on stdout (json: one object; logs stay on stderr)")
+    p.add_argument("--summary", choices=["text", "json"], default=None,
+                   help="the summary's format (an older name of -o, kept for scripts)")
     p.add_argument("--log-format", choices=["console", "json"], default="console",
                    help="stderr log lines: readable (default) or one JSON object per line")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
@@ -62,11 +63,10 @@ def _check(args: argparse.Namespace) -> None:
                         ("--progress-every", args.progress_every), ("--max-entries", args.max_entries)):
         if value < 0:
             raise InputError(f"{name}: must be >= 0, got {value}")
-    folder = os.path.dirname(os.path.abspath(args.file))
-    if not os.path.isdir(folder):
-        raise InputError(f"-o: {args.file}: the folder {folder} does not exist")
-    if os.path.isdir(args.file):
-        raise InputError(f"-o: {args.file} is a folder; name a file")
+    resolve_output(args, file_attr="file", file_option="--log", alias_attr="summary")
+    if not args.file:
+        raise InputError("--log: name the .dralog file to write (e.g. --log live.dralog)")
+    output_file(args.file, "--log")
 
 
 def render_text(summary: dict[str, Any]) -> str:
@@ -118,11 +118,11 @@ def cmd_record(args: argparse.Namespace) -> int:
     except RecordError as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:  # the file cannot be written
-        raise InputError(f"-o: {args.file}: cannot write: {exc.strerror or exc}") from None
+        raise InputError(f"--log: {args.file}: cannot write: {exc.strerror or exc}") from None
     summary = result.to_json()
     structlog.get_logger("dralab.record").info(
         "record.done", file=result.file, records=result.records, stopped=result.stopped, gaps=len(result.gaps))
-    if args.summary == "json":
+    if args.output == "json":
         sys.stdout.write(json.dumps(summary) + "\n")
     else:
         sys.stdout.write(render_text(summary) + "\n")

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from .inputs import InputError, read_log_file
+from .inputs import InputError, output_file, read_log_file
 
 EXIT_OK, EXIT_FOUND = 0, 1
 log = structlog.get_logger("dralab")
@@ -71,6 +71,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise InputError(f"replay: one of --verify, --at, --explain, --with at a time (got {' and '.join(chosen)})")
     if args.log_file and not args.settings:
         raise InputError("replay: --log goes with --with (it writes the what-if run's log)")
+    output_file(args.log_file, "--log")
     if args.at is not None:
         return _at(args)
     logf = _open(args.file)

@@ -1,4 +1,4 @@
-"""`dralab report LOG [LOG2] -o report.html`: a run's story in pictures (issue 9).
+"""`dralab report LOG [LOG2] --html report.html`: a run's story in pictures (issue 9).
 
 One self-contained HTML file (inline SVG, no network needed to open it) with the summary table and five
 plots over cluster time: pending pods by reason, nodes by group and state, GPU allocation and idle
@@ -7,49 +7,31 @@ also as DIR/NAME.png. With two logs (e.g. the same scenario under `--autoscaler 
 runs are drawn side by side on the same axes. See docs/report.md.
 
 The data comes from one fold per log (replay/report_data.py), the figures from replay/report_plots.py,
-the page from replay/report_html.py. stdout gets one line, where the report was written; warnings go to
-stderr.
+the page from replay/report_html.py. stdout gets one line, where the report was written (`-o json`: one
+object naming the files); warnings go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Any
 
-from .inputs import InputError, read_log_file
+from .inputs import InputError, add_output_format, output_dir, output_file, read_log_file, resolve_output
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="an HTML report (and PNG plots) of a run's log, or two side by side")
     p.add_argument("logs", nargs="+", metavar="LOG", help="one .dralog file, or two of the same inputs to compare")
-    p.add_argument("-o", "--output", dest="output", metavar="FILE", required=True,
+    p.add_argument("--html", metavar="FILE",
                    help="the HTML file to write (self-contained: opens with no network)")
+    add_output_format(p, legacy_file="--html")
     p.add_argument("--png-dir", metavar="DIR", help="also write each plot as DIR/NAME.png (created if missing)")
     p.add_argument("--title", metavar="TEXT", help="the report's title (default: from the scenario and policies)")
     p.add_argument("--log-format", choices=["console", "json"], default="console")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")
-
-
-def _check_output(path: str) -> None:
-    """Fail before the work, not after it, when `-o` cannot be written."""
-    if os.path.isdir(path):
-        raise InputError(f"{path}: -o names a directory, not a file")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise InputError(f"{path}: cannot write the report: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise InputError(f"{path}: cannot write the report: permission denied")
-
-
-def _png_dir(path: str) -> None:
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot create the --png-dir directory: {exc.strerror or exc}") from None
-    if not os.path.isdir(path) or not os.access(path, os.W_OK):
-        raise InputError(f"{path}: --png-dir is not a writable directory")
 
 
 def _load(path: str, warnings: list[str]) -> Any:
@@ -72,23 +54,34 @@ def _load(path: str, warnings: list[str]) -> Any:
         raise InputError(f"{path}: {exc}") from None
 
 
-def _write(path: str, text: str) -> None:
-    tmp = f"{path}.part"
+def _make_dir(path: str) -> None:
+    from dralab.replay.output_files import OutputPathError, make_dir
+
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        make_dir(path, "--png-dir")
+    except OutputPathError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _write(path: str, text: str) -> None:
+    from dralab.replay.output_files import atomic_output
+
+    try:
+        with atomic_output(path, "--html", text=True) as f:
             f.write(text)
-        os.replace(tmp, path)
     except OSError as exc:
-        raise InputError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
+        raise InputError(f"--html: {path}: cannot write the report: {exc.strerror or exc}") from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     if len(args.logs) > 2:
         raise InputError(f"report: at most two logs (one run, or two to compare), got {len(args.logs)}: "
                          + ", ".join(args.logs))
-    _check_output(args.output)
-    if args.png_dir:
-        _png_dir(args.png_dir)
+    resolve_output(args, file_attr="html", file_option="--html")
+    if not args.html:
+        raise InputError("--html: name the HTML file to write (e.g. --html report.html)")
+    output_file(args.html, "--html")
+    output_dir(args.png_dir, "--png-dir")
     warnings: list[str] = []
     runs = [_load(path, warnings) for path in args.logs]
 
@@ -103,7 +96,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     span = span_mismatch(runs)
     if span:
         warnings.append(span)
+    if args.png_dir:
+        _make_dir(args.png_dir)
     plots = []
+    pngs: list[str] = []
     for name, title, fig in report_plots.figures(runs):
         try:
             plots.append((name, title, report_plots.svg(fig)))
@@ -112,12 +108,17 @@ def cmd_report(args: argparse.Namespace) -> int:
                 try:
                     report_plots.png(fig, target)
                 except OSError as exc:
-                    raise InputError(f"{target}: cannot write the plot: {exc.strerror or exc}") from None
+                    raise InputError(f"--png-dir: {target}: cannot write the plot: {exc.strerror or exc}") from None
+                pngs.append(target)
         finally:
             report_plots.close(fig)
-    _write(args.output, report_html.render(runs, plots, title=args.title, warnings=warnings))
-    where = f" and {len(plots)} PNGs in {args.png_dir}" if args.png_dir else ""
-    sys.stdout.write(f"report written to {args.output}{where}\n")
+    _write(args.html, report_html.render(runs, plots, title=args.title, warnings=warnings))
+    if args.output == "json":
+        sys.stdout.write(json.dumps({"html": args.html, "logs": list(args.logs), "plots": [p[0] for p in plots],
+                                     "png": pngs, "warnings": warnings}) + "\n")
+    else:
+        where = f" and {len(plots)} PNGs in {args.png_dir}" if args.png_dir else ""
+        sys.stdout.write(f"report written to {args.html}{where}\n")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""`dralab shrink FILE --until TARGET -o SMALL`: delta-debug a failing run down to the few external inputs
+"""`dralab shrink FILE --until TARGET --log SMALL`: delta-debug a failing run down to the few external inputs
 (arrivals, pods, starting nodes, node groups, other scenario records) and the short run that still show
 TARGET (an invariant, or an outcome of replay/outcomes.py such as `double-scale-up`), and write that run's
 log. The algorithm is replay/shrink.py's; this module reads the log, reports progress on stderr and the
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .inputs import InputError, read_log_file
+from .inputs import InputError, add_output_format, output_file, read_log_file, resolve_output
 
 EXIT_OK, EXIT_FOUND = 0, 1
 FORMATS = ("text", "json")
@@ -28,11 +28,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--until", required=True, metavar="TARGET",
                    help="what must still happen: an invariant name or an outcome (double-scale-up, "
                         "scale-up-without-pod, pod-pending); an unknown name lists them all")
-    p.add_argument("-o", "--output", dest="out", metavar="SMALL",
+    p.add_argument("--log", dest="out", metavar="SMALL",
                    help="write the smallest failing run's log to SMALL (.dralog)")
-    p.add_argument("--summary", choices=FORMATS, default="text",
-                   help="the summary's format on stdout (json: one object; progress and logs stay on stderr); "
-                        "-o names the file here, as for `dralab record`")
+    add_output_format(p, FORMATS, legacy_file="--log")
+    p.add_argument("--summary", choices=FORMATS, default=None,
+                   help="the summary's format (an older name of -o, kept for scripts)")
     p.add_argument("--max-trials", type=int, default=2000, metavar="N",
                    help="simulate at most N candidate runs (default 2000)")
     p.add_argument("--timeout", type=float, default=0.0, metavar="SECONDS",
@@ -94,6 +94,8 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         raise InputError(f"--max-trials: must be >= 1, got {args.max_trials}")
     if args.timeout < 0:
         raise InputError(f"--timeout: must be >= 0, got {args.timeout}")
+    resolve_output(args, FORMATS, file_attr="out", file_option="--log", alias_attr="summary")
+    output_file(args.out, "--log")
     header, records = _records(args.file)
     if not records:
         raise InputError(f"{args.file}: no external inputs (records with source 'scenario') to shrink")
@@ -132,7 +134,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
             )
             write_log(args.out, out_header, small.entries)
             summary["out"] = args.out
-    if args.summary == "json":
+    if args.output == "json":
         sys.stdout.write(json.dumps(summary) + "\n")
     else:
         sys.stdout.write(render_text(summary) + "\n")

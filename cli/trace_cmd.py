@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from .chaos_cmd import cores, parse_seeds
-from .inputs import InputError
+from .inputs import InputError, output_dir
 from .pool import finished
 
 FORMATS = ("text", "json")
@@ -127,17 +127,18 @@ def write_csv(directory: str, workload: str, results: list[Any], total_gpus: int
     from dralab.replay.fgd import TUNE
     from dralab.replay.fgd_metrics import BUCKETS
     from dralab.replay.fgd_policies import CACHED_NAMES
+    from dralab.replay.output_files import OutputPathError, atomic_output, make_dir
 
     try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"--csv-dir: cannot make {directory}: {exc.strerror or exc}") from None
+        make_dir(directory, "--csv-dir")
+    except OutputPathError as exc:
+        raise InputError(str(exc)) from None
     paths = []
     for name, field, with_gpus in CSV_FILES:
         path = os.path.join(directory, name)
         head = ["workload", "sc_policy", "tune", "seed", *(["total_gpus"] if with_gpus else [])]
         try:
-            with open(path, "w", newline="") as f:
+            with atomic_output(path, "--csv-dir", text=True) as f:
                 w = csv.writer(f, lineterminator="\n")
                 w.writerow([*head, *(str(i) for i in range(BUCKETS))])
                 for r in results:
@@ -177,6 +178,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     if len(seeds) > 10_000:
         raise InputError("--seeds: at most 10000 seeds")
+    output_dir(args.csv_dir, "--csv-dir")
     cluster, workload, sources = load_trace(args.nodes, args.pods)
     expected = None
     if args.compare:
@@ -297,6 +299,7 @@ def cmd_time_aware(args: argparse.Namespace) -> int:
             raise InputError(f"--hours: must be in (0, 8784], got {args.hours}")
         if args.seed < 0:
             raise InputError(f"--seed: must be >= 0, got {args.seed}")
+        output_dir(args.log_dir, "--log-dir")
         doc, window = _time_aware_document(args)
         if not args.quiet:
             sys.stderr.write(f"trace: {len(doc['spec']['workload'])} arrivals imported; running "

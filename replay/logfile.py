@@ -29,6 +29,7 @@ from dralab.core.snapshot_codec import SnapshotError, encode_state
 from dralab.core.state import ClusterState
 
 from . import logfile_blocks as fmt
+from .output_files import commit_part, discard_part, open_part
 
 if TYPE_CHECKING:
     from .logfile_reader import LogReader
@@ -92,14 +93,16 @@ def record_time(payload: bytes, default: int = 0) -> int:
 
 class LogWriter:
     """Writes a log file as entries arrive (a live recording), to `FILE.part` renamed to `FILE` at close,
-    so a reader never sees a half-written file under the final name. Records go into blocks; a block is
+    so a reader never sees a half-written file under the final name (replay/output_files.py: the `.part`
+    is never opened through a link, and the target is replaced only while it is a regular file; `abort`
+    removes it, as leaving a `with` block by an exception does). Records go into blocks; a block is
     written when full (`block_records` or `block_bytes`) or on `flush()`, after which a reader of the
     `.part` file gets it. Every `snapshot_every` records (0: never) the writer folds the records it holds
     and writes a snapshot of the state; pass the decoded record to `write` when there is one."""
 
     def __init__(self, path: str | os.PathLike[str], header: dict[str, Any], *, compression: str | None = None,
                  snapshot_every: int | None = None, block_records: int = BLOCK_RECORDS,
-                 block_bytes: int = BLOCK_BYTES) -> None:
+                 block_bytes: int = BLOCK_BYTES, option: str = "--log") -> None:
         codec = compression or header.get("compression") or fmt.DEFAULT_CODEC
         if codec not in fmt.CODECS or (codec == "zstd" and not fmt.HAVE_ZSTD):
             raise ValueError(f"compression: {codec!r} is not available (none, zlib or zstd)")
@@ -112,10 +115,15 @@ class LogWriter:
         self.path = Path(path)
         self.codec, self.snapshot_every = codec, every
         self.block_records, self.block_bytes = block_records, block_bytes
-        self._tmp = self.path.with_name(self.path.name + ".part")
-        self._fh: BinaryIO = open(self._tmp, "wb")  # noqa: SIM115
+        self.option = option
+        self._fh: BinaryIO
+        self._fh, self._tmp = open_part(self.path, option)  # type: ignore[assignment]
         first = fmt.header_frame(self.header)
-        self._fh.write(first)
+        try:
+            self._fh.write(first)
+        except BaseException:
+            discard_part(self._fh, self._tmp)
+            raise
         self._pos = len(first)
         self._blocks: list[fmt.BlockInfo] = []
         self._offsets: list[int] = []
@@ -194,21 +202,35 @@ class LogWriter:
         if self._closed:
             return
         self._closed = True
-        self._flush_block()
-        index_pos = self._pos
-        self._put(fmt.KIND_INDEX, 0, 0, len(self._blocks), 0, 0, fmt.index_body(self._blocks))
-        self._fh.write(fmt.footer_bytes(index_pos))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
         self._state = None
-        os.replace(self._tmp, self.path)
+        try:
+            self._flush_block()
+            index_pos = self._pos
+            self._put(fmt.KIND_INDEX, 0, 0, len(self._blocks), 0, 0, fmt.index_body(self._blocks))
+            self._fh.write(fmt.footer_bytes(index_pos))
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+        except BaseException:  # a full disk, say: no half-written file is left behind
+            discard_part(self._fh, self._tmp)
+            raise
+        commit_part(self._tmp, self.path, self.option)
+
+    def abort(self) -> None:
+        """Give up the file: the temporary file is removed and the target left as it was."""
+        if not self._closed:
+            self._closed = True
+            self._state = None
+            discard_part(self._fh, self._tmp)
 
     def __enter__(self) -> LogWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # an error while writing: nothing half-written is left under either name
+            self.abort()
 
 
 def write_log(path: str | os.PathLike[str], header: dict[str, Any], entries: Iterable[tuple[int, bytes]],

@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.figure import Figure  # noqa: E402
 
+from .output_files import atomic_output  # noqa: E402
 from .report_data import DELETED, NODE_STATES, RunData, ScaleUp, Steps, resample  # noqa: E402
 
 PLOT_POINTS = 1500  # vertices per series at most
@@ -288,7 +289,9 @@ def svg(fig: Figure) -> str:
 
 
 def png(fig: Figure, path: str) -> None:
-    fig.savefig(path, format="png", dpi=100, metadata={"Software": None})
+    """Write the figure as a PNG beside `path` and rename it into place (never through a link)."""
+    with atomic_output(path, "--png-dir") as fh:
+        fig.savefig(fh, format="png", dpi=100, metadata={"Software": None})
 
 
 def close(fig: Figure) -> None:

@@ -46,7 +46,7 @@ def no_faults(tmp_path: Path) -> str:
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
-    code = main(["chaos", *argv, "--summary", "json", "--quiet"])
+    code = main(["chaos", *argv, "-o", "json", "--quiet"])
     out = capsys.readouterr().out
     return code, json.loads(out)
 

@@ -47,8 +47,8 @@ def dralab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
 
 def start_recorder(redis_url: str, stream: str, out: Path, *extra: str) -> subprocess.Popen[str]:
     err = open(out.with_name(out.name + ".stderr"), "w")  # noqa: SIM115 - the child owns it
-    cmd = [sys.executable, "-m", "dralab", "record", "--redis", redis_url, "--stream", stream, "-o", str(out),
-           "--summary", "json", "--log-format", "json", "--progress-every", "1", *extra]
+    cmd = [sys.executable, "-m", "dralab", "record", "--redis", redis_url, "--stream", stream, "--log", str(out),
+           "-o", "json", "--log-format", "json", "--progress-every", "1", *extra]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
 
 
@@ -143,8 +143,8 @@ async def test_live_run_recorded_verifies_and_replays_identically(
     if policy == "count":  # the failure seen live: reproduced in the simulator, shrunk, and what-if'd away
         small = tmp_path / "small.dralog"
         shrunk, whatif = await asyncio.gather(
-            asyncio.to_thread(dralab, "shrink", str(out), "--until", "double-scale-up", "-o", str(small),
-                              "--summary", "json", "--quiet"),
+            asyncio.to_thread(dralab, "shrink", str(out), "--until", "double-scale-up", "--log", str(small),
+                              "-o", "json", "--quiet"),
             asyncio.to_thread(dralab, "replay", str(out), "--with", "autoscaler.policy=dra", "-o", "json"))
         assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
         result = json.loads(shrunk.stdout)
@@ -231,9 +231,9 @@ async def test_records_a_stream_and_stops_when_idle_or_at_max_entries(redis_url:
     bus = await RedisBus.connect(redis_url, stream)
     try:
         await append_all(bus, entries)
-        idle = dralab("record", "--redis", redis_url, "--stream", stream, "-o", str(tmp_path / "idle.dralog"),
-                      "--until-idle", "0.5", "--summary", "json")
-        capped = dralab("record", "--redis", redis_url, "--stream", stream, "-o", str(tmp_path / "cap.dralog"),
+        idle = dralab("record", "--redis", redis_url, "--stream", stream, "--log", str(tmp_path / "idle.dralog"),
+                      "--until-idle", "0.5", "-o", "json")
+        capped = dralab("record", "--redis", redis_url, "--stream", stream, "--log", str(tmp_path / "cap.dralog"),
                         "--max-entries", "5")
         assert await record_groups(bus) == {}
     finally:
@@ -251,8 +251,8 @@ async def test_waits_for_a_stream_that_never_comes_and_creates_nothing(redis_url
     stream = f"t-rec-none-{uuid.uuid4().hex[:6]}"
     out = tmp_path / "none.dralog"
     started = time.monotonic()
-    done = dralab("record", "--redis", redis_url, "--stream", stream, "-o", str(out), "--wait", "1",
-                  "--summary", "json")
+    done = dralab("record", "--redis", redis_url, "--stream", stream, "--log", str(out), "--wait", "1",
+                  "-o", "json")
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["stopped"] == "no_run" and 1 <= time.monotonic() - started < 20
     assert not out.exists() and not out.with_name(out.name + ".part").exists()
@@ -273,7 +273,7 @@ async def test_refuses_a_stream_already_trimmed_below_offset_1(redis_url: str, t
         delivered = await bus.read_group("g", "c", 6)
         await bus.ack("g", [e.offset for e in delivered])
         assert await bus.trim_acknowledged() == 6
-        done = dralab("record", "--redis", redis_url, "--stream", stream, "-o", str(tmp_path / "t.dralog"),
+        done = dralab("record", "--redis", redis_url, "--stream", stream, "--log", str(tmp_path / "t.dralog"),
                       "--wait", "2")
         assert list(await groups(bus)) == ["g"], "the refused recorder left its group behind"
     finally:
@@ -289,7 +289,7 @@ async def test_refuses_a_stream_that_is_not_a_dralab_run(redis_url: str, tmp_pat
     bus = await RedisBus.connect(redis_url, stream)
     try:
         await append_all(bus, [(1, b"not msgpack \xc1")])
-        done = dralab("record", "--redis", redis_url, "--stream", stream, "-o", str(tmp_path / "j.dralog"))
+        done = dralab("record", "--redis", redis_url, "--stream", stream, "--log", str(tmp_path / "j.dralog"))
     finally:
         await bus.close()
     assert done.returncode == 2
@@ -298,14 +298,14 @@ async def test_refuses_a_stream_that_is_not_a_dralab_run(redis_url: str, tmp_pat
 
 def test_unreachable_or_bad_redis_url_exits_without_the_password(tmp_path: Path) -> None:
     out = str(tmp_path / "x.dralog")
-    down = dralab("record", "--redis", "redis://:s3cr3t-pw@127.0.0.1:1/0", "--stream", "s", "-o", out)
+    down = dralab("record", "--redis", "redis://:s3cr3t-pw@127.0.0.1:1/0", "--stream", "s", "--log", out)
     assert down.returncode == 3
     assert "cannot reach Redis at 127.0.0.1:1" in down.stderr and "s3cr3t-pw" not in down.stderr + down.stdout
-    bad = dralab("record", "--redis", "http://:s3cr3t-pw@127.0.0.1:1/0", "--stream", "s", "-o", out)
+    bad = dralab("record", "--redis", "http://:s3cr3t-pw@127.0.0.1:1/0", "--stream", "s", "--log", out)
     assert bad.returncode == 2
     assert "--redis: bad Redis URL http://***@127.0.0.1:1/0" in bad.stderr and "s3cr3t-pw" not in bad.stderr
     env = {k: v for k, v in os.environ.items() if k != "DRALAB_REDIS_URL"}
-    none = subprocess.run([sys.executable, "-m", "dralab", "record", "--stream", "s", "-o", out],
+    none = subprocess.run([sys.executable, "-m", "dralab", "record", "--stream", "s", "--log", out],
                           capture_output=True, text=True, env=env, timeout=60)
     assert none.returncode == 2 and "--redis: no Redis URL given" in none.stderr
 
@@ -349,8 +349,8 @@ async def test_entries_gone_from_the_middle_are_reported_as_gaps(redis_url: str,
     try:
         await append_all(bus, entries)
         assert await bus._cmd.xdel(bus.log_key, "5-0", "6-0") == 2  # what no trim does: a hole in the middle
-        done = dralab("record", "--redis", redis_url, "--stream", stream, "-o", str(tmp_path / "g.dralog"),
-                      "--until-idle", "0.5", "--summary", "json")
+        done = dralab("record", "--redis", redis_url, "--stream", stream, "--log", str(tmp_path / "g.dralog"),
+                      "--until-idle", "0.5", "-o", "json")
     finally:
         await bus.close()
     assert done.returncode == 1, done.stderr

@@ -160,7 +160,8 @@ def test_resample_reads_the_step_function():
 
 def test_cli_writes_the_report_and_pngs(logs, tmp_path, capsys):
     out, pngs = tmp_path / "r.html", tmp_path / "png"
-    assert main(["report", str(logs["quickstart"][0]), "-o", str(out), "--png-dir", str(pngs), "--title", "T<1>"]) == 0
+    argv = ["report", str(logs["quickstart"][0]), "--html", str(out), "--png-dir", str(pngs), "--title", "T<1>"]
+    assert main(argv) == 0
     stdout = capsys.readouterr().out
     assert stdout.count("\n") == 1 and str(out) in stdout
     text = out.read_text()
@@ -173,7 +174,7 @@ def test_cli_writes_the_report_and_pngs(logs, tmp_path, capsys):
 
 def test_cli_two_logs_of_other_inputs_warns(logs, tmp_path, capsys):
     out = tmp_path / "r.html"
-    assert main(["report", str(logs["quickstart"][0]), str(logs["tm-dra"][0]), "-o", str(out)]) == 0
+    assert main(["report", str(logs["quickstart"][0]), str(logs["tm-dra"][0]), "--html", str(out)]) == 0
     err = capsys.readouterr().err
     assert "not of the same inputs" in err
     assert "not of the same inputs" in out.read_text()
@@ -185,7 +186,7 @@ def test_cli_escapes_strings_from_the_log(logs, tmp_path):
     write_log(evil, make_header(scenario="<script>alert(1)</script>", seed=1, policy={"autoscaler": "<b>x</b>"},
                                 mode="sim"), entries)
     out = tmp_path / "r.html"
-    assert main(["report", str(evil), "-o", str(out)]) == 0
+    assert main(["report", str(evil), "--html", str(out)]) == 0
     text = out.read_text()
     assert "<script" not in text and "&lt;script&gt;" in text and "<b>x" not in text
 
@@ -198,11 +199,11 @@ def test_cli_bad_input_exits_2(logs, tmp_path, capsys):
     damaged = tmp_path / "damaged.dralog"
     damaged.write_bytes(Path(good).read_bytes()[:-40])
     cases = [
-        (["report", good, good, good, "-o", out], "at most two"),
-        (["report", str(tmp_path / "missing.dralog"), "-o", out], "missing.dralog"),
-        (["report", str(garbage), "-o", out], "garbage.dralog"),
-        (["report", good, "-o", str(tmp_path / "no" / "such" / "r.html")], "r.html"),
-        (["report", good, "-o", str(tmp_path)], "directory"),
+        (["report", good, good, good, "--html", out], "at most two"),
+        (["report", str(tmp_path / "missing.dralog"), "--html", out], "missing.dralog"),
+        (["report", str(garbage), "--html", out], "garbage.dralog"),
+        (["report", good, "--html", str(tmp_path / "no" / "such" / "r.html")], "r.html"),
+        (["report", good, "--html", str(tmp_path)], "directory"),
     ]
     for argv, said in cases:
         assert main(argv) == 2, argv
@@ -216,13 +217,13 @@ def test_a_log_cut_short_is_drawn_up_to_its_damage(logs, tmp_path, capsys):
     damaged = tmp_path / "cut.dralog"
     damaged.write_bytes(good.read_bytes()[:-40])
     out = tmp_path / "r.html"
-    assert main(["report", str(damaged), "-o", str(out)]) == 0
+    assert main(["report", str(damaged), "--html", str(out)]) == 0
     captured = capsys.readouterr()
     assert "cut.dralog: damaged log, drawn up to the damage" in captured.err
     assert "damaged log, drawn up to the damage" in out.read_text()
     nothing = tmp_path / "nothing.dralog"
     nothing.write_bytes(good.read_bytes()[:20])
-    assert main(["report", str(nothing), "-o", str(out)]) == 2
+    assert main(["report", str(nothing), "--html", str(out)]) == 2
     assert "nothing.dralog" in capsys.readouterr().err
 
 
@@ -243,7 +244,7 @@ def test_report_renders_in_chromium(logs, tmp_path):
     if chromium is None:
         pytest.skip("chromium is not installed (CI installs it: .ci/run)")
     out = tmp_path / "report.html"
-    assert main(["report", str(logs["tm-count"][0]), str(logs["tm-dra"][0]), "-o", str(out)]) == 0
+    assert main(["report", str(logs["tm-count"][0]), str(logs["tm-dra"][0]), "--html", str(out)]) == 0
     base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
             f"--user-data-dir={tmp_path / 'profile'}"]
     dom = subprocess.run([*base, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=60,

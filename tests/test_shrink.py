@@ -200,7 +200,7 @@ def test_shrink_to_an_end_of_run_outcome_bisects_the_duration() -> None:
 
 def test_cli_shrinks_a_log_end_to_end(log_file: Path, tmp_path: Path, capsys: Any) -> None:
     small = tmp_path / "small.dralog"
-    assert main(["shrink", str(log_file), "--until", "double-scale-up", "-o", str(small), "--summary", "json"]) == 0
+    assert main(["shrink", str(log_file), "--until", "double-scale-up", "--log", str(small), "-o", "json"]) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     assert summary["reproduced"] and summary["inputs_before"] > 200 and summary["inputs_after"] == 4
