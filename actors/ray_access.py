@@ -85,6 +85,14 @@ def enable_token_if_configured() -> None:
         maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
+def _token_configured() -> bool:
+    """Where Ray 2.60 looks for a token: RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH names, ~/.ray/auth_token."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    return os.path.isfile(path)
+
+
 def probe_ray(address: str, connect_timeout_s: float = 5.0, gcs_timeout_s: float = 15.0) -> None:
     """Fail fast, with one line, unless a Ray GCS that accepts this process answers at ``address``."""
     where = _host_port(address)
@@ -101,6 +109,8 @@ def probe_ray(address: str, connect_timeout_s: float = 5.0, gcs_timeout_s: float
     if address.startswith("ray://"):
         return  # Ray Client's server speaks its own protocol: ray.init says what goes wrong
     enable_token_if_configured()
+    if os.environ.get("RAY_AUTH_MODE") == "token" and not _token_configured():
+        raise RayUnreachable(f"--ray {address}: RAY_AUTH_MODE=token but no token is configured: {token_help()}")
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE, f"{host}:{port}"], capture_output=True, text=True,
                               timeout=gcs_timeout_s, env=os.environ.copy())
@@ -112,6 +122,8 @@ def probe_ray(address: str, connect_timeout_s: float = 5.0, gcs_timeout_s: float
     if answer == "ok":
         return
     kind, _, detail = answer.partition(" ")
+    if "authentication token" in proc.stderr.lower():  # Ray's native client may abort instead of raising
+        kind = "auth"
     if kind == "auth":
         given = "the token given was refused" if os.environ.get("RAY_AUTH_MODE") == "token" else "none was given"
         raise RayUnreachable(f"--ray {address}: the Ray cluster requires an authentication token (token "

@@ -161,7 +161,7 @@ def test_a_sink_that_cannot_open_its_file_says_which(tmp_path: Path) -> None:
     from dralab.actors.log_sink import SinkError
 
     sink = RecordSink(lambda: LogWriter(tmp_path / "no" / "x.dralog", {"scenario": "s"}), str(tmp_path / "no/x"))
-    with pytest.raises(SinkError, match="--log: .*no/x: cannot write"):
+    with pytest.raises(SinkError, match="--log: .*/no/x"):
         sink.open()
     assert "no log was written" in sink.kept()
     sink.close()  # nothing to close: no error
