@@ -182,3 +182,36 @@ def test_the_sink_flushes_on_its_own_schedule(tmp_path: Path) -> None:
     sink.close()
     assert path.exists() and not part.exists() and sink.kept() == f"log kept up to offset 1 in {path}"
 
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_a_run_stopped_by_sigterm_says_where_its_log_is(redis_url: str, tmp_path: Path) -> None:
+    """SIGTERM (docker compose stop) or Ctrl-C mid-run: the run ends cleanly, exit 1, one line saying it was
+    interrupted and what was kept where; the `.part` file grew while the run went on (flushed each second)."""
+    import signal
+
+    log = tmp_path / "stopped.dralog"
+    part = Path(f"{log}.part")
+    proc = subprocess.Popen([sys.executable, "-m", "dralab", "run", QUICKSTART, "--redis", redis_url, "--log",
+                             str(log), "--speed", "10", "--progress-every", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not part.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        header_only = part.stat().st_size
+        while part.stat().st_size <= header_only:  # a block of records flushed mid-run
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err[-2000:]
+    line = [x for x in err.splitlines() if x.startswith("dralab: error:")]
+    assert len(line) == 1 and "interrupted" in line[0] and "log kept up to offset" in line[0], err[-2000:]
+    assert dralab("replay", str(log), "--verify").returncode == 0
