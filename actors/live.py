@@ -56,7 +56,7 @@ from .logs import clear_status, show_status, stdout_to_stderr
 from .observability import MetricsServer, Observation, progress, progress_text
 from .ray_access import RayUnreachable, local_ray_environment, probe_ray, token_help
 from .reactor_actor import READ_CHUNK, Clock, ReactorActor, SnapshotPolicy
-from .redis_bus import redact_url
+from .redis_bus import _secrets, redact_url
 from .redis_server import RedisServer, private_redis_server, redis_server_available
 from .wire import decode_or_skip, set_aside_soon
 
@@ -67,6 +67,10 @@ RECORDER = "driver"  # the driver's consumer name in the recorder group
 
 class ServiceUnavailable(Exception):
     """Redis or Ray could not be reached or started; the message says which and where."""
+
+
+class BadRedisURL(ValueError):
+    """The Redis URL given cannot be parsed: invalid input, said without its password."""
 
 
 class StreamInUse(ValueError):
@@ -605,8 +609,11 @@ async def probe_redis(url: str) -> None:
         bus = await RedisBus.connect(url, "dralab:probe")
     except BusUnavailable as exc:
         raise ServiceUnavailable(str(exc)) from None
-    except ValueError as exc:
-        raise ServiceUnavailable(f"bad Redis URL {redact_url(url)}: {exc}") from None
+    except ValueError as exc:  # a URL redis-py cannot parse is the user's input (exit 2, as `dralab record`)
+        text = str(exc)
+        for secret in _secrets(url):
+            text = text.replace(secret, "***")
+        raise BadRedisURL(f"--redis: bad Redis URL {redact_url(url)}: {text}") from None
     await bus.close()
 
 

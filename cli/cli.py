@@ -168,7 +168,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dralab.actors.gc_tuning import TENURE_EVERY
-    from dralab.actors.live import LiveOptions, ServiceUnavailable, StreamInUse, run_live
+    from dralab.actors.live import BadRedisURL, LiveOptions, ServiceUnavailable, StreamInUse, run_live
     from dralab.actors.reactor_actor import SnapshotPolicy
     from dralab.core.metrics import metrics_from_entries
     from dralab.core.summary import render_text, summarize
@@ -187,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sink = _run_log(args, scenario, options.seed)
     try:
         result = run_live(scenario, options, sink)
-    except StreamInUse as exc:
+    except (StreamInUse, BadRedisURL) as exc:
         raise InputError(str(exc)) from None
     except ServiceUnavailable as exc:
         _failed(str(exc), sink)
