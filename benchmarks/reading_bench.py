@@ -6,8 +6,8 @@ dralab installs measured in the same run (before and after a change: pass each o
 
 Without `--log` the day log is written first (benchmarks/day_bench.py --hours 24 --no-invariants, about
 40 s) to a temporary directory. Each `--python NAME=PATH` is an interpreter with dralab installed (a
-venv's bin/python); the default is this interpreter, named `this`. Every run prints its wall time, peak
-RSS and exit status; the commands' own output is discarded (only the status and the memory matter here).
+venv's bin/python); the default is this interpreter, named `this`. Every run prints its peak RSS, wall and
+CPU time and exit status; the commands' own output is discarded (only the status and the memory matter here).
 docs/log-format.md ("Bounded reading") has the figures.
 """
 
@@ -24,16 +24,19 @@ from pathlib import Path
 COMMANDS = {
     "verify": ["replay", "{log}", "--verify", "-o", "json"],
     "check": ["check", "{log}", "-o", "json"],
+    "report": ["report", "{log}", "-o", "{tmp}/report.html"],  # not by default: its plots cost more than reading
 }
 
 
-def peak(argv: list[str]) -> tuple[int, float, float]:
-    """Run `argv`; its exit status, wall seconds and peak resident memory in MiB (the child's alone)."""
+def peak(argv: list[str]) -> tuple[int, float, float, float]:
+    """Run `argv`; its exit status, wall and CPU seconds, and peak resident memory in MiB (the child's
+    alone: wait4 reports that process's own usage; CPU time is steadier than wall on a shared machine)."""
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, time.perf_counter() - started, usage.ru_maxrss / 1024  # Linux: KiB
+    cpu = usage.ru_utime + usage.ru_stime
+    return proc.returncode, time.perf_counter() - started, cpu, usage.ru_maxrss / 1024  # Linux: KiB
 
 
 def day_log(directory: str) -> str:
@@ -60,9 +63,10 @@ def main() -> None:
         print(f"log {log}: {os.path.getsize(log) / 1e6:.1f} MB")
         for command in args.command or ["verify", "check"]:
             for name, python in pythons:
-                argv = [python, "-m", "dralab", *(a.format(log=log) for a in COMMANDS[command])]
-                code, wall, rss = peak(argv)
-                print(f"{command:<7} {name:<8} peak RSS {rss:7.0f} MiB  wall {wall:6.1f} s  exit {code}", flush=True)
+                argv = [python, "-m", "dralab", *(a.format(log=log, tmp=tmp) for a in COMMANDS[command])]
+                code, wall, cpu, rss = peak(argv)
+                print(f"{command:<7} {name:<8} peak RSS {rss:6.0f} MiB  wall {wall:6.1f} s  CPU {cpu:6.1f} s  "
+                      f"exit {code}", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -235,14 +236,14 @@ class LogStream:
     (LogFileError) when it is not a dralog or would decompress past its budget (a header walk that reads
     no body: before any work). Iterated: (offset, payload) pairs, read anew from the file at each
     iteration, stopping at the first damaged frame or block; `damage` and `count` (records read) describe
-    the last pass that ran to its end, as `read_log`'s. `entries` is the stream itself, so code written for a LogFile's
-    list iterates it the same way (but cannot take its len)."""
+    the last pass that ran to its end, as `read_log`'s. `entries` is the stream itself, so code written for
+    a LogFile's list iterates it the same way (but cannot take its len)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
         self.damage: str | None = None
         self.count = 0
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             self.header, start, self.format = read_head(fh, self.path)
             if self.format == 2:
                 size = os.fstat(fh.fileno()).st_size
@@ -261,7 +262,7 @@ class LogStream:
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         ended: list[str | None] = [None]  # why the pass stopped (damage), set by the format's reader
         count = 0
-        with open(self.path, "rb") as fh:
+        with open_file(self.path) as fh:
             _, pos, form = read_head(fh, self.path)
             size = os.fstat(fh.fileno()).st_size
             for pair in (self._v1(fh, pos, size, ended) if form == 1 else self._v2(fh, pos, size, ended)):
@@ -324,6 +325,15 @@ def _check_format(path: str | os.PathLike[str], header: dict[str, Any], expected
     if found != expected:
         raise LogFileError(f"{path}: unsupported log format {found!r} in a format-{expected} file "
                            f"(this dralab reads formats {', '.join(map(str, READABLE_FORMATS))})")
+
+
+def open_file(path: str | os.PathLike[str]) -> BinaryIO:
+    """The file opened for reading; LogFileError for a FIFO, a socket or a device: a log is read by seeking
+    and more than once, and opening a FIFO would wait for a writer (a directory fails in `open`, OSError)."""
+    mode = os.stat(path).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise LogFileError(f"{path}: not a regular file (a FIFO, a socket or a device): a log is read from a file")
+    return open(path, "rb")  # noqa: SIM115 - the caller closes it
 
 
 def read_head(fh: BinaryIO, path: str) -> tuple[dict[str, Any], int, int]:

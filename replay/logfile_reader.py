@@ -25,7 +25,7 @@ from dralab.core.snapshot_codec import SnapshotError, decode_state
 from dralab.core.state import ClusterState
 
 from . import logfile_blocks as fmt
-from .logfile import LogFileError, read_head, read_log, record_time
+from .logfile import LogFileError, open_file, read_head, read_log, record_time
 
 
 class LogReader:
@@ -155,7 +155,7 @@ class LogReader:
 
 def open_log(path: str | os.PathLike[str]) -> LogReader:
     """Open a log file for random access; LogFileError for what is not a readable dralog."""
-    fh = open(path, "rb")  # noqa: SIM115 - the reader holds it, closed by LogReader.close
+    fh = open_file(path)  # the reader holds it, closed by LogReader.close
     try:
         header, start, form = read_head(fh, str(path))
         if form == 1:

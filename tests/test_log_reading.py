@@ -7,7 +7,10 @@ Bomb files are written here with the format's own block writer (logfile_blocks.b
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -28,7 +31,8 @@ MIB = 1024 * 1024
 
 def big_record(n: int, size: int) -> bytes:
     """A record that decodes and folds, `size` bytes of one repeated letter: it compresses to almost nothing."""
-    return encode_record(Record(f"scenario/x/{n}", "scenario", -1, n, (PodFinished(pod="default/p", phase="a" * size),)))
+    event = PodFinished(pod="default/p", phase="a" * size)
+    return encode_record(Record(f"scenario/x/{n}", "scenario", -1, n, (event,)))
 
 
 def bomb(path: Path, blocks: int = 4, size: int = 30 * MIB) -> list[int]:
@@ -64,7 +68,8 @@ def test_a_decompression_bomb_is_refused_by_every_reader(tmp_path: Path, capsys:
     over = f"at byte {positions[2]}"  # 3 x 30 MiB passes the 64 MiB floor of a file this small
     for argv in (["check", str(path)], ["check", str(path), "-o", "json"], ["replay", str(path), "--verify"],
                  ["replay", str(path), "--explain", "p"], ["replay", str(path), "--at", "4"],
-                 ["report", str(path), "-o", str(tmp_path / "r.html")], ["shrink", str(path), "--until", "pod-pending"]):
+                 ["report", str(path), "-o", str(tmp_path / "r.html")],
+                 ["shrink", str(path), "--until", "pod-pending"]):
         code, out, err = cli(capsys, *argv)
         assert code == 2, (argv, err)
         assert str(path) in err and over in err and "budget" in err and "Traceback" not in err, (argv, err)
@@ -141,6 +146,18 @@ def test_verify_on_a_stream_equals_verify_on_the_whole_file(tmp_path: Path) -> N
     assert streamed.ok and whole.ok and streamed.checked == whole.checked > 0 and streamed.sources == whole.sources
 
 
+def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """Opening a FIFO waits for a writer (and read_bytes of one never ends): refused before the open."""
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    for argv in (["check", str(fifo)], ["replay", str(fifo), "--verify"], ["replay", str(fifo), "--at", "1"]):
+        done = subprocess.run([sys.executable, "-m", "dralab", *argv], capture_output=True, text=True, timeout=60,
+                              check=False)
+        assert done.returncode == 2 and f"{fifo}: not a regular file" in done.stderr, (argv, done.stderr)
+    with pytest.raises(LogFileError, match="not a regular file"):
+        read_log(fifo)
+
+
 # ---------------------------------------------------------------- defects of issue 18, item 7
 
 
@@ -211,6 +228,7 @@ def _read_every_way(path: Path) -> list[tuple[int, bytes]] | None:
     with reader:
         lazy = list(reader.entries_from(0))
         assert lazy[:len(whole.entries)] == whole.entries or whole.entries[:len(lazy)] == lazy
+        reader.state_at(reader.last_offset)  # a snapshot it cannot use is passed over, never raised
     return whole.entries
 
 
