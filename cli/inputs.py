@@ -46,28 +46,20 @@ def load_scenario_input(path: str, autoscaler: str | None = None) -> Any:
 
 def read_log_file(path: str) -> Any:
     """A `.dralog` file whole (replay.logfile.read_log), or InputError saying what is wrong with it."""
-    from dralab.replay.logfile import LogFileError, read_log
+    from dralab.replay.logfile import read_log
 
-    try:
+    with reading(path):
         return read_log(path)
-    except LogFileError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def stream_log_file(path: str) -> Any:
     """A `.dralog` file as a stream (replay.logfile.LogStream: its header read and checked now, its records
     one block at a time when iterated, so memory is a block, not the file), or InputError saying what is
     wrong with it. Iterate it inside `reading(path)`."""
-    from dralab.replay.logfile import LogFileError, LogStream
+    from dralab.replay.logfile import LogStream
 
-    try:
+    with reading(path):
         return LogStream(path)
-    except LogFileError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 @contextmanager

@@ -123,12 +123,8 @@ def _at(args: argparse.Namespace) -> int:
         point = parse_point(args.at)
     except PointError as exc:
         raise InputError(str(exc)) from None
-    try:
+    with reading(args.file):
         reader = open_log(args.file)
-    except LogFileError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{args.file}: cannot read: {exc.strerror or exc}") from None
     with reader:
         last = reader.last_offset
         if point.kind == "offset":

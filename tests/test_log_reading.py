@@ -204,9 +204,11 @@ def valid(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return path.read_bytes()
 
 
-def _read_every_way(path: Path) -> list[tuple[int, bytes]] | None:
-    """Every reader on `path`: a clean LogFileError (None), or the entries read, which all readers agree on
-    up to the damage they report. Anything else raised fails the property."""
+def _read_every_way(path: Path, capsys: pytest.CaptureFixture[str]) -> list[tuple[int, bytes]] | None:
+    """Every reader on `path`, and `dralab check`: a clean LogFileError (None; exit 2), or the entries read,
+    which all readers agree on up to the damage they report. Anything else raised fails the property."""
+    code, _, err = cli(capsys, "check", str(path))  # the checks on whatever the file holds: never a traceback
+    assert code in (0, 1, 2) and "Traceback" not in err
     try:
         whole = read_log(path)
     except LogFileError:
@@ -235,23 +237,25 @@ def _read_every_way(path: Path) -> list[tuple[int, bytes]] | None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=2048), magic=st.sampled_from([b"", fmt.MAGIC2, b"DRALOG1\n"]))
 @example(data=b"", magic=fmt.MAGIC2)
-def test_arbitrary_bytes_are_a_clean_error_or_a_damaged_log(tmp_path: Path, data: bytes, magic: bytes) -> None:
+def test_arbitrary_bytes_are_a_clean_error_or_a_damaged_log(tmp_path: Path, data: bytes, magic: bytes,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "fuzz.dralog"
     path.write_bytes(magic + data)
-    _read_every_way(path)
+    _read_every_way(path, capsys)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, 10**6), flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=3))
 def test_truncated_or_flipped_logs_give_a_prefix(tmp_path: Path, valid: bytes, cut: int,
-                                                 flips: list[tuple[int, int]]) -> None:
+                                                 flips: list[tuple[int, int]],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     data = bytearray(valid[:cut % (len(valid) + 1)])
     for at, mask in flips:
         if data:
             data[at % len(data)] ^= mask
     path = tmp_path / "mutated.dralog"
     path.write_bytes(bytes(data))
-    entries = _read_every_way(path)
+    entries = _read_every_way(path, capsys)
     if entries is not None:  # every block is checksummed: what is read is what was written
         assert entries == SOURCE.entries[:len(entries)]
 
@@ -265,9 +269,7 @@ def test_spliced_blocks_are_a_clean_error_or_a_damaged_log(tmp_path: Path, valid
     pieces = [valid[b.pos:b.end] for b in blocks]
     path = tmp_path / "spliced.dralog"
     path.write_bytes(valid[:start] + b"".join(pieces[i % len(pieces)] for i in order) + valid[-fmt.FOOTER.size:])
-    _read_every_way(path)
-    code, _, err = cli(capsys, "check", str(path))  # the checks on whatever the blocks make: no traceback
-    assert code in (0, 1, 2) and "Traceback" not in err
+    _read_every_way(path, capsys)
 
 
 class _Bytes:
