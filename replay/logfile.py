@@ -6,8 +6,10 @@ so that a reader jumps to any offset without reading the whole file (`open_log`,
 truncated or corrupted file still opens its intact prefix (`damage` says where and why). Format 1
 (`DRALOG1\n`, one CRC'd frame per record, dralab up to issue 6) is still read. Payloads are the event
 records exactly as they were on the stream, so a file is the stream, byte for byte. The header holds no
-wall-clock time, so the same seed gives the same file. Byte layout: logfile_blocks.py; the lazy
-reader: logfile_reader.py; docs/log-format.md describes both formats.
+wall-clock time, so the same seed gives the same file. `LogStream` reads a file from its start a block
+at a time (what reads a whole log: check, verify, report); `read_log` keeps such a pass as a list. Byte
+layout and the decompression budget: logfile_blocks.py; the lazy reader: logfile_reader.py;
+docs/log-format.md describes both formats.
 """
 
 from __future__ import annotations

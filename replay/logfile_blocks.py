@@ -1,10 +1,11 @@
 """Format 2 of the `.dralog` file, the byte level: the header frame, blocks, the index and the footer.
 
-A file is written as a stream (a live recording appends blocks as they fill) and read either whole
-(`read_log`) or by seeking (`open_log`: footer -> index -> the one block wanted). Every block carries a
-fixed header with its own CRC, so a reader trusts no length it has not checked, and a CRC of its stored
-body; bodies may be compressed. Nothing here is unpickled, every size announced is bounded before any
-allocation. Layout and limits are described in docs/log-format.md ("The .dralog file").
+A file is written as a stream (a live recording appends blocks as they fill) and read either as a stream
+from its start (`LogStream`, `read_log`) or by seeking (`open_log`: footer -> index -> the one block
+wanted). Every block carries a fixed header with its own CRC, so a reader trusts no length it has not
+checked, and a CRC of its stored body; bodies may be compressed. Nothing here is unpickled, every size
+announced is bounded before any allocation, and what a whole file may decompress to is bounded too
+(`Budget`). Layout and limits are described in docs/log-format.md ("The .dralog file").
 """
 
 from __future__ import annotations
