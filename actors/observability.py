@@ -28,7 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from dralab.core.state import ClusterState
-from dralab.core.summary import pending_cause
+from dralab.core.waits import pending_cause
 
 from .bus import GroupInfo
 

@@ -7,7 +7,9 @@ Prints a table by invariant (held, or violated with the count and the first offs
 violations with their offset, cluster time and message; `-o json` prints one object instead. Exit 0
 when every invariant checked held, 1 when one was violated or the file is damaged (the intact prefix
 is checked, and the damage said), 2 for bad input (unreadable file, unknown invariant, bad duration, a
-record the checks cannot process).
+record the checks cannot process, a file that would decompress past its budget) and when no record
+could be checked (an empty log, or nothing intact): the report then says "nothing checked" and holds
+no invariant as held. The file is read as a stream: memory is a block, not the log.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .inputs import InputError, read_log_file
+from .inputs import InputError, reading, stream_log_file
 
-EXIT_OK, EXIT_FOUND = 0, 1
+EXIT_OK, EXIT_FOUND, EXIT_NOTHING = 0, 1, 2
 SHOWN = 20  # violations listed in the table; the JSON has them all
 
 
@@ -50,6 +52,8 @@ class _Decoded:
             yield from self.logf.records()
         except LogDecodeError as exc:
             self.error = str(exc)
+            for _ in self.logf:  # to the end of the file, for its damage (a stream learns it there)
+                pass
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -65,31 +69,45 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise InputError(f"--liveness-bound: {exc}") from None
     if bound < 1:
         raise InputError(f"--liveness-bound: must be at least 1ms, got {args.liveness_bound!r}")
-    logf = read_log_file(args.file)
+    logf = stream_log_file(args.file)
     decoded = _Decoded(logf)
     try:
-        result = check_records(decoded, only=args.invariant or None, liveness_bound_ms=bound)
+        with reading(args.file):
+            result = check_records(decoded, only=args.invariant or None, liveness_bound_ms=bound)
     except LogCheckError as exc:
         raise InputError(f"{args.file}: {exc}") from None
     damage = logf.damage or decoded.error
-    report = {"file": args.file, **result.to_json(), "damage": damage}
-    report["ok"] = result.ok and damage is None
+    report = {"file": args.file, **result.to_json(), "damage": damage, "checked": result.records}
+    report["ok"] = result.ok and damage is None and result.records > 0
     if args.output == "json":
         sys.stdout.write(json.dumps(report) + "\n")
     else:
         sys.stdout.write(render_text(report) + "\n")
+    if not result.records:
+        sys.stderr.write(f"dralab: error: {args.file}: {_nothing(damage)}\n")
+        return EXIT_NOTHING
     return EXIT_OK if report["ok"] else EXIT_FOUND
+
+
+def _nothing(damage: str | None) -> str:
+    """Why a log gave no record to check."""
+    return f"nothing checked: damaged log, nothing intact: {damage}" if damage else \
+        "nothing checked: the log holds no records"
 
 
 def render_text(report: dict[str, Any]) -> str:
     """The per-invariant table, then the first violations."""
-    lines = [f"{report['file']}: {report['records']} records checked"]
-    if report["damage"]:
-        lines.append(f"damaged: {report['damage']} (only the intact prefix before it was checked)")
+    if not report["records"]:
+        lines = [f"{report['file']}: {_nothing(report['damage'])}"]
+    else:
+        lines = [f"{report['file']}: {report['records']} records checked"]
+        if report["damage"]:
+            lines.append(f"damaged: {report['damage']} (only the intact prefix before it was checked)")
     invariants = report["invariants"]
     width = max((len(name) for name in invariants), default=0)
     for name, row in invariants.items():
-        status = "held" if row["held"] else f"VIOLATED  {row['violations']}x, first at offset {row['first_offset']}"
+        status = ("not checked" if row["held"] is None else "held" if row["held"]
+                  else f"VIOLATED  {row['violations']}x, first at offset {row['first_offset']}")
         lines.append(f"  {name.ljust(width)}  {status}")
     violations = report["violations"]
     if violations:

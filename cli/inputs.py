@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import yaml
@@ -46,12 +47,35 @@ def load_scenario_input(path: str, autoscaler: str | None = None) -> Any:
 
 def read_log_file(path: str) -> Any:
     """A `.dralog` file whole (replay.logfile.read_log), or InputError saying what is wrong with it."""
-    from dralab.replay.logfile import LogFileError, read_log
+    from dralab.replay.logfile import read_log
+
+    with reading(path):
+        return read_log(path)
+
+
+def stream_log_file(path: str) -> Any:
+    """A `.dralog` file as a stream (replay.logfile.LogStream: its header read and checked now, its records
+    one block at a time when iterated, so memory is a block, not the file), or InputError saying what is
+    wrong with it. Iterate it inside `reading(path)`."""
+    from dralab.replay.logfile import LogStream
+
+    with reading(path):
+        return LogStream(path)
+
+
+@contextmanager
+def reading(path: str) -> Iterator[None]:
+    """Where a log is iterated: a record that does not decode, a file refused on the way (its budget) or
+    one that cannot be read any more is InputError naming the file (exit 2), not a traceback."""
+    from dralab.core.events import LogDecodeError
+    from dralab.replay.logfile import LogFileError
 
     try:
-        return read_log(path)
+        yield
     except LogFileError as exc:
         raise InputError(str(exc)) from None
+    except LogDecodeError as exc:
+        raise InputError(f"{path}: {exc}") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 

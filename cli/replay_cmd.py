@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from .inputs import InputError, output_file, read_log_file
+from .inputs import InputError, output_file, read_log_file, reading, stream_log_file
 
 EXIT_OK, EXIT_FOUND = 0, 1
 log = structlog.get_logger("dralab")
@@ -53,13 +53,10 @@ def _open(path: str) -> Any:
     return logf
 
 
-def _records(logf: Any, path: str) -> list[Any]:
-    from dralab.core.events import LogDecodeError
-
-    try:
-        return list(logf.records())
-    except LogDecodeError as exc:
-        raise InputError(f"{path}: {exc}") from None
+def _damaged(logf: Any, path: str) -> None:
+    """After a pass over a stream, the warning `_open` gives a whole file at once."""
+    if logf.damage:
+        log.warning("log.damaged", file=path, damage=logf.damage, intact_entries=logf.count)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -74,41 +71,39 @@ def cmd_replay(args: argparse.Namespace) -> int:
     output_file(args.log_file, "--log")
     if args.at is not None:
         return _at(args)
-    logf = _open(args.file)
-    if args.verify:
-        return _verify(args, logf)
+    if args.verify:  # these two read the file as a stream: memory is a block (and a window), not the log
+        return _verify(args, stream_log_file(args.file))
     if args.explain is not None:
-        return _explain(args, logf)
-    return _whatif(args, logf)
+        return _explain(args, stream_log_file(args.file))
+    return _whatif(args, _open(args.file))
 
 
 def _verify(args: argparse.Namespace, logf: Any) -> int:
-    from dralab.core.events import LogDecodeError
     from dralab.core.invariants import check
     from dralab.replay.verify import verify
 
     started = time.perf_counter()
-    try:
+    with reading(args.file):
         result = verify(logf)
-    except LogDecodeError as exc:
-        raise InputError(f"{args.file}: {exc}") from None
+    _damaged(logf, args.file)  # verify's first pass reads the whole file: count and damage are the file's
     log.debug("verify.done", decisions=result.checked, wall_s=round(time.perf_counter() - started, 3))
     ok = result.ok and not logf.damage
+    records = logf.count
     out: dict[str, Any] = {
         "file": args.file, "header": logf.header, "ok": ok, "decisions_checked": result.checked,
-        "by_source": result.sources, "records": len(logf.entries), "damage": logf.damage,
+        "by_source": result.sources, "records": records, "damage": logf.damage,
         "invariant_violations": [v.to_json() for v in check(result.state)],
         "divergence": result.divergence.to_json() if result.divergence else None,
     }
-    if logf.damage and not logf.entries:
+    if logf.damage and not records:
         text = f"damaged log: {logf.damage}; no intact record before it, nothing to verify"
     elif result.divergence:
         text = result.divergence.render()
     elif logf.damage:
-        text = (f"damaged log: {logf.damage}; the intact prefix ({len(logf.entries)} records, "
+        text = (f"damaged log: {logf.damage}; the intact prefix ({records} records, "
                 f"{result.checked} decisions) verifies")
     else:
-        text = (f"verified {result.checked} decisions in {len(logf.entries)} records "
+        text = (f"verified {result.checked} decisions in {records} records "
                 f"({', '.join(f'{k}: {v}' for k, v in sorted(result.sources.items()))}): no divergence")
     _emit(args, out, text)
     return EXIT_OK if ok else EXIT_FOUND
@@ -121,7 +116,7 @@ def _at(args: argparse.Namespace) -> int:
     """Seeks instead of reading the whole file: the nearest snapshot at or before the point, the tail
     folded from there (replay/logfile_reader.py), and a window of the records before the point for what
     each reactor had seen."""
-    from dralab.core.events import LogDecodeError, decode_record
+    from dralab.core.events import decode_record
     from dralab.replay.logfile import LogFileError, open_log
     from dralab.replay.timetravel import PointError, describe, parse_point, reactors_seen, render
 
@@ -129,12 +124,8 @@ def _at(args: argparse.Namespace) -> int:
         point = parse_point(args.at)
     except PointError as exc:
         raise InputError(str(exc)) from None
-    try:
+    with reading(args.file):
         reader = open_log(args.file)
-    except LogFileError as exc:
-        raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{args.file}: cannot read: {exc.strerror or exc}") from None
     with reader:
         last = reader.last_offset
         if point.kind == "offset":
@@ -146,15 +137,13 @@ def _at(args: argparse.Namespace) -> int:
                 offset = reader.offset_at_time(point.value) or 0
             except LogFileError as exc:
                 raise InputError(str(exc)) from None
-        try:
+        with reading(args.file):  # a record that does not decode, a body past the file's budget: exit 2
             state = reader.state_at(offset)
             window = []
             for at, payload in reader.entries_from(max(1, offset - SEEN_WINDOW + 1)):
                 if at > offset:
                     break
                 window.append((at, decode_record(payload, at)))
-        except LogDecodeError as exc:
-            raise InputError(f"{args.file}: {exc}") from None
         if reader.damage:
             log.warning("log.damaged", file=args.file, damage=reader.damage)
     desc = describe(state, reactors_seen(window))
@@ -166,7 +155,9 @@ def _at(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace, logf: Any) -> int:
     from dralab.replay.timetravel import explain, render_story
 
-    result = explain(_records(logf, args.file), args.explain)
+    with reading(args.file):
+        result = explain(logf.records(), args.explain)
+    _damaged(logf, args.file)
     result["file"] = args.file
     if not result["found"]:
         _emit(args, result, f"pod {result['pod']}: not in {args.file}")

@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from .inputs import InputError, add_output_format, output_dir, output_file, read_log_file, resolve_output
+from .inputs import InputError, add_output_format, output_dir, output_file, reading, resolve_output, stream_log_file
 
 
 def add_parser(sub: Any) -> None:
@@ -38,20 +38,18 @@ def _load(path: str, warnings: list[str]) -> Any:
     """One log's report data, or InputError naming the file (unreadable, undecodable, or damaged with
     nothing intact). A damaged log with an intact prefix (a recording cut short) is drawn up to the
     damage, and said so in `warnings`."""
-    from dralab.core.events import LogDecodeError
     from dralab.replay.report_data import extract
 
-    log = read_log_file(path)
+    log = stream_log_file(path)  # one pass, a block at a time: memory is the report's series, not the log
+    with reading(path):
+        data = extract(path, log.header, log.records())
     if log.damage:
-        if not log.entries:
+        if not log.count:
             raise InputError(f"{path}: damaged log, nothing intact: {log.damage}")
-        note = f"{path}: damaged log, drawn up to the damage ({len(log.entries)} records): {log.damage}"
+        note = f"{path}: damaged log, drawn up to the damage ({log.count} records): {log.damage}"
         warnings.append(note)
         sys.stderr.write(f"dralab: warning: {note}\n")
-    try:
-        return extract(path, log.header, log.records())
-    except LogDecodeError as exc:
-        raise InputError(f"{path}: {exc}") from None
+    return data
 
 
 def _make_dir(path: str) -> None:

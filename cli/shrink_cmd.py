@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .inputs import InputError, add_output_format, output_file, read_log_file, resolve_output
+from .inputs import InputError, add_output_format, output_file, reading, resolve_output, stream_log_file
 
 EXIT_OK, EXIT_FOUND = 0, 1
 FORMATS = ("text", "json")
@@ -43,15 +43,11 @@ def add_parser(sub: Any) -> None:
 
 
 def _records(path: str) -> tuple[dict[str, Any], list[Any]]:
-    from dralab.core.events import LogDecodeError
-
-    logf = read_log_file(path)
+    logf = stream_log_file(path)  # only the external inputs are kept: the decisions pass by
+    with reading(path):
+        records = [record for _, record in logf.records() if record.source == "scenario"]
     if logf.damage:
         sys.stderr.write(f"dralab: warning: {path}: {logf.damage}; shrinking the intact prefix\n")
-    try:
-        records = [record for _, record in logf.records() if record.source == "scenario"]
-    except LogDecodeError as exc:
-        raise InputError(f"{path}: {exc}") from None
     return logf.header, records
 
 

@@ -45,13 +45,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .audit_pods import Placer, PodVerdict, queue_order
 from .quantity import resource_amount
 from .resources import pod_requests
 from .snapshot import is_pending, node_ready, pod_key
 from .workloads import POD_GROUP_KIND, WORKLOAD_KIND, gang_ref, group_policy, min_count, pod_group_label
 
 if TYPE_CHECKING:
-    from .audit import Placer, PodVerdict
     from .dra.model import Inventory
     from .snapshot import Snapshot
 
@@ -197,8 +197,6 @@ class GangIndex:
     no minResources) are judged as usual."""
 
     def __init__(self, inv: Inventory) -> None:
-        from .audit import queue_order
-
         self.blocked: dict[str, PodVerdict] = {}
         self.groups: dict[str, Gang] = {}
         self._gates: dict[str, ResourceGate] = {}  # pod key -> its PodGroup's minResources check
@@ -260,8 +258,6 @@ class GangIndex:
 
 
 def _held(pod: dict[str, Any], reason: str, message: str, missing: list[str]) -> PodVerdict:
-    from .audit import PodVerdict
-
     meta = pod.get("metadata") or {}
     return PodVerdict(meta.get("namespace") or "default", str(meta.get("name")), None, reason, message,
                       {"node": None, "missing": missing})

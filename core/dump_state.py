@@ -46,7 +46,7 @@ from .events import (
     claim_key,
     pod_key,
 )
-from .reactors.claims import POD_CLAIM_ANNOTATION
+from .reactors.pod_claims import POD_CLAIM_ANNOTATION
 from .snapshot import is_pending, node_ready
 
 __all__ = ["SOURCE", "DumpRecord", "dump_record"]

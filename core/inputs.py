@@ -29,7 +29,7 @@ from .events import (
 )
 from .kueue import KUEUE_KINDS
 from .manifests import node_allocatable
-from .reactors.cloud import node_from_template, node_name, zone_of
+from .reactors.nodes import node_from_template, node_name, zone_of
 from .scenario import Scenario, replica_name
 from .scenario_dra import render_slice_templates
 from .state import NodeGroupState

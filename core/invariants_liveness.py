@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 
 from .events import PodBound
 from .reactor import decision_rng
+from .reactors.cycle import Cycle
 from .reactors.gang import GangCycle
-from .reactors.scheduler import Cycle, Scheduler
+from .reactors.scheduler import Scheduler
 from .state import ClusterState
 
 DEFAULT_BOUND_MS = 600_000

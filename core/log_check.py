@@ -58,10 +58,12 @@ class CheckResult:
         self.first_offset.setdefault(finding.invariant, finding.offset)
 
     def to_json(self) -> dict[str, Any]:
+        """`held` is null for every invariant when no record was checked: nothing held, nothing was seen."""
         return {
             "records": self.records,
             "ok": self.ok,
-            "invariants": {name: {"held": n == 0, "violations": n, "first_offset": self.first_offset.get(name)}
+            "invariants": {name: {"held": n == 0 if self.records else None, "violations": n,
+                                  "first_offset": self.first_offset.get(name)}
                            for name, n in self.counts.items()},
             "violations": [{"invariant": v.invariant, "offset": v.offset, "t": v.t, "message": v.message}
                            for v in self.violations],

@@ -75,7 +75,7 @@ from .events import NodeCreated, PodBound, Record, ResourceSlicePublished, Scale
 from .gpu_units import ONE, Unit, capacity_share, device_units, is_gpu_resource, template_gpus
 from .reactors.fragmentation import pod_demand
 from .state import PENDING, ClusterState, NodeState
-from .summary import pending_cause, schedule_waits, time_to_schedule
+from .waits import pending_cause, schedule_waits, time_to_schedule
 
 MS_PER_HOUR = 3_600_000
 SERIES_POINTS = 500  # the allocation-ratio series is sampled down to this many points

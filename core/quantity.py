@@ -159,3 +159,33 @@ def resource_amount(name: str, quantity: str | int | float | Fraction) -> int:
     (memory and storage in bytes, ``pods``, extended resources such as ``nvidia.com/gpu``)."""
     q = quantity if isinstance(quantity, Fraction) else parse_quantity(quantity)
     return to_milli(q) if name == "cpu" else to_int(q)
+
+
+# The other way: an exact value as a canonical quantity string (for results and messages).
+
+_DECIMAL = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""), (-3, "m"), (-6, "u"), (-9, "n"))
+_BINARY = ((60, "Ei"), (50, "Pi"), (40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki"))
+
+
+def _decimal(value: Fraction) -> str:
+    if value == 0:
+        return "0"
+    for exp, suffix in _DECIMAL:
+        mantissa = value / Fraction(10) ** exp
+        if mantissa.denominator == 1:
+            return f"{mantissa.numerator}{suffix}"
+    return f"{round(value * 10**9)}n"
+
+
+def format_quantity(value: Fraction) -> str:
+    """A canonical quantity string. The model keeps exact values, not the format they were written in,
+    so the shorter of the decimal-SI and binary-SI canonical forms is used ("40Gi", "10G", "4")."""
+    decimal = _decimal(value)
+    if value.denominator != 1 or abs(value) < 1024:
+        return decimal
+    for exp, suffix in _BINARY:
+        mantissa = value / 2**exp
+        if mantissa.denominator == 1:
+            binary = f"{mantissa.numerator}{suffix}"
+            return binary if len(binary) <= len(decimal) else decimal
+    return decimal

@@ -34,6 +34,7 @@ from ._fields import (
 )
 from ._yaml import YamlError, load_yaml_file
 from .durations import format_duration
+from .errors import ScenarioError as ScenarioError
 from .events import DriverSpec, StockWindow
 from .kueue import broker_config, check_pod_group, check_scheduling_gates, gate_pod, is_queued
 from .manifests import _check_node, _check_pod
@@ -74,26 +75,6 @@ Expander = Literal["least-waste", "most-pods", "price", "priority", "random"]
 AUTOSCALER_POLICIES: tuple[str, ...] = get_args(AutoscalerPolicy)
 SCORE_STRATEGIES: tuple[str, ...] = get_args(ScoreStrategy)
 EXPANDERS: tuple[str, ...] = get_args(Expander)
-
-
-class ScenarioError(Exception):
-    """A scenario refused before the run. ``str()`` is ``file: path: message`` (``file: message`` when the
-    whole file is at fault), or ``file:line:col: message`` for a YAML syntax error."""
-
-    def __init__(self, file: str, path: str, message: str, *, line: int | None = None, column: int | None = None):
-        self.file = file
-        self.path = path
-        self.message = message
-        self.line = line
-        self.column = column
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        if self.line is not None:
-            return f"{self.file}:{self.line}:{self.column}: {self.message}"
-        if self.path:
-            return f"{self.file}: {self.path}: {self.message}"
-        return f"{self.file}: {self.message}"
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True):

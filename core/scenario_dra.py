@@ -104,7 +104,7 @@ def render_slice_templates(templates: Sequence[dict[str, Any]], node_name: str,
     """:func:`render_slices` for checked templates as :class:`~dralab.core.scenario.NodeGroup` holds them
     (``resource_slices``), for code that keeps the templates without the group. ``copiers``: one per
     template, each returning a deep copy of it (a decision rendering many nodes makes them once,
-    ``reactors.cloud.copier``); by default ``copy.deepcopy``."""
+    ``reactors.nodes.copier``); by default ``copy.deepcopy``."""
     out: list[dict[str, Any]] = []
     for i, (template, name) in enumerate(zip(templates, slice_names(templates, node_name), strict=True)):
         driver: str = template["spec"]["driver"]

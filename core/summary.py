@@ -5,42 +5,16 @@ The JSON shape is a contract that scripts rely on: later work adds keys, never r
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from .config import policies
 from .invariants import Violation
-from .state import ClusterState, PodState
+from .state import ClusterState
+from .waits import pending_cause, schedule_waits, time_to_schedule
 
-if TYPE_CHECKING:  # metrics imports this module (pending_cause, the waits)
+if TYPE_CHECKING:
     from .metrics import RunMetrics
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (no interpolation: the value a pod really saw)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
-def pending_cause(state: ClusterState, pod: PodState) -> str:
-    """dralab's pending reason of a pod: `gang` while it waits at Permit for the rest of its gang
-    (its PodScheduled condition is left as it was, as upstream leaves it), else its condition's cause."""
-    if pod.key in state.gang.reservations:
-        return "gang"
-    return pod.condition.cause if pod.condition and pod.condition.cause else "not-yet-tried"
-
-
-def schedule_waits(state: ClusterState) -> list[float]:
-    """Seconds from arrival to binding of every pod ever bound (one definition for summary and metrics)."""
-    return [(p.bound_t - p.created_t) / 1000 for p in state.pods.values() if p.bound_t >= 0]
-
-
-def time_to_schedule(waits: list[float]) -> dict[str, float | None]:
-    return {"p50": percentile(waits, 50), "p99": percentile(waits, 99)}
 
 
 def summarize(state: ClusterState, violations: list[Violation], *, seed: int | None = None,

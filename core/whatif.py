@@ -43,8 +43,7 @@ from .reactor import Reactor, decide
 from .reactors.autoscaler import EXPANDERS, Autoscaler
 from .reactors.capacity import POLICIES
 from .reactors.claims import ClaimController
-from .reactors.cloud import node_from_template, node_name, zone_of
-from .reactors.lifecycle import publish_slices
+from .reactors.nodes import node_from_template, node_name, publish_slices, zone_of
 from .reactors.queue import MAX_BACKOFF_MS
 from .reactors.scheduler import Scheduler
 from .scenario import NodeGroup, _node_groups

@@ -30,7 +30,7 @@ from dralab.core.durations import format_duration
 from dralab.core.events import Record, decode_record
 from dralab.core.inputs import SOURCE
 from dralab.core.invariants_liveness import DEFAULT_BOUND_MS
-from dralab.core.reactors.cloud import node_name
+from dralab.core.reactors.nodes import node_name
 from dralab.core.scenario import Scenario
 from dralab.core.scenario_faults import FAULT_KINDS, KINDS, MAX_FAULTS, TAINT_EFFECTS, Fault, check_fault
 from dralab.replay.logfile import make_header, write_log

@@ -58,7 +58,8 @@ def _gpu_devices(group: Any) -> list[Device]:
     manifests = render_slices(group, f"{group.name}-0")
     if not manifests:
         return []
-    inventory = parse_documents(manifests, f"nodeGroups[{group.name}].resourceSlices")
+    docs: list[object] = list(manifests)
+    inventory = parse_documents(docs, f"nodeGroups[{group.name}].resourceSlices")
     devices: list[Device] = []
     for slc in inventory.slices.values():
         if slc.driver == DRIVER:

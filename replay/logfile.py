@@ -6,14 +6,17 @@ so that a reader jumps to any offset without reading the whole file (`open_log`,
 truncated or corrupted file still opens its intact prefix (`damage` says where and why). Format 1
 (`DRALOG1\n`, one CRC'd frame per record, dralab up to issue 6) is still read. Payloads are the event
 records exactly as they were on the stream, so a file is the stream, byte for byte. The header holds no
-wall-clock time, so the same seed gives the same file. Byte layout: logfile_blocks.py; the lazy
-reader: logfile_reader.py; docs/log-format.md describes both formats.
+wall-clock time, so the same seed gives the same file. `LogStream` reads a file from its start a block
+at a time (what reads a whole log: check, verify, report); `read_log` keeps such a pass as a list. Byte
+layout and the decompression budget: logfile_blocks.py; the lazy reader: logfile_reader.py;
+docs/log-format.md describes both formats.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -243,40 +246,94 @@ def write_log(path: str | os.PathLike[str], header: dict[str, Any], entries: Ite
 
 
 def read_log(path: str | os.PathLike[str]) -> LogFile:
-    """Open a log file whole; stops at the first damaged frame or block and says where (the prefix stays
-    usable). Format 1 and 2."""
-    data = Path(path).read_bytes()
-    if data.startswith(MAGIC1):
-        return _read_v1(path, data)
-    if not data.startswith(MAGIC):
-        raise LogFileError(f"{path}: not a dralab log (bad magic at byte 0)")
-    try:
-        header, pos = fmt.parse_header(data, str(path))
-    except fmt.BlockError as exc:
-        raise LogFileError(str(exc)) from None
-    _check_format(path, header, 2)
-    entries: list[tuple[int, bytes]] = []
-    damage = None
-    size = len(data)
-    while True:
-        if pos >= size:
-            damage = f"file ends at byte {pos} without an index (not closed: a recording cut short?)"
-            break
-        try:
-            info = fmt.parse_block_head(data[pos:pos + fmt.BLOCK_HEAD], pos, size)
-            # a snapshot's body is checked, not decompressed: read_log has no use for it
-            raw = fmt.check_body(info, data[pos + fmt.BLOCK_HEAD:info.end], raw=info.kind != fmt.KIND_SNAPSHOT)
-            if info.kind == fmt.KIND_ENTRIES:
-                entries.extend(fmt.parse_entries(info, raw))
-            elif info.kind == fmt.KIND_INDEX:
-                fmt.parse_index(raw)
-                damage = _footer_damage(data[info.end:], info)
-                break
-        except fmt.BlockError as exc:
-            damage = str(exc)
-            break
-        pos = info.end
-    return LogFile(str(path), header, entries, damage)
+    """Open a log file whole (entries as a list: what needs them more than once, e.g. a what-if run); stops
+    at the first damaged frame or block and says where (the prefix stays usable). Format 1 and 2. What
+    reads a log once takes `LogStream` instead: its memory is a block, not the file."""
+    stream = LogStream(path)
+    entries = list(stream)
+    return LogFile(str(path), stream.header, entries, stream.damage)
+
+
+class LogStream:
+    """A log file read as a stream from its start, one block (format 1: one frame) at a time, so a reader's
+    memory is bounded by a block, not by the file. Made: the header is read and the file refused
+    (LogFileError) when it is not a dralog or would decompress past its budget (a header walk that reads
+    no body: before any work). Iterated: (offset, payload) pairs, read anew from the file at each
+    iteration, stopping at the first damaged frame or block; `damage` and `count` (records read) describe
+    the last pass that ran to its end, as `read_log`'s. `entries` is the stream itself, so code written for
+    a LogFile's list iterates it the same way (but cannot take its len)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self.damage: str | None = None
+        self.count = 0
+        with open_file(path) as fh:
+            self.header, start, self.format = read_head(fh, self.path)
+            if self.format == 2:
+                size = os.fstat(fh.fileno()).st_size
+                budget = fmt.Budget(size)
+                try:
+                    for info in fmt.scan(fh, size, start)[0]:
+                        if info.kind != fmt.KIND_SNAPSHOT:  # a stream checks a snapshot's CRC, never inflates it
+                            budget.charge(info)
+                except fmt.BudgetError as exc:
+                    raise LogFileError(f"{self.path}: {exc}") from None
+
+    @property
+    def entries(self) -> LogStream:
+        return self
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        ended: list[str | None] = [None]  # why the pass stopped (damage), set by the format's reader
+        count = 0
+        with open_file(self.path) as fh:
+            _, pos, form = read_head(fh, self.path)
+            size = os.fstat(fh.fileno()).st_size
+            for pair in (self._v1(fh, pos, size, ended) if form == 1 else self._v2(fh, pos, size, ended)):
+                count += 1
+                yield pair
+        self.damage, self.count = ended[0], count  # a pass left before its end (a consumer stopped) says nothing
+
+    def records(self) -> Iterator[tuple[int, Record]]:
+        """Decoded records; a bad one raises LogDecodeError naming its offset."""
+        for offset, payload in self:
+            yield offset, decode_record(payload, offset)
+
+    def _v2(self, fh: BinaryIO, pos: int, size: int, ended: list[str | None]) -> Iterator[tuple[int, bytes]]:
+        budget = fmt.Budget(size)
+        while True:
+            if pos >= size:
+                ended[0] = f"file ends at byte {pos} without an index (not closed: a recording cut short?)"
+                return
+            try:
+                info = fmt.parse_block_head(fh.read(fmt.BLOCK_HEAD), pos, size)
+                if info.kind == fmt.KIND_SNAPSHOT:  # checked, not decompressed: a stream has no use for it
+                    fmt.skip_body(fh, info)
+                    pos = info.end
+                    continue
+                raw = fmt.check_body(info, fh.read(info.stored), budget=budget)
+                if info.kind == fmt.KIND_INDEX:
+                    fmt.parse_index(raw)
+                    ended[0] = _footer_damage(fh.read(fmt.FOOTER.size + 1), info)
+                    return
+                entries = fmt.parse_entries(info, raw)
+            except fmt.BlockError as exc:
+                ended[0] = str(exc)
+                return
+            except fmt.BudgetError as exc:  # the header walk saw less than is there now: a file still growing
+                raise LogFileError(f"{self.path}: {exc}") from None
+            del raw
+            yield from entries
+            pos = info.end
+
+    def _v1(self, fh: BinaryIO, pos: int, size: int, ended: list[str | None]) -> Iterator[tuple[int, bytes]]:
+        while True:
+            frame = _v1_frame(fh, pos, size)
+            if not isinstance(frame, tuple):
+                ended[0] = frame
+                return
+            pos += _FRAME.size + len(frame[1])
+            yield frame
 
 
 def _footer_damage(tail: bytes, index: fmt.BlockInfo) -> str | None:
@@ -294,36 +351,61 @@ def _check_format(path: str | os.PathLike[str], header: dict[str, Any], expected
                            f"(this dralab reads formats {', '.join(map(str, READABLE_FORMATS))})")
 
 
-def _read_v1(path: str | os.PathLike[str], data: bytes) -> LogFile:
-    """Format 1: the magic, then `length u32 | offset u64 | crc32 u32 | payload` frames, the first the header."""
-    pos = len(MAGIC1)
-    frames: list[tuple[int, bytes]] = []
-    damage = None
-    while pos < len(data):
-        if pos + _FRAME.size > len(data):
-            damage = f"truncated frame header at byte {pos}"
-            break
-        length, offset, crc = _FRAME.unpack_from(data, pos)
-        start = pos + _FRAME.size
-        if length > MAX_FRAME or start + length > len(data):
-            damage = f"truncated frame at byte {pos} (offset {offset}, {length} bytes announced)"
-            break
-        payload = data[start : start + length]
-        if zlib.crc32(payload, zlib.crc32(offset.to_bytes(8, "big"))) != crc:
-            damage = f"checksum mismatch at byte {pos} (offset {offset})"
-            break
-        frames.append((offset, payload))
-        pos = start + length
-    if not frames:
-        raise LogFileError(f"{path}: header frame missing or damaged ({damage})")
+def open_file(path: str | os.PathLike[str]) -> BinaryIO:
+    """The file opened for reading; LogFileError for a FIFO, a socket or a device: a log is read by seeking
+    and more than once, and opening a FIFO would wait for a writer (a directory fails in `open`, OSError)."""
+    mode = os.stat(path).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise LogFileError(f"{path}: not a regular file (a FIFO, a socket or a device): a log is read from a file")
+    return open(path, "rb")  # noqa: SIM115 - the caller closes it
+
+
+def read_head(fh: BinaryIO, path: str) -> tuple[dict[str, Any], int, int]:
+    """The header of the file open at its start, the position of its first block (format 1: frame) and its
+    format (1 or 2); LogFileError for what is not a readable dralog. Reads the header frame alone."""
+    magic = fh.read(len(MAGIC))
+    if magic == MAGIC1:
+        frame = _v1_frame(fh, len(MAGIC1), os.fstat(fh.fileno()).st_size)
+        if not isinstance(frame, tuple):
+            raise LogFileError(f"{path}: header frame missing or damaged ({frame})")
+        try:
+            header = msgspec.msgpack.decode(frame[1])
+        except msgspec.DecodeError as exc:
+            raise LogFileError(f"{path}: unreadable header: {exc}") from None
+        if not isinstance(header, dict):
+            raise LogFileError(f"{path}: header is not a map")
+        _check_format(path, header, 1)
+        return header, len(MAGIC1) + _FRAME.size + len(frame[1]), 1
+    if magic != MAGIC:
+        raise LogFileError(f"{path}: not a dralab log (bad magic at byte 0)")
+    head = magic + fh.read(fmt.HEADER_FRAME.size)
+    if len(head) == len(MAGIC) + fmt.HEADER_FRAME.size:
+        length = min(fmt.HEADER_FRAME.unpack_from(head, len(MAGIC))[0], fmt.MAX_HEADER + 1)
+        head += fh.read(length)
     try:
-        header = msgspec.msgpack.decode(frames[0][1])
-    except msgspec.DecodeError as exc:
-        raise LogFileError(f"{path}: unreadable header: {exc}") from None
-    if not isinstance(header, dict):
-        raise LogFileError(f"{path}: header is not a map")
-    _check_format(path, header, 1)
-    return LogFile(str(path), header, frames[1:], damage)
+        header, start = fmt.parse_header(head, path)
+    except fmt.BlockError as exc:
+        raise LogFileError(str(exc)) from None
+    _check_format(path, header, 2)
+    return header, start, 2
+
+
+def _v1_frame(fh: BinaryIO, pos: int, size: int) -> tuple[int, bytes] | str | None:
+    """Format 1: the `length u32 | offset u64 | crc32 u32 | payload` frame at `pos` (the file is there), as
+    (offset, payload); else what is wrong with it, or None at the end of the file."""
+    if pos >= size:
+        return None
+    if pos + _FRAME.size > size:
+        return f"truncated frame header at byte {pos}"
+    length, offset, crc = _FRAME.unpack(fh.read(_FRAME.size))
+    if length > MAX_FRAME or pos + _FRAME.size + length > size:
+        return f"truncated frame at byte {pos} (offset {offset}, {length} bytes announced)"
+    payload = fh.read(length)
+    if len(payload) != length:
+        return f"truncated frame at byte {pos} (offset {offset}, {length} bytes announced)"
+    if zlib.crc32(payload, zlib.crc32(offset.to_bytes(8, "big"))) != crc:
+        return f"checksum mismatch at byte {pos} (offset {offset})"
+    return offset, payload
 
 
 def open_log(path: str | os.PathLike[str]) -> LogReader:

@@ -1,10 +1,11 @@
 """Format 2 of the `.dralog` file, the byte level: the header frame, blocks, the index and the footer.
 
-A file is written as a stream (a live recording appends blocks as they fill) and read either whole
-(`read_log`) or by seeking (`open_log`: footer -> index -> the one block wanted). Every block carries a
-fixed header with its own CRC, so a reader trusts no length it has not checked, and a CRC of its stored
-body; bodies may be compressed. Nothing here is unpickled, every size announced is bounded before any
-allocation. Layout and limits are described in docs/log-format.md ("The .dralog file").
+A file is written as a stream (a live recording appends blocks as they fill) and read either as a stream
+from its start (`LogStream`, `read_log`) or by seeking (`open_log`: footer -> index -> the one block
+wanted). Every block carries a fixed header with its own CRC, so a reader trusts no length it has not
+checked, and a CRC of its stored body; bodies may be compressed. Nothing here is unpickled, every size
+announced is bounded before any allocation, and what a whole file may decompress to is bounded too
+(`Budget`). Layout and limits are described in docs/log-format.md ("The .dralog file").
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -39,6 +40,12 @@ MAX_SNAPSHOT = 512 * 1024 * 1024  # the snapshot codec's default limit
 MAX_INDEX = 256 * 1024 * 1024
 MAX_RECORD = 64 * 1024 * 1024
 LIMITS = {KIND_ENTRIES: MAX_ENTRIES_BLOCK, KIND_SNAPSHOT: MAX_SNAPSHOT, KIND_INDEX: MAX_INDEX}
+# The whole-file decompression budget (Budget): a file may decompress to BUDGET_RATIO times its size, and
+# always to BUDGET_FLOOR. The 24 h day log of benchmarks/day_bench.py decompresses to 3.9x its size read
+# as a stream (entries and index) and 22x with every snapshot decoded (its most compressible block: 38x);
+# a 26 KB file of zero-filled blocks decompressed to 937 MB (36,000x) before the budget.
+BUDGET_RATIO = 200
+BUDGET_FLOOR = 64 * 1024 * 1024
 
 zstandard: Any
 try:  # zstd when the zstandard package is there (a dependency); zlib otherwise, and to read zlib files
@@ -54,6 +61,10 @@ ZLIB_LEVEL = 1
 
 class BlockError(Exception):
     """A block that cannot be used: the message says what is wrong (the caller adds where)."""
+
+
+class BudgetError(Exception):
+    """A file that would decompress to more than its budget: refused whole (a bomb, not damage)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +87,31 @@ class BlockInfo:
 
     def describe(self) -> str:
         return f"{KINDS.get(self.kind, '?')} block at byte {self.pos} (first offset {self.first})"
+
+
+class Budget:
+    """The raw bytes one reading of a file may decompress: each block is capped by LIMITS, the file by this,
+    so a small file of highly compressible blocks cannot make a reader allocate or churn through gigabytes.
+    A block is charged (its announced raw length, which decompression never exceeds) before it is
+    decompressed, once however often it is read (a lazy reader reads some blocks twice)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.limit = max(BUDGET_FLOOR, BUDGET_RATIO * size)
+        self.used = 0
+        self._charged: set[int] = set()
+
+    def charge(self, info: BlockInfo) -> None:
+        """Count `info`'s raw bytes; BudgetError naming the block when they would pass the limit."""
+        if info.pos in self._charged:
+            return
+        if self.used + info.raw > self.limit:
+            raise BudgetError(
+                f"refused: the {info.describe()} would decompress the file to {self.used + info.raw} bytes, over "
+                f"its budget of {self.limit} ({BUDGET_RATIO}x its {self.size} bytes, at least {BUDGET_FLOOR}): "
+                "a decompression bomb, not a log dralab wrote")
+        self._charged.add(info.pos)
+        self.used += info.raw
 
 
 def compress(codec: str, raw: bytes) -> bytes:
@@ -174,19 +210,53 @@ def parse_block_head(head: bytes, pos: int, file_size: int) -> BlockInfo:
     return info
 
 
-def check_body(info: BlockInfo, stored: bytes, *, raw: bool = True) -> bytes:
+def check_body(info: BlockInfo, stored: bytes, *, raw: bool = True, budget: Budget | None = None) -> bytes:
     """The raw body of a block whose stored bytes were read (`raw=False`: only check its CRC and give the
-    stored bytes back); BlockError naming the block otherwise."""
+    stored bytes back); BlockError naming the block otherwise, BudgetError when `budget` has no room for it."""
     if len(stored) != info.stored:
         raise BlockError(f"truncated {info.describe()}")
     if zlib.crc32(stored) != info.crc:
         raise BlockError(f"checksum mismatch in {info.describe()}")
     if not raw:
         return stored
+    if budget is not None:
+        budget.charge(info)
     try:
         return decompress(info, stored)
     except BlockError as exc:
         raise BlockError(f"{info.describe()}: {exc}") from None
+
+
+def skip_body(fh: BinaryIO, info: BlockInfo, chunk: int = 1024 * 1024) -> None:
+    """Check the CRC of the body at the file position (just after `info`'s header) without holding it
+    (a snapshot read as a stream: up to 512 MiB stored); BlockError as check_body's."""
+    crc, left = 0, info.stored
+    while left:
+        part = fh.read(min(chunk, left))
+        if not part:
+            raise BlockError(f"truncated {info.describe()}")
+        crc = zlib.crc32(part, crc)
+        left -= len(part)
+    if crc != info.crc:
+        raise BlockError(f"checksum mismatch in {info.describe()}")
+
+
+def scan(fh: BinaryIO, size: int, pos: int) -> tuple[list[BlockInfo], str]:
+    """Walk the block headers from `pos` (no index to trust): the blocks before the index, and why the walk
+    ended (the first bad header ends the prefix; reaching the index is reported too, the caller decides)."""
+    blocks: list[BlockInfo] = []
+    while True:
+        if pos >= size:
+            return blocks, f"file ends at byte {pos} without an index (not closed: a recording cut short?)"
+        fh.seek(pos)
+        try:
+            info = parse_block_head(fh.read(BLOCK_HEAD), pos, size)
+        except BlockError as exc:
+            return blocks, str(exc)
+        if info.kind == KIND_INDEX:
+            return blocks, f"bad footer or index at byte {pos} (blocks read by a scan)"
+        blocks.append(info)
+        pos = info.end
 
 
 def entries_body(offsets: list[int], payloads: list[bytes]) -> bytes:

@@ -6,7 +6,9 @@ or before `offset` and folds the records after it, so its cost is bounded by the
 not by the length of the log. A file without a valid footer (truncated, still being written, footer
 damaged) is walked block header by block header from the start; the first bad header ends the intact
 prefix (`damage`). Block bodies are checked (CRC, size) when they are read: a bad one ends iteration
-there and sets `damage`, as `read_log` would have. Format-1 files are read whole and served the same way.
+there and sets `damage`, as `read_log` would have. Every body decompressed is charged to the file's
+budget (logfile_blocks.Budget): a file that would decompress past it is refused (LogFileError), not
+treated as damage. Format-1 files are read whole and served the same way.
 """
 
 from __future__ import annotations
@@ -23,16 +25,18 @@ from dralab.core.snapshot_codec import SnapshotError, decode_state
 from dralab.core.state import ClusterState
 
 from . import logfile_blocks as fmt
-from .logfile import MAGIC, MAGIC1, LogFileError, _check_format, read_log, record_time
+from .logfile import LogFileError, open_file, read_head, read_log, record_time
 
 
 class LogReader:
     """Blocks of one log file, read on demand. Use as a context manager (it holds the file open)."""
 
     def __init__(self, path: str, header: dict[str, Any], blocks: list[fmt.BlockInfo], damage: str | None,
-                 fh: BinaryIO | None = None, memory: list[tuple[int, bytes]] | None = None) -> None:
+                 fh: BinaryIO | None = None, memory: list[tuple[int, bytes]] | None = None,
+                 budget: fmt.Budget | None = None) -> None:
         self.path, self.header, self.damage = path, header, damage
         self._fh, self._memory = fh, memory
+        self._budget = budget  # every block body decompressed through this reader is charged to it
         self.entry_blocks = [b for b in blocks if b.kind == fmt.KIND_ENTRIES]
         self.snapshot_blocks = [b for b in blocks if b.kind == fmt.KIND_SNAPSHOT]
         self._lasts = [b.last for b in self.entry_blocks]
@@ -70,7 +74,10 @@ class LogReader:
         info = fmt.parse_block_head(self._fh.read(fmt.BLOCK_HEAD), nav.pos, size)
         if (info.kind, info.first, info.last, info.count) != (nav.kind, nav.first, nav.last, nav.count):
             raise fmt.BlockError(f"{info.describe()} differs from what the index says of it")
-        return fmt.check_body(info, self._fh.read(info.stored))
+        try:
+            return fmt.check_body(info, self._fh.read(info.stored), budget=self._budget)
+        except fmt.BudgetError as exc:
+            raise LogFileError(f"{self.path}: {exc}") from None
 
     def _entries(self, nav: fmt.BlockInfo) -> list[tuple[int, bytes]]:
         if self._memory is not None:
@@ -148,34 +155,28 @@ class LogReader:
 
 def open_log(path: str | os.PathLike[str]) -> LogReader:
     """Open a log file for random access; LogFileError for what is not a readable dralog."""
-    fh = open(path, "rb")  # noqa: SIM115 - the reader holds it, closed by LogReader.close
+    fh = open_file(path)  # the reader holds it, closed by LogReader.close
     try:
-        magic = fh.read(len(MAGIC))
-        if magic == MAGIC1:
+        header, start, form = read_head(fh, str(path))
+        if form == 1:
             fh.close()
             return _from_v1(path)
-        if magic != MAGIC:
-            raise LogFileError(f"{path}: not a dralab log (bad magic at byte 0)")
         size = os.fstat(fh.fileno()).st_size
-        head = magic + fh.read(fmt.HEADER_FRAME.size)
-        if len(head) == len(MAGIC) + fmt.HEADER_FRAME.size:
-            length = min(fmt.HEADER_FRAME.unpack_from(head, len(MAGIC))[0], fmt.MAX_HEADER + 1)
-            head += fh.read(length)
+        budget = fmt.Budget(size)
         try:
-            header, start = fmt.parse_header(head, str(path))
-        except fmt.BlockError as exc:
-            raise LogFileError(str(exc)) from None
-        _check_format(path, header, 2)
-        found = _from_footer(fh, size, start)
-        blocks, damage = found if found is not None else _scan(fh, size, start)
-        return LogReader(str(path), header, blocks, damage, fh=fh)
+            found = _from_footer(fh, size, start, budget)
+        except fmt.BudgetError as exc:
+            raise LogFileError(f"{path}: {exc}") from None
+        blocks, damage = found if found is not None else fmt.scan(fh, size, start)
+        return LogReader(str(path), header, blocks, damage, fh=fh, budget=budget)
     except BaseException:
         if not fh.closed:
             fh.close()
         raise
 
 
-def _from_footer(fh: BinaryIO, size: int, start: int) -> tuple[list[fmt.BlockInfo], None] | None:
+def _from_footer(fh: BinaryIO, size: int, start: int,
+                 budget: fmt.Budget) -> tuple[list[fmt.BlockInfo], None] | None:
     """The blocks the index lists, when the footer and the index are sound; None sends the caller to a scan."""
     if size < start + fmt.BLOCK_HEAD + fmt.FOOTER.size:
         return None
@@ -188,7 +189,7 @@ def _from_footer(fh: BinaryIO, size: int, start: int) -> tuple[list[fmt.BlockInf
         info = fmt.parse_block_head(fh.read(fmt.BLOCK_HEAD), index_pos, size)
         if info.kind != fmt.KIND_INDEX or info.end != size - fmt.FOOTER.size:
             return None
-        rows = fmt.parse_index(fmt.check_body(info, fh.read(info.stored)))
+        rows = fmt.parse_index(fmt.check_body(info, fh.read(info.stored), budget=budget))
     except fmt.BlockError:
         return None
     blocks = [fmt.BlockInfo(pos, kind, -1, first, last, count, 0, 0, tmin, tmax, 0)
@@ -201,23 +202,6 @@ def _from_footer(fh: BinaryIO, size: int, start: int) -> tuple[list[fmt.BlockInf
     if not ordered:
         return None  # positions and offsets must grow (bisect relies on it): an index not to be trusted
     return blocks, None
-
-
-def _scan(fh: BinaryIO, size: int, pos: int) -> tuple[list[fmt.BlockInfo], str]:
-    """Walk the block headers from `pos` (no index to trust); the first bad one ends the prefix."""
-    blocks: list[fmt.BlockInfo] = []
-    while True:
-        if pos >= size:
-            return blocks, f"file ends at byte {pos} without an index (not closed: a recording cut short?)"
-        fh.seek(pos)
-        try:
-            info = fmt.parse_block_head(fh.read(fmt.BLOCK_HEAD), pos, size)
-        except fmt.BlockError as exc:
-            return blocks, str(exc)
-        if info.kind == fmt.KIND_INDEX:
-            return blocks, f"bad footer or index at byte {pos} (blocks read by a scan)"
-        blocks.append(info)
-        pos = info.end
 
 
 def _from_v1(path: str | os.PathLike[str]) -> LogReader:

@@ -23,7 +23,7 @@ import msgspec
 from dralab.core.durations import format_duration, parse_duration
 from dralab.core.events import AnyEvent, Record, ScaleUpRequested
 from dralab.core.state import ClusterState
-from dralab.core.summary import pending_cause
+from dralab.core.waits import pending_cause
 
 _OFFSET = re.compile(r"\d+")
 

@@ -175,7 +175,7 @@ def run_policy(doc: dict[str, Any], policy: str, seed: int = 0) -> PolicyRun:
     metrics over the log up to the scenario's end, as `dralab sim` computes them."""
     from dralab.core.metrics import metrics_from_entries
     from dralab.core.scenario import ScenarioError, parse_scenario
-    from dralab.core.summary import percentile
+    from dralab.core.waits import percentile
 
     from .sim import Simulator
 

@@ -6,22 +6,22 @@ decision made on that view with the reactors the run was configured with (from `
 same seeded random source, and compares the encoded records byte for byte. It also checks the
 optimistic-concurrency promise: every object a decision wrote was unchanged between its view and
 its append. This is the regression test for reactor changes, as Temporal's replayer is for
-workflow code.
+workflow code. It reads the log as a stream (twice: see `verify`), so its memory is bounded by how far
+decisions lag behind their views, not by the log's length.
 """
 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from dralab.core.config import build_reactors
-from dralab.core.events import Record, RunStarted, encode_record, record_to_builtins
+from dralab.core.events import Record, RunStarted, decode_record, encode_record, record_to_builtins
 from dralab.core.reactor import Reactor, decide, expectations
 from dralab.core.state import ClusterState
-
-from .logfile import LogFile
 
 
 @dataclass
@@ -67,21 +67,67 @@ class VerifyResult:
         return self.divergence is None
 
 
-def verify(log: LogFile, timings: dict[str, float] | None = None) -> VerifyResult:
+class Entries(Protocol):
+    """What verify reads: a log whose `entries` can be iterated more than once (a LogFile's list, a
+    LogStream that reads the file anew at each pass)."""
+
+    @property
+    def entries(self) -> Iterable[tuple[int, bytes]]: ...
+
+
+def _survey(entries: Iterable[tuple[int, bytes]]) -> tuple[tuple[int, Record] | None, int | None]:
+    """The first pass: every record decoded (LogDecodeError for a bad one, before any decision is
+    recomputed), giving the first record and how far behind its own offset a decision's view lies at most
+    (None when offsets do not grow: then the second pass must read the whole log ahead)."""
+    first: tuple[int, Record] | None = None
+    lag: int | None = 0
+    previous = None
+    for offset, payload in entries:
+        record = decode_record(payload, offset)
+        if first is None:
+            first = (offset, record)
+        if previous is not None and offset <= previous:
+            lag = None
+        previous = offset
+        if lag is not None and record.source != "scenario":
+            lag = max(lag, offset - record.view)
+    return first, lag
+
+
+def verify(log: Entries, timings: dict[str, float] | None = None) -> VerifyResult:
     """Raises LogDecodeError (naming the offset) for an entry that does not decode. `timings`, if
-    given, gains the wall seconds spent recomputing each reactor's decisions (benchmarks/replay_bench.py)."""
-    records = list(log.records())
+    given, gains the wall seconds spent recomputing each reactor's decisions (benchmarks/replay_bench.py).
+
+    Two passes over `log.entries`, so a log read as a stream is never held whole: the first decodes
+    every record and measures the largest distance between a decision and its view; the second folds
+    the log keeping only that many records ahead of the fold (a decision is checked when the fold
+    reaches its view, which comes before it in the log)."""
+    first, lag = _survey(log.entries)
     state = ClusterState()
-    if not records or not isinstance(records[0][1].events[0], RunStarted):
-        return VerifyResult(0, state, Divergence(records[0][0] if records else 0, "", -1, 0,
+    if first is None or not first[1].events or not isinstance(first[1].events[0], RunStarted):
+        return VerifyResult(0, state, Divergence(first[0] if first else 0, "", -1, 0,
                                                  "the log does not start with RunStarted"))
-    run = records[0][1].events[0]
+    run = first[1].events[0]
     assert isinstance(run, RunStarted)
     reactors: dict[str, Reactor] = {r.name: r for r in build_reactors(run.config)}
     by_view: dict[int, list[tuple[int, Record, bytes]]] = defaultdict(list)
-    for (offset, record), (_, payload) in zip(records, log.entries, strict=True):
-        if record.source != "scenario":
-            by_view[record.view].append((offset, record, payload))
+    ahead: deque[tuple[int, Record]] = deque()  # read, not folded yet
+    source = iter(log.entries)
+    last_read: list[int | None] = [None]
+
+    def read_ahead(upto: int | None) -> None:
+        """Read records until every one at or before offset `upto` is read (None: the whole log)."""
+        while not ahead or lag is None or upto is None or (last_read[0] is not None and last_read[0] < upto):
+            pair = next(source, None)
+            if pair is None:
+                return
+            offset, payload = pair
+            record = decode_record(payload, offset)
+            last_read[0] = offset
+            ahead.append((offset, record))
+            if record.source != "scenario":
+                by_view[record.view].append((offset, record, payload))
+
     expected: dict[int, dict[str, int]] = {}
     result = VerifyResult(0, state)
 
@@ -107,7 +153,11 @@ def verify(log: LogFile, timings: dict[str, float] | None = None) -> VerifyResul
             result.sources[record.source] = result.sources.get(record.source, 0) + 1
         return None
 
-    for offset, record in records:
+    while True:
+        read_ahead(None if lag is None else state.offset + lag)
+        if not ahead:
+            break
+        offset, record = ahead.popleft()
         if (div := check_view()) is not None:
             result.divergence = div
             return result

@@ -13,8 +13,8 @@ import pytest
 
 from dralab.core.dra.convert import convert_slice
 from dralab.core.dra_state import _slice_shapes, convert_published_slice
-from dralab.core.reactors.cloud import copier
 from dralab.core.reactors.drivers import driver_slices
+from dralab.core.reactors.nodes import copier
 from dralab.core.scenario import parse_scenario
 from dralab.core.scenario_dra import render_slice_templates
 

@@ -23,8 +23,8 @@ from dralab.core.events import (
     decode_record,
 )
 from dralab.core.reactor import decision_rng
-from dralab.core.reactors.cloud import ZONE_LABEL, Cloud
-from dralab.core.reactors.lifecycle import delete_node
+from dralab.core.reactors.cloud import Cloud
+from dralab.core.reactors.nodes import ZONE_LABEL, delete_node
 from dralab.core.scenario import ScenarioError, parse_scenario
 from dralab.core.state import ClusterState
 from dralab.replay.sim import SimResult

@@ -41,7 +41,8 @@ from dralab.core.dra.model import (
     Taint,
     Toleration,
 )
-from dralab.core.dra.result import format_quantity, share_id
+from dralab.core.dra.result import share_id
+from dralab.core.quantity import format_quantity
 
 GI = 2**30
 A, B = "driver-a", "driver-b"

@@ -11,7 +11,8 @@ from builders import GPU, Log, arrival, group, initial_state, node_template, pod
 from dralab.core.events import NodeCreated, NodeProvisioning, NodeReady, PodFinished
 from dralab.core.reactor import decide, decision_rng
 from dralab.core.reactors.cloud import Cloud
-from dralab.core.reactors.lifecycle import GROUP_LABEL, Lifecycle
+from dralab.core.reactors.lifecycle import Lifecycle
+from dralab.core.reactors.nodes import GROUP_LABEL
 from dralab.core.state import ClusterState
 
 NOW = 5_000

@@ -26,7 +26,7 @@ from dralab.core.inputs import scenario_inputs
 from dralab.core.reactor import decision_rng
 from dralab.core.reactors.claims import ClaimController
 from dralab.core.reactors.drivers import Drivers, driver_slices, mark_unhealthy, unhealthy_taint
-from dralab.core.reactors.lifecycle import delete_node, node_not_ready, set_taints
+from dralab.core.reactors.nodes import delete_node, node_not_ready, set_taints
 from dralab.core.reactors.scheduler import Scheduler
 from dralab.core.scenario import ScenarioError, parse_scenario
 from dralab.core.scenario_dra import check_slice_templates

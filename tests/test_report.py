@@ -16,7 +16,7 @@ from dralab.core.config import policies, run_config
 from dralab.core.events import Record, ScaleUpRequested, decode_record
 from dralab.core.metrics import compute_metrics
 from dralab.core.state import ClusterState
-from dralab.core.summary import pending_cause
+from dralab.core.waits import pending_cause
 from dralab.inputs import load_scenario_input
 from dralab.replay.logfile import make_header, write_log
 from dralab.replay.report_data import RunData, Steps, extract, resample

@@ -24,7 +24,7 @@ from typing import Any
 
 from .._fields import FieldError, expect_list, index, join, sanitize, type_name
 from .._yaml import YamlError, load_yaml_all
-from ..scenario import ScenarioError
+from ..errors import ScenarioError
 from ..workloads import (
     POD_GROUP_API_VERSION,
     POD_GROUP_KIND,

@@ -32,7 +32,7 @@ from ..events import AnyEvent, FaultApplied, NodeReady
 from ..reactor import Decision, Trigger
 from ..scenario_faults import KINDS
 from ..state import ClusterState, FaultState
-from .lifecycle import node_not_ready, set_taints
+from .nodes import node_not_ready, set_taints
 
 
 @dataclass

@@ -26,65 +26,19 @@ the cloud does not know about that timeout.
 
 from __future__ import annotations
 
-import copy
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import msgspec
 
 from ..events import AnyEvent, NodeProvisioning, ScaleUpFailed
 from ..provreq import BOOKING_TAINT
 from ..reactor import Decision, Trigger
 from ..state import ClusterState, NodeGroupState
 from .cloud_faults import cloud_faults
+from .nodes import copier, node_from_template, node_name, zone_of
 
-GROUP_LABEL = "dralab.io/node-group"
-ZONE_LABEL = "topology.kubernetes.io/zone"
 UNLIMITED = 2**62
-
-
-def node_name(group: str, index: int) -> str:
-    return f"{group}-{index}"
-
-
-def zone_of(zones: tuple[str, ...] | list[str], index: int) -> str:
-    """The zone of the group's `index`-th node: round-robin over the zones ("" without zones)."""
-    return zones[index % len(zones)] if zones else ""
-
-
-def node_from_template(group: NodeGroupState, name: str, zone: str = "",
-                       copy_template: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The group's template Node with its name and identity labels (and zone) filled in.
-    `copy_template`: returns a deep copy of the template (a faster one, for a decision making many)."""
-    node = copy_template() if copy_template is not None else copy.deepcopy(group.template)
-    meta = node.setdefault("metadata", {})
-    meta["name"] = name
-    labels = meta.setdefault("labels", {}) or {}
-    meta["labels"] = labels
-    labels.setdefault("kubernetes.io/hostname", name)
-    labels[GROUP_LABEL] = group.name
-    if zone:
-        labels[ZONE_LABEL] = zone
-    return node
-
-
-_COPY_ENCODER = msgspec.msgpack.Encoder()
-_COPY_DECODER = msgspec.msgpack.Decoder()
-
-
-def copier(obj: Any) -> Callable[[], Any]:
-    """A function that returns a new deep copy of `obj` at each call: decoding its msgpack bytes,
-    several times faster than copy.deepcopy, for plain data (which templates are: checked YAML); the
-    same dicts in the same key order, so the same bytes in the log. Anything else: copy.deepcopy."""
-    try:
-        data = _COPY_ENCODER.encode(obj)
-    except (TypeError, ValueError, OverflowError):
-        return lambda: copy.deepcopy(obj)
-    if _COPY_DECODER.decode(data) != obj:  # e.g. a tuple (it would come back a list)
-        return lambda: copy.deepcopy(obj)
-    return lambda: _COPY_DECODER.decode(data)
 
 
 def draw(delay: tuple[int, int], rng: random.Random) -> int:

@@ -43,8 +43,8 @@ from ..events import AnyEvent, DriverSpec, ResourceSlicePublished
 from ..reactor import Decision, Trigger
 from ..scenario_dra import render_slice_templates, slice_name
 from ..state import ClusterState, NodeGroupState, NodeState
-from .cloud import copier
 from .driver_faults import DriverFaults, driver_faults
+from .nodes import copier
 
 
 def unhealthy_taint(driver: str) -> dict[str, Any]:

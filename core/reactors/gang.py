@@ -38,10 +38,9 @@ from ..state import PENDING, RUNNING, ClusterState, PodState
 from ..workloads import group_policy, min_count
 
 if TYPE_CHECKING:
+    from .cycle import Cycle
     from .dra_plugin import DraPlugin
-    from .scheduler import Cycle
 
-NOT_READY = "NotReadyForScheduling"  # v1.PodReasonNotReadyForScheduling (KEP-5501)
 PLUGIN = "GangScheduling"
 
 

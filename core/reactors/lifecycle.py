@@ -14,66 +14,18 @@ deleted node (their claims are then released by the resourceclaim controller).
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from ..events import (
     AnyEvent,
     NodeCreated,
-    NodeDeleted,
-    NodeNotReady,
     NodeReady,
-    NodeTaintsChanged,
-    PodEvicted,
     PodFinished,
-    PodUnreserved,
-    ResourceSlicePublished,
 )
 from ..reactor import Decision, Trigger
-from ..scenario_dra import render_slice_templates
-from ..state import FAILED, ClusterState
-from .cloud import GROUP_LABEL, ZONE_LABEL, node_from_template, node_name
+from ..state import ClusterState
 
-__all__ = ["GROUP_LABEL", "ZONE_LABEL", "Lifecycle", "delete_node", "node_from_template", "node_name",
-           "node_not_ready", "publish_slices", "set_taints"]
-
-
-def publish_slices(view: ClusterState, group: str, node: str) -> list[AnyEvent]:
-    """All the ResourceSlices the node's drivers publish, at once (for tools that skip the drivers'
-    timing, such as `whatif`; in a run the drivers reactor publishes them)."""
-    templates = view.node_groups[group].resource_slices if group in view.node_groups else ()
-    return [ResourceSlicePublished(manifest=m) for m in render_slice_templates(list(templates), node)]
-
-
-def node_not_ready(name: str) -> list[AnyEvent]:
-    """The node stops being Ready: its pods keep running, nothing new is placed there."""
-    return [NodeNotReady(name=name)]
-
-
-def set_taints(view: ClusterState, name: str, taints: Iterable[dict[str, Any]]) -> list[AnyEvent]:
-    """Replace the node's spec.taints (nothing if they are already these)."""
-    new = tuple(dict(t) for t in taints)
-    node = view.nodes.get(name)
-    if node is None or tuple(node.taints) == new:
-        return []
-    return [NodeTaintsChanged(name=name, taints=new)]
-
-
-def delete_node(view: ClusterState, name: str, reason: str = "", evict: Collection[str] = ()) -> list[AnyEvent]:
-    """Delete a node (or cancel a VM still provisioning): the pods running there end as Failed and
-    gang members waiting at Permit there are released, in the same record, before the node goes.
-    `evict`: pods of the node a drain evicts first (`PodEvicted`, so their controllers replace them)."""
-    events: list[AnyEvent] = []
-    node = view.nodes.get(name)
-    if node is not None:
-        events += [PodEvicted(pod=key, node=name, reason=reason) for key in node.pods if key in evict]
-        events += [PodUnreserved(pod=key, reason="node-deleted")
-                   for key, r in view.gang.reservations.items() if r.node == name]
-        events += [PodFinished(pod=key, phase=FAILED) for key in node.pods if key not in evict]
-    elif name not in view.provisioning_nodes:
-        return []
-    return [*events, NodeDeleted(name=name, reason=reason)]
+__all__ = ["Lifecycle"]
 
 
 @dataclass

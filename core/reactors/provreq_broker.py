@@ -52,7 +52,7 @@ from ..provreq import (
 )
 from ..provreq_state import RequestState
 from ..state import RUNNING, SUCCEEDED, ClusterState, PodState
-from .lifecycle import set_taints
+from .nodes import set_taints
 
 CLOUD_ANSWER_MS = 60_000  # a failure of the group this soon after the request is the request's
 

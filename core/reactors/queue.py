@@ -15,8 +15,8 @@ PreEnqueue rejections (`NotReadyForScheduling`) are not attempts: they have no b
 from __future__ import annotations
 
 from ..state import ClusterState, PodState
-from .gang import NOT_READY
 
+NOT_READY = "NotReadyForScheduling"  # v1.PodReasonNotReadyForScheduling (KEP-5501)
 PARKED = ("Unschedulable", NOT_READY)  # conditions of pods in the unschedulable pool
 INITIAL_BACKOFF_MS = 1_000
 MAX_BACKOFF_MS = 10_000

@@ -34,7 +34,7 @@ from ..events import AnyEvent
 from ..state import ClusterState, NodeState, PodState
 from .capacity import SimNode, Simulation
 from .drain import RemovalSimulator, pods_to_move
-from .lifecycle import delete_node, set_taints
+from .nodes import delete_node, set_taints
 
 Snapshot = Callable[[], tuple[Simulation, list[SimNode]]]
 

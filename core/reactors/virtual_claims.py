@@ -14,8 +14,8 @@ from __future__ import annotations
 from ..dra.claims import convert_claim
 from ..dra.model import Claim
 from ..state import ClusterState, PodState
-from .claims import claim_manifest
 from .dra_plugin import PodClaims
+from .pod_claims import claim_manifest
 
 MATERIALIZE, UNRESOLVED = "materialize", "unresolved"
 

@@ -1,0 +1,133 @@
+"""Digests of every log dralab makes, to show that a change of structure changes no behaviour.
+
+A refactoring (issue 19: core/ in layers, the scheduler as a framework) must leave every decision as it
+was. The strongest cheap evidence is the log itself, byte for byte: this script simulates every scenario in
+scenarios/ under each autoscaler policy and seeds 0-2, digests each run's log (offsets and payloads, as
+benchmarks/day_bench.py does), digests the records of the committed fixture logs as this dralab reads them,
+and digests the day benchmark's log (a short day by default; `--day-hours 24 --day-nodes 1000` for the
+documented one).
+
+    python benchmarks/digests.py -o json > now.json            # compute
+    python benchmarks/digests.py --check benchmarks/digests.json  # compare: exit 1 on any difference
+
+tests/test_digests.py runs the scenario and fixture part against the committed benchmarks/digests.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = ("count", "dra", "atomic")
+SEEDS = (0, 1, 2)
+
+
+def digest(entries: Iterable[tuple[int, bytes]]) -> str:
+    h = hashlib.sha256()
+    for offset, payload in entries:
+        h.update(offset.to_bytes(8, "big") + payload)
+    return h.hexdigest()[:32]
+
+
+def scenario_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "scenarios").rglob("*.yaml"))
+
+
+def scenario_digests(files: list[Path] | None = None) -> dict[str, str]:
+    import msgspec
+
+    from dralab.core.scenario import Policy, load_scenario
+    from dralab.replay.sim import SimulationStuck, Simulator
+
+    out: dict[str, str] = {}
+    for path in files or scenario_files():
+        base = load_scenario(str(path))
+        for policy in POLICIES:
+            scenario = msgspec.structs.replace(base, policy=Policy(autoscaler=policy))  # type: ignore[arg-type]
+            for seed in SEEDS:
+                key = f"{path.relative_to(ROOT)}|{policy}|{seed}"
+                try:
+                    out[key] = digest(Simulator(scenario, seed).run().entries)
+                except SimulationStuck as exc:  # a finding is a behaviour too: its message must not change
+                    out[key] = "stuck:" + hashlib.sha256(str(exc).encode()).hexdigest()[:16]
+    return out
+
+
+def fixture_digests() -> dict[str, str]:
+    from dralab.replay.logfile import read_log
+
+    out: dict[str, str] = {}
+    for path in sorted((ROOT / "tests" / "fixtures").rglob("*.dralog")) + sorted(
+            (ROOT / "scenarios").rglob("*.dralog")):
+        log = read_log(path)
+        out[str(path.relative_to(ROOT))] = digest(log.entries) + (f"|damage:{log.damage}" if log.damage else "")
+    return out
+
+
+def day_digest(hours: float, nodes: int, seed: int = 1) -> dict[str, str]:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from day_bench import scenario
+
+    from dralab.core.scenario import parse_scenario
+    from dralab.replay.sim import Simulator
+
+    sc = parse_scenario(scenario(hours, nodes, seed), "day-bench")
+    return {f"day-bench|{hours:g}h|{nodes}|seed{seed}": digest(Simulator(sc, seed).run().entries)}
+
+
+def compute(day_hours: float, day_nodes: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    result = {"scenarios": scenario_digests(), "fixtures": fixture_digests(),
+              "day": day_digest(day_hours, day_nodes) if day_hours > 0 else {}}
+    sys.stderr.write(f"digests: {sum(len(v) for v in result.values())} in {time.perf_counter() - started:.1f} s\n")
+    return result
+
+
+def differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    out = []
+    for part, want in expected.items():
+        have = actual.get(part, {})
+        for key, value in want.items():
+            if key in have and have[key] != value:
+                out.append(f"{part}: {key}: {value} -> {have[key]}")
+            elif key not in have:
+                out.append(f"{part}: {key}: missing now")
+        out += [f"{part}: {key}: new" for key in have if key not in want]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--day-hours", type=float, default=2.0, help="the day benchmark's length (0: skip; default 2)")
+    ap.add_argument("--day-nodes", type=int, default=200, help="the day benchmark's nodes at start (default 200)")
+    ap.add_argument("--check", metavar="FILE", help="compare with FILE; exit 1 on any difference")
+    ap.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    args = ap.parse_args()
+    result = compute(args.day_hours, args.day_nodes)
+    if args.check:
+        expected = json.loads(Path(args.check).read_text())
+        if not args.day_hours:
+            expected.pop("day", None)
+        diff = differences(expected, result)
+        for line in diff:
+            print(line)
+        print(f"{len(diff)} differences from {args.check}")
+        return 1 if diff else 0
+    if args.output == "json":
+        print(json.dumps(result, indent=1, sort_keys=True))
+    else:
+        for part, values in result.items():
+            for key, value in values.items():
+                print(f"{part:9} {value}  {key}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
