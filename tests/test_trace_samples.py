@@ -176,7 +176,10 @@ def test_the_traces_are_found_beside_the_repository_or_where_the_variable_says(
     assert real_trace() == tmp_path / "none"
     assert absent(real_trace("openb", "x.csv")) == f"the real traces are not at {tmp_path / 'none'}: set DRALAB_TRACES"
     monkeypatch.setenv("DRALAB_TRACES", str(tmp_path))
-    assert absent(real_trace("openb")) == f"the real traces are not at {tmp_path / 'openb'}: set DRALAB_TRACES"
+    assert absent(real_trace("openb", "x.csv")) == f"the real traces are not at {tmp_path / 'openb'}: set DRALAB_TRACES"
+    (tmp_path / "openb").mkdir()
+    assert absent(real_trace("openb", "x.csv")) == \
+        f"the real traces are not at {tmp_path / 'openb' / 'x.csv'}: set DRALAB_TRACES"
     assert absent(tmp_path) == ""
 
 

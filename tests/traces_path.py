@@ -34,10 +34,14 @@ def real_trace(*parts: str) -> Path:
 
 def absent(*paths: Path) -> str:
     """Why a test of the real traces skips: "" when every path exists, else a plain reason naming where
-    the traces were looked for (the folder, or the missing file when the folder is there)."""
+    they were looked for (the first missing path, or the highest missing folder on its way from the
+    traces' folder: `.../traces` when there is none, `.../traces/openb` when that one is missing)."""
+    top = traces_dir()
     for path in paths:
         if not path.exists():
-            where = path if traces_dir().is_dir() else traces_dir()
+            where = path
+            while where != top and where.parent != where and not where.parent.exists():
+                where = where.parent
             return f"the real traces are not at {where}: set DRALAB_TRACES"
     return ""
 
