@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -52,8 +52,11 @@ def run(traces: Path, seed: int, policies: list[str], cores: int) -> dict[str, A
 
 
 def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from traces_path import real_trace  # $DRALAB_TRACES, or ../shared/traces beside the repository
+
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--traces", default=os.environ.get("DRALAB_TRACES", "/work/shared/traces") + "/openb")
+    ap.add_argument("--traces", default=str(real_trace("openb")))
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--policies", default=",".join(POLICY_NAMES))
     ap.add_argument("--cores", type=int, default=2)

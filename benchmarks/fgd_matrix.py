@@ -76,8 +76,11 @@ def main() -> int:
     from dralab.pool import finished
     from dralab.replay.fgd_policies import POLICY_NAMES
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from traces_path import real_trace  # $DRALAB_TRACES, or ../shared/traces beside the repository
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--traces", default=os.environ.get("DRALAB_TRACES", "/work/shared/traces") + "/openb")
+    ap.add_argument("--traces", default=str(real_trace("openb")))
     ap.add_argument("--trace-names", default=",".join(TRACES))
     ap.add_argument("--policies", default="all")
     ap.add_argument("--seeds", default="42-51")

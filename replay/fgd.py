@@ -1,6 +1,6 @@
 """The FGD paper's openb experiment (Weng et al., USENIX ATC'23), run on an imported scenario.
 
-The protocol is the one /work/shared/traces/README.md reads from the authors' simulator ("How the FGD paper's
+The protocol is the one ../shared/traces/README.md reads from the authors' simulator ("How the FGD paper's
 simulator runs an openb experiment"). By default the random choices come from dralab's own seeded source,
 ``random.Random(seed)``, so runs match the cached ones in distribution; with ``compat="fgd-go"`` they come from
 Go's math/rand (replay/gorand.py) drawn exactly as the simulator draws them (:class:`GoDraws`), and a run

@@ -1,7 +1,7 @@
 """The six score policies of the FGD paper's openb experiments, as pure functions of one node's state.
 
 Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient
-Descent", USENIX ATC'23; the behaviour follows /work/shared/traces/README.md ("How the FGD paper's simulator
+Descent", USENIX ATC'23; the behaviour follows ../shared/traces/README.md ("How the FGD paper's simulator
 runs an openb experiment" and "Details that decide whether a reimplementation matches").
 
 A node state is ``(cpu_left, mem_left, free)``: milli-cpu, MiB and the free thousandths of each GPU in device

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from traces_path import needs, real_trace
 
 from dralab.cli import main
 from dralab.replay.fgd import run_seed
@@ -23,11 +23,11 @@ from dralab.replay.fgd_cache import compare, read_cached
 from dralab.replay.fgd_metrics import ClusterFragment, Rows
 from dralab.trace_cmd import load_trace
 
-TRACES = Path(os.environ.get("DRALAB_TRACES", "/work/shared/traces")) / "openb"
+TRACES = real_trace("openb")
 NODES_CSV = TRACES / "openb_node_list_gpu_node.csv"
 CACHE = TRACES / "fgd_expected_results"
-pytestmark = pytest.mark.skipif(not (NODES_CSV.exists() and CACHE.exists()),
-                                reason="the openb traces are not on this machine")
+# the trace tests' mark (the arithmetic tests below need no trace); each test's pod lists are added to it
+real = functools.partial(needs, NODES_CSV, CACHE)
 
 
 def pods_csv(trace: str) -> str:
@@ -40,6 +40,7 @@ def trace(name: str) -> tuple[Any, str, tuple[int, ...]]:
     return load_trace(str(NODES_CSV), pods_csv(name))
 
 
+@real(*(TRACES / f"openb_pod_list_{t}.csv" for t in ("default", "gpuspec33", "cpu250", "multigpu50")))
 @pytest.mark.parametrize(("name", "policy", "seed"), [
     ("default", "bestfit", 42),
     ("gpuspec33", "fgd", 44),  # README: drifts unless the fragment is summed in Go's order
@@ -54,6 +55,7 @@ def test_compat_run_matches_every_cached_column(name: str, policy: str, seed: in
     assert verdict["rows"] == 3 and verdict["differing"] == [], verdict
 
 
+@real(TRACES / "openb_pod_list_default.csv")
 def test_default_mode_is_not_the_go_stream() -> None:
     """The default source is dralab's own: same protocol, other draws (so the rows differ)."""
     cluster, workload, sources = trace("default")
@@ -62,6 +64,7 @@ def test_default_mode_is_not_the_go_stream() -> None:
     assert verdict["rows"] == 3 and verdict["matched"] < 3
 
 
+@real(TRACES / "openb_pod_list_default.csv")
 def test_cli_compare_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = ["trace", "openb", "--nodes", str(NODES_CSV), "--pods", pods_csv("default"), "--policy", "bestfit",
             "--seeds", "42", "--compat", "fgd-go", "--quiet", "-o", "json"]

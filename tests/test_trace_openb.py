@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from pathlib import Path
 
 import pytest
+from traces_path import absent, needs, real_trace
 
 from dralab.cli import main
 from dralab.core.scenario import parse_scenario
@@ -19,10 +19,10 @@ from dralab.replay.fgd_policies import Context, NodeInfo, Shape, bestfit, fgd, n
 from dralab.replay.openb import OpenbError, read_nodes, read_pods, to_scenario
 from dralab.trace_cmd import load_cluster, run_seeds
 
-TRACES = Path(os.environ.get("DRALAB_TRACES", "/work/shared/traces")) / "openb"  # the machine's shared traces
+TRACES = real_trace("openb")  # $DRALAB_TRACES/openb or ../shared/traces/openb (tests/traces_path.py)
 NODES_CSV = TRACES / "openb_node_list_gpu_node.csv"
 DEFAULT_CSV = TRACES / "openb_pod_list_default.csv"
-HAVE_TRACES = NODES_CSV.exists() and DEFAULT_CSV.exists()
+ABSENT = absent(NODES_CSV, DEFAULT_CSV)  # why the real-trace tests skip, or ""
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time," \
@@ -38,8 +38,8 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 @pytest.fixture(scope="module")
 def default_cluster() -> Cluster:
     """The default trace through the importer and the scenario loader, once for the module (about 3 s)."""
-    if not HAVE_TRACES:
-        pytest.skip("the openb traces are not on this machine")
+    if ABSENT:
+        pytest.skip(ABSENT)
     cluster, workload = load_cluster(str(NODES_CSV), str(DEFAULT_CSV))
     assert workload == "openb_pod_list_default"
     return cluster  # type: ignore[no-any-return]
@@ -133,7 +133,7 @@ def test_typical_pods_and_inflation_on_the_default_trace(default_cluster: Cluste
         <= 1.3 * 6212 * 1000 + 7000
 
 
-@pytest.mark.skipif(not HAVE_TRACES, reason="the openb traces are not on this machine")
+@needs(NODES_CSV, DEFAULT_CSV, TRACES / "fgd_expected_results")
 def test_cli_json_csv_and_determinism(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["trace", "openb", "--nodes", str(NODES_CSV), "--pods", str(DEFAULT_CSV), "--policy", "packing",
             "--seeds", "42", "-o", "json", "--quiet", "--csv-dir", str(tmp_path)]

@@ -5,17 +5,17 @@ placed whole. Bad rows say file, line and column."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from traces_path import needs, real_trace
 
 from dralab.core.scenario import parse_scenario
 from dralab.replay.philly import PhillyError, load_philly, philly_scenario, pods_of, select
 from dralab.replay.sim import Simulator
 
-TRACE = Path(os.environ.get("DRALAB_TRACES", "/work/shared/traces")) / "philly_pollux" / "philly.csv"
+TRACE = real_trace("philly_pollux", "philly.csv")
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 
 
@@ -77,7 +77,7 @@ def test_wrong_header_is_refused(tmp_path: Path) -> None:
         load_philly(p)
 
 
-@pytest.mark.skipif(not TRACE.exists(), reason="the Philly trace is not on this machine")
+@needs(TRACE)
 def test_the_real_trace_loads_whole() -> None:
     jobs = load_philly(TRACE)
     assert len(jobs) == 82_247

@@ -7,10 +7,10 @@ say file, line and column. One end-to-end run on a real workload when the traces
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from traces_path import needs, real_trace
 
 from dralab.cli import main
 from dralab.core.scenario import parse_scenario
@@ -18,7 +18,7 @@ from dralab.replay.philly import load_philly
 from dralab.replay.pollux import PolluxError, draw_durations, load_workload, matched_counts, pollux_scenario
 from dralab.replay.sim import Simulator
 
-TRACES = Path(os.environ.get("DRALAB_TRACES", "/work/shared/traces")) / "philly_pollux"
+TRACES = real_trace("philly_pollux")
 HEADER = "name,time,application,num_replicas,batch_size\n"
 PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 # Philly jobs: submitted at 02:00:10 (a workload's time 10), 02:01:40 (time 100), other seconds.
@@ -137,7 +137,7 @@ def test_the_cli_compares_the_policies_on_a_small_workload(small: tuple[Path, Pa
     assert all(r["invariant_violations"] == 0 and r["pods"] == 6 for r in report["policies"])
 
 
-@pytest.mark.skipif(not (TRACES / "philly.csv").exists(), reason="the Pollux workloads are not on this machine")
+@needs(TRACES / "philly.csv", *(TRACES / "workloads" / f"workload-{n}.csv" for n in range(1, 9)))
 def test_a_real_workload_every_job_matched_and_run_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     workload = TRACES / "workloads" / "workload-6.csv"
     philly = load_philly(TRACES / "philly.csv")

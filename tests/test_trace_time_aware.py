@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from traces_path import needs, real_trace
 
 from dralab.cli import main
 from dralab.core.events import PodFinished, decode_record
@@ -17,7 +18,7 @@ from dralab.core.scenario import parse_scenario
 from dralab.replay.openb import read_nodes, read_pod_times, read_pods, timed_scenario
 from dralab.replay.trace_runs import ROW_KEYS, run_policy
 
-TRACES = Path(os.environ.get("DRALAB_TRACES", "/work/shared/traces"))
+TRACES = real_trace()
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
 POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
               "scheduled_time\n")
@@ -192,8 +193,7 @@ def test_bad_files_exit_2_naming_file_line_column(tmp_path: Path, small: tuple[s
     assert "--policy: required" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (TRACES / "openb" / "openb_pod_list_default.csv").exists(),
-                    reason="the openb traces are not on this machine")
+@needs(TRACES / "openb" / "openb_node_list_gpu_node.csv", TRACES / "openb" / "openb_pod_list_default.csv")
 def test_a_two_hour_window_of_the_real_trace(capsys: pytest.CaptureFixture[str]) -> None:
     d = TRACES / "openb"
     assert main(["trace", "openb", "--time-aware", "--nodes", str(d / "openb_node_list_gpu_node.csv"),
