@@ -1,0 +1,153 @@
+"""Entries from anyone, on a real redis-server (issue 18, defects 1 and 2; docs/delivery.md, "Foreign
+entries"): whatever a stranger writes to a run's stream -- an entry without the payload field, odd
+fields, an auto id, an id with a non-zero sequence part, an id beyond the run's sequence -- is set
+aside once in the dead-letter stream with one log line, never reaches a reader as an offset, and never
+wedges dralab's own appends."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from structlog.testing import capture_logs
+
+from dralab.actors import wire
+from dralab.actors.bus import Appended, Entry
+from dralab.actors.redis_bus import RedisBus
+from dralab.core.events import Record, encode_record
+from dralab.core.state import ClusterState
+
+# The issue's reproduction: an entry at the run's own next offset, without the payload field.
+NO_PAYLOAD_LUA = "local o=redis.call('INCR',KEYS[2]); redis.call('XADD',KEYS[1],o..'-0','x','y'); return o"
+
+
+def rec(i: int) -> bytes:
+    return encode_record(Record(id=f"in-{i}", source="scenario", view=-1, t=i * 10, events=()))
+
+
+@contextlib.asynccontextmanager
+async def stream(url: str) -> AsyncIterator[RedisBus]:
+    bus = await RedisBus.connect(url, f"foreign-{uuid.uuid4().hex[:10]}")
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
+async def put(bus: RedisBus, *ids: int) -> list[int]:
+    return [(await bus.append(rec(i), id=f"in-{i}", expect={}, writes=[])).offset for i in ids]
+
+
+async def test_an_entry_without_the_payload_field_is_set_aside_once_and_reads_go_on(redis_url: str) -> None:
+    """Defect 1: `ValueError: b'p' is not in list`, and the entry stayed pending for every later read."""
+    async with stream(redis_url) as bus:
+        await bus.create_group("g")
+        await put(bus, 1, 2)
+        bad = await bus._cmd.eval(NO_PAYLOAD_LUA, 2, bus.log_key, bus.seq_key)
+        assert bad == 3
+        await put(bus, 4)
+        with capture_logs() as logs:
+            got = await bus.read_group("g", "c", count=10)
+            assert [e.offset for e in got] == [1, 2, 3, 4]
+            flawed = got[2]
+            assert flawed.flaw and "'p'" in flawed.flaw and b"x" in flawed.payload
+            record, reason = wire.decode_or_skip(flawed, ClusterState(), "c")
+            assert reason == flawed.flaw and record.id == "dead-letter/3"
+            assert await wire.set_aside(bus, flawed, reason, "c") is True
+            assert await wire.set_aside(bus, flawed, reason, "other") is False  # once per offset
+        await bus.ack("g", [e.offset for e in got])
+        # Nothing stays pending, later reads and appends go on, plain reads and pending reads agree.
+        assert await bus.pending("g", "c") == []
+        assert [e.offset for e in await bus.read()] == [1, 2, 3, 4]
+        assert await put(bus, 5) == [5]
+        assert [e.offset for e in await bus.read_group("g", "c")] == [5]
+        letters = await bus.dead_letters()
+        assert [(d.offset, d.consumer) for d in letters] == [(3, "c")] and "'p'" in letters[0].reason
+        assert [e["event"] for e in logs].count("entry.set_aside") == 1
+
+
+async def test_an_auto_id_entry_never_wedges_the_next_append(redis_url: str) -> None:
+    """Defect 2: after `XADD {S}:log * p garbage` every append failed with "ID specified in XADD is
+    equal or smaller than the target stream top item"."""
+    async with stream(redis_url) as bus:
+        await bus.create_group("g")
+        await put(bus, 1, 2)
+        foreign = await bus._cmd.xadd(bus.log_key, {"p": b"garbage"})
+        with capture_logs() as logs:
+            assert await bus.append(rec(3), id="in-3", expect={}, writes=["k"]) == Appended(3, False)
+        assert await bus.version("k") == 3 and await bus.last_offset() == 3
+        assert [e.offset for e in await bus.read_group("g", "c")] == [1, 2, 3]
+        assert [e.offset for e in await bus.read()] == [1, 2, 3]
+        letters = await bus.dead_letters()
+        assert len(letters) == 1
+        assert letters[0].stream_id == foreign.decode() and letters[0].payload == b"garbage"
+        assert letters[0].offset == 0 and "id" in letters[0].reason
+        foreign_lines = [e for e in logs if e["event"] == "entry.foreign"]
+        assert len(foreign_lines) == 1 and foreign_lines[0]["stream_id"] == foreign.decode()
+
+
+async def test_a_foreign_id_read_first_is_quarantined_by_the_reader(redis_url: str) -> None:
+    """The reader meets the auto-id entry before any append does: it is set aside there (once, whichever
+    reader meets it first), no reader sees it as an offset, and the group's position comes back down
+    so the next legit entry is delivered."""
+    async with stream(redis_url) as bus, stream(redis_url) as other:
+        other.stream = bus.stream
+        for b in (bus, other):
+            await b.create_group("a")
+        await bus.create_group("b")
+        await put(bus, 1)
+        foreign = (await bus._cmd.xadd(bus.log_key, {"p": b"junk", "q": b"x" * 200_000})).decode()
+        with capture_logs() as logs:
+            assert [e.offset for e in await bus.read_group("a", "c")] == [1]
+            assert [e.offset for e in await bus.read_group("b", "c")] == [1]
+            assert await bus.read(after=1) == []
+        assert [e["event"] for e in logs].count("entry.foreign") == 1
+        assert await bus.pending("a", "c") != []  # 1 is pending until acked; the foreign one is not
+        assert [e.offset for e in await bus.pending("a", "c")] == [1]
+        assert await put(bus, 2) == [2]
+        assert [e.offset for e in await bus.read_group("a", "c")] == [2]
+        assert [e.offset for e in await bus.read_group("b", "c")] == [2]
+        letters = await bus.dead_letters()
+        assert [d.stream_id for d in letters] == [foreign]
+        assert letters[0].size > 200_000 and len(letters[0].payload) <= 64 * 1024
+
+
+@pytest.mark.parametrize("raw_id", ["999-0", "2-7", "1-5"])
+async def test_explicit_foreign_ids_are_quarantined(redis_url: str, raw_id: str) -> None:
+    """An id beyond the run's sequence, or with a non-zero sequence part (above the top or between
+    two legit entries once more are appended), is never an offset."""
+    async with stream(redis_url) as bus:
+        await bus.create_group("g")
+        await put(bus, 1)
+        if raw_id == "1-5":
+            await bus._cmd.xadd(bus.log_key, {"p": rec(9), "i": b"in-9"}, id=raw_id)
+        else:
+            await put(bus, 2)
+            await bus._cmd.xadd(bus.log_key, {"p": rec(9), "i": b"in-9"}, id=raw_id)
+        assert [e.offset for e in await bus.read(after=0)][-1] <= 2
+        appended = await put(bus, 3, 4)
+        assert all(a <= 4 for a in appended)
+        got = await bus.read_group("g", "c")
+        assert [e.offset for e in got] == list(range(1, await bus.last_offset() + 1))
+        assert all(e.flaw is None for e in got)
+        assert [d.stream_id for d in await bus.dead_letters()] == [raw_id]
+
+
+async def test_claim_stale_and_pending_survive_foreign_entries(redis_url: str) -> None:
+    async with stream(redis_url) as bus:
+        await bus.create_group("g")
+        await put(bus, 1)
+        await bus._cmd.eval(NO_PAYLOAD_LUA, 2, bus.log_key, bus.seq_key)
+        await bus._cmd.xadd(bus.log_key, {"x": b"y"})
+        got = await bus.read_group("g", "old")
+        assert [(e.offset, e.flaw is not None) for e in got] == [(1, False), (2, True)]
+        claimed = await bus.claim_stale("g", "new", min_idle_ms=0)
+        assert [(e.offset, e.flaw is not None) for e in claimed] == [(1, False), (2, True)]
+        assert [e.offset for e in await bus.pending("g", "new")] == [1, 2]
+        assert await put(bus, 3) == [3]
+
+
+def test_entry_without_flaw_is_the_common_case() -> None:
+    assert Entry(1, b"x").flaw is None and Entry(1, b"x") == Entry(1, b"x", None)
