@@ -54,10 +54,13 @@ AppendItem = tuple[bytes, str, Mapping[str, int], Sequence[str]]
 
 @dataclass(frozen=True)
 class Entry:
-    """One log entry as read back."""
+    """One log entry as read back. ``flaw`` is set (the reason) when the entry at this offset is not
+    what dralab appends (RedisBus: fields other than ``p`` and ``i``): its payload is then the fields
+    as text and never decodes, and every consumer sets it aside (actors/wire.py)."""
 
     offset: int
     payload: bytes
+    flaw: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class DeadLetter:
     first one to set it aside names itself in ``consumer``.
 
     ``payload`` is the raw entry cut to ``MAX_DEAD_PAYLOAD`` bytes; ``size`` is its full length.
+    A foreign entry (RedisBus: an id that is not an offset of the run) has ``offset`` 0 and its raw
+    stream id in ``stream_id``; it is set aside by the bus itself (docs/delivery.md, "Foreign entries").
     """
 
     offset: int
@@ -115,6 +120,7 @@ class DeadLetter:
     consumer: str
     payload: bytes
     size: int
+    stream_id: str = ""
 
 
 def dead_letter_of(offset: int, payload: bytes, reason: str, consumer: str) -> DeadLetter:

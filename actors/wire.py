@@ -51,6 +51,8 @@ def decode_or_skip(entry: Entry, state: ClusterState, consumer: str) -> tuple[Re
     """The entry's record and None; or, for a bad entry, ``skip_record`` and the reason (the
     ``entry.set_aside`` error line is logged here)."""
     try:
+        if entry.flaw is not None:  # malformed fields (actors/redis_bus.py): its payload is text
+            raise LogDecodeError(entry.offset, entry.flaw)
         return decode_record(entry.payload, entry.offset), None
     except LogDecodeError as exc:
         reason = exc.detail
