@@ -38,6 +38,7 @@ __all__ = [
     "Conflict",
     "DeadLetter",
     "Entry",
+    "FlawedEntry",
     "GroupInfo",
     "UnknownGroup",
     "dead_letter_of",
@@ -54,13 +55,29 @@ AppendItem = tuple[bytes, str, Mapping[str, int], Sequence[str]]
 
 @dataclass(frozen=True)
 class Entry:
-    """One log entry as read back. ``flaw`` is set (the reason) when the entry at this offset is not
-    what dralab appends (RedisBus: fields other than ``p`` and ``i``): its payload is then the fields
-    as text and never decodes, and every consumer sets it aside (actors/wire.py)."""
+    """One log entry as read back."""
 
     offset: int
     payload: bytes
-    flaw: str | None = None
+
+    @property
+    def flaw(self) -> str | None:
+        """Why the entry at this offset is not what dralab appends (``FlawedEntry``); None here."""
+        return None
+
+
+@dataclass(frozen=True)
+class FlawedEntry(Entry):
+    """The entry at a run's offset is not what dralab appends (RedisBus: fields other than ``p`` and
+    ``i``, e.g. no payload field): its payload is the fields as text, which never decodes, and
+    every consumer sets it aside with ``reason`` (actors/wire.py). A subclass, not a field of
+    ``Entry``, so the read path's hot loop builds the two-field object it always did."""
+
+    reason: str
+
+    @property
+    def flaw(self) -> str | None:
+        return self.reason
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from .bus import (
     Conflict,
     DeadLetter,
     Entry,
+    FlawedEntry,
     GroupInfo,
     UnknownGroup,
     dead_letter_of,
@@ -329,31 +330,66 @@ def _entries(resp: Any) -> Parsed:
     """Sort out a raw XREAD/XREADGROUP reply (RESP2 list or RESP3 map, one stream), each entry
     ``[id, [field, value, ...]]`` as Redis sends it (no per-entry dict: the read path's hot loop).
 
-    The hot loop only compares: an entry the append script wrote has the id ``N-0`` and exactly the
-    fields ``p, <payload>, i, <id>``. An id that is not ``N-0`` is foreign; an offset with other fields
-    is an ``Entry`` with a ``flaw`` (its payload the fields as text, see ``_flawed``). Whether an
-    ``N-0`` is beyond the run's sequence the caller decides (``_split_beyond``): it needs ``{s}:seq``.
-    Never raises on what a stranger can write."""
+    An entry the append script wrote has the id ``N-0`` and exactly the fields ``p, <payload>, i,
+    <id>``. An id that is not ``N-0`` is foreign; an offset with other fields is an entry with a
+    ``flaw`` (``_flawed``). Whether an ``N-0`` is beyond the run's sequence the caller decides
+    (``_split_beyond``): that needs ``{s}:seq``. The loop assumes what Redis sends (canonical ids,
+    bytes); anything else falls to ``_entries_careful``, so nothing a stranger writes raises here."""
     out: list[Entry] = []
     foreign: list[str] = []
-    last: bytes | None = None
-    size = 0
     if not resp:
-        return Parsed(out, foreign, last, size)
-    streams = resp.values() if isinstance(resp, dict) else (s[1] for s in resp)
-    for items in streams:
-        for sid, fields in items or ():
-            raw = sid if isinstance(sid, bytes) else str(sid).encode()
-            last = raw
-            size += 1
-            if not fields:  # None for a pending entry deleted since (trimmed, or set aside as foreign)
+        return Parsed(out, foreign, None, 0)
+    size = 0
+    last: bytes | None = None
+    try:
+        for items in resp.values() if isinstance(resp, dict) else (s[1] for s in resp):
+            if not items:
                 continue
-            n, _, seq_part = raw.partition(b"-")
-            if seq_part != b"0" or not n.isdigit() or n[:1] == b"0":
-                foreign.append(raw.decode(errors="replace"))
-            elif type(fields) is list and len(fields) == 4 and fields[0] == b"p" and fields[2] == b"i" \
-                    and type(fields[1]) is bytes:
-                out.append(Entry(int(n), fields[1]))
+            for sid, fields in items:
+                if not fields:  # None for a pending entry deleted since (trimmed, or set aside as foreign)
+                    continue
+                if sid[-2:] == b"-0":
+                    if len(fields) == 4 and fields[0] == b"p" and fields[2] == b"i":
+                        out.append(Entry(int(sid[:-2]), fields[1]))
+                    else:
+                        out.append(_flawed(int(sid[:-2]), fields))
+                else:
+                    foreign.append(_text(sid))
+            size += len(items)
+            last = items[-1][0]
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        return _entries_careful(resp)
+    if type(last) is not bytes or any(type(e.payload) is not bytes for e in out[-1:]):
+        return _entries_careful(resp)
+    return Parsed(out, foreign, last, size)
+
+
+def _entries_careful(resp: Any) -> Parsed:
+    """``_entries`` for a reply that is not shaped as Redis sends it (a RESP3 parser's maps, a
+    test's hand-made reply): every id and field checked, nothing raises."""
+    out: list[Entry] = []
+    foreign: list[str] = []
+    size = 0
+    last: bytes | None = None
+    streams = resp.values() if isinstance(resp, dict) else resp if isinstance(resp, list | tuple) else ()
+    for stream in streams:
+        items = stream if isinstance(resp, dict) else stream[1] if isinstance(stream, list | tuple) \
+            and len(stream) == 2 else ()
+        for item in items if isinstance(items, list | tuple) else ():
+            size += 1
+            if not isinstance(item, list | tuple) or len(item) != 2:
+                continue
+            sid, fields = _bytes(item[0]), item[1]
+            last = sid
+            if not fields:
+                continue
+            n, _, seq_part = sid.partition(b"-")
+            if seq_part != b"0" or not n.isdigit() or not n.isascii() or n[:1] == b"0":
+                foreign.append(sid.decode(errors="replace"))
+                continue
+            pairs = _pairs(fields)
+            if sorted(k for k, _ in pairs) == [b"i", b"p"] and isinstance(fields, list | tuple | dict):
+                out.append(Entry(int(n), dict(pairs)[b"p"]))
             else:
                 out.append(_flawed(int(n), fields))
     return Parsed(out, foreign, last, size)
@@ -391,7 +427,7 @@ def _flawed(offset: int, fields: Any) -> Entry:
     shown = ", ".join(names[:10]) + (f", ... ({len(names)} fields)" if len(names) > 10 else "")
     why = "no payload field 'p'" if "p" not in names else "fields other than the 'p' and 'i' dralab writes"
     payload = b"\xc1" + b"\n".join(k + b"=" + v for k, v in pairs)
-    return Entry(offset, payload, f"malformed entry: {why} (fields: {shown})")
+    return FlawedEntry(offset, payload, f"malformed entry: {why} (fields: {shown})")
 
 
 def _split_beyond(parsed: Parsed, seq: int) -> tuple[list[Entry], list[str]]:

@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from dralab.actors import wire
-from dralab.actors.bus import Appended, Entry
+from dralab.actors.bus import Appended, Entry, FlawedEntry
 from dralab.actors.redis_bus import RedisBus
 from dralab.core.events import Record, encode_record
 from dralab.core.state import ClusterState
@@ -150,4 +150,5 @@ async def test_claim_stale_and_pending_survive_foreign_entries(redis_url: str) -
 
 
 def test_entry_without_flaw_is_the_common_case() -> None:
-    assert Entry(1, b"x").flaw is None and Entry(1, b"x") == Entry(1, b"x", None)
+    assert Entry(1, b"x").flaw is None and FlawedEntry(1, b"x", "why").flaw == "why"
+    assert Entry(1, b"x") != FlawedEntry(1, b"x", "why")
