@@ -9,15 +9,24 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
 from dralab.actors import wire
 from dralab.actors.bus import Appended, Entry, FlawedEntry
+from dralab.actors.recorder import RecordOptions, header_fields, record
 from dralab.actors.redis_bus import RedisBus
-from dralab.core.events import Record, encode_record
+from dralab.core.events import Record, RunStarted, decode_record, encode_record
+from dralab.core.scenario import load_scenario
 from dralab.core.state import ClusterState
+from dralab.replay.logfile import LogWriter, make_header, read_log
+from dralab.replay.sim import simulate
+from dralab.replay.verify import verify
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 
 # The issue's reproduction: an entry at the run's own next offset, without the payload field.
 NO_PAYLOAD_LUA = "local o=redis.call('INCR',KEYS[2]); redis.call('XADD',KEYS[1],o..'-0','x','y'); return o"
@@ -152,3 +161,41 @@ async def test_claim_stale_and_pending_survive_foreign_entries(redis_url: str) -
 def test_entry_without_flaw_is_the_common_case() -> None:
     assert Entry(1, b"x").flaw is None and FlawedEntry(1, b"x", "why").flaw == "why"
     assert Entry(1, b"x") != FlawedEntry(1, b"x", "why")
+
+
+# -- dralab record -----------------------------------------------------------------------------------------
+
+
+async def test_the_recorder_survives_both_forms_and_its_file_verifies(redis_url: str, tmp_path: Path) -> None:
+    """`dralab record` crashed on both reproductions (the same ValueError; the run's next append failed).
+    Now the auto-id entry is set aside by the append that met it, the entry without a payload by the
+    recorder (the file holds the no-op every consumer folds there), and the file verifies."""
+    sim = simulate(load_scenario(QUICKSTART), 7)
+    half = len(sim.entries) // 2
+    async with stream(redis_url) as bus:
+        await bus.create_group("reactors")  # a run creates its groups first: the stream exists
+        await bus.append_many([(p, f"sim-{o}", {}, []) for o, p in sim.entries[:half]])
+        junk = (await bus._cmd.xadd(bus.log_key, {"p": b"garbage"})).decode()
+        await bus.append_many([(p, f"sim-{o}", {}, []) for o, p in sim.entries[half:]])
+        flawed = await bus._cmd.eval(NO_PAYLOAD_LUA, 2, bus.log_key, bus.seq_key)
+        assert flawed == len(sim.entries) + 1
+        out = tmp_path / "rec.dralog"
+
+        def open_writer(path: str, first: RunStarted) -> tuple[LogWriter, dict[str, Any]]:
+            header = make_header(**header_fields(first))
+            return LogWriter(path, header), header
+
+        options = RecordOptions(stream=bus.stream, path=str(out), wait_s=5, until_idle_s=1.0, progress_every_s=0)
+        with capture_logs() as logs:
+            result = await record(redis_url, options, open_writer)
+        assert result.error is None and result.stopped == "idle" and result.gaps == []
+        assert (result.records, result.last_offset) == (flawed, flawed)
+        letters = await bus.dead_letters()
+        assert [(d.offset, d.stream_id, d.consumer) for d in letters] == [(0, junk, "append"), (flawed, "", "recorder")]
+        assert [e["offset"] for e in logs if e["event"] == "entry.set_aside"] == [flawed]
+    kept = read_log(out)
+    assert [o for o, _ in kept.entries] == list(range(1, flawed + 1))
+    assert kept.entries[:-1] == sim.entries
+    last = decode_record(kept.entries[-1][1], flawed)
+    assert (last.id, last.events, last.t) == (f"dead-letter/{flawed}", (), decode_record(sim.entries[-1][1], 1).t)
+    assert verify(kept).ok
