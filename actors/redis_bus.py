@@ -384,7 +384,8 @@ def _entries_careful(resp: Any) -> Parsed:
             if not fields:
                 continue
             n, _, seq_part = sid.partition(b"-")
-            if seq_part != b"0" or not n.isdigit() or not n.isascii() or n[:1] == b"0":
+            if seq_part != b"0" or not n.isdigit() or not n.isascii() or n[:1] == b"0" or len(n) > 20 \
+                    or int(n) >= 2**64:  # (Redis ids are two unsigned 64-bit numbers)
                 foreign.append(sid.decode(errors="replace"))
                 continue
             pairs = _pairs(fields)
@@ -434,10 +435,10 @@ def _split_beyond(parsed: Parsed, seq: int) -> tuple[list[Entry], list[str]]:
     """The entries up to ``seq`` (the run's sequence, read after the reply) and the raw ids of
     those beyond it, which are foreign: the run never appended that offset (yet)."""
     entries = parsed.entries
-    if not entries or entries[-1].offset <= seq:
+    if not entries or (entries[-1].offset <= seq and entries[0].offset >= 1):  # ascending, as Redis sends
         return entries, parsed.foreign
-    keep = [e for e in entries if e.offset <= seq]
-    return keep, parsed.foreign + [f"{e.offset}-0" for e in entries if e.offset > seq]
+    keep = [e for e in entries if 1 <= e.offset <= seq]
+    return keep, parsed.foreign + [f"{e.offset}-0" for e in entries if not 1 <= e.offset <= seq]
 
 
 def _text(value: Any) -> str:
