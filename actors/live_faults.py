@@ -46,13 +46,16 @@ from dralab.core.reactors.runtime_faults import Effect, is_active, runtime_effec
 from dralab.core.snapshot_codec import decode_state, encode_state
 from dralab.core.state import ClusterState, FaultState
 
+from .bus import BusUnavailable
+from .redis_bus import RedisBus
+
 if TYPE_CHECKING:
     from .live import LiveRun
     from .redis_server import RedisServer
 
 log = structlog.get_logger("dralab.faults")
 ACTOR_KINDS = frozenset({"partition", "stale-view", "delay", "duplicate", "clock-skew"})
-DRIVER_KINDS = frozenset({"reactor-kill", "reactor-pause", "swizzle", "redis-restart"})
+DRIVER_KINDS = frozenset({"reactor-kill", "reactor-pause", "swizzle", "redis-restart", "foreign-writer"})
 MAX_REDIS_OUTAGE_S = 5.0
 MIN_REDIS_OUTAGE_S = 0.5
 
@@ -217,6 +220,9 @@ class DriverFaults:
             elif f.kind == "redis-restart" and f.fault not in self.done:
                 self.done.add(f.fault)
                 self._restart_redis(f)
+            elif f.kind == "foreign-writer" and f.fault not in self.done:
+                self.done.add(f.fault)
+                await self._write_foreign(f)
             elif f.kind == "reactor-pause" and is_active(f, now):
                 want_stopped.update(self.actors_of(f.target))
             elif f.kind == "swizzle":
@@ -303,6 +309,33 @@ class DriverFaults:
         # every actor is down for the outage, then for its restart by Ray (not timed here: the bus outage
         # the driver measures, and each actor's rebuild, are in the run's summary)
         self._hold(self.run.reactor_names, int(outage * speed * 1000))
+
+    async def _write_foreign(self, fault: FaultState) -> None:
+        """A stranger appends `entries` junk entries to the run's stream: the `no-payload` ones first (at
+        the run's next offsets: every consumer folds a no-op there and sets it aside), then the `auto-id`
+        ones (far above every offset: the bus sets each aside, once, and repairs the stream). A
+        `no-payload` write that meets an `auto-id` entry not set aside yet is refused, and noted."""
+        bus = self.run.bus
+        if not isinstance(bus, RedisBus):
+            why = "the bus is embedded (no Redis stream a stranger could write to)"
+            self.skipped.append({"fault": fault.fault, "kind": fault.kind, "why": why})
+            log.warning("fault.skipped", fault=fault.fault, kind=fault.kind, why=why)
+            return
+        n, form = int(fault.params["entries"]), str(fault.params.get("form", "both"))
+        forms = [form] * n if form != "both" else ["no-payload"] * ((n + 1) // 2) + ["auto-id"] * (n // 2)
+        written: list[dict[str, str]] = []
+        refused = 0
+        for i, how in enumerate(forms):
+            try:
+                sid = await bus.write_foreign(how, f"junk from foreign-writer {fault.fault} #{i}".encode())
+            except BusUnavailable as exc:
+                self.skipped.append({"fault": fault.fault, "kind": fault.kind, "why": str(exc)[:300]})
+                break
+            if sid is None:
+                refused += 1
+            else:
+                written.append({"form": how, "id": sid})
+        self._note("foreign-writer", fault.fault, written=written, refused=refused)
 
     async def finish(self) -> None:
         """Resume every process we stopped, wait for a Redis being restarted (the driver reads the rest of

@@ -166,6 +166,20 @@ repair(KEYS[1], KEYS[3], tonumber(redis.call('GET', KEYS[2]) or '0'), ids, ARGV[
 return fixed
 """
 
+# A stranger's entry at the run's next offset without the payload field (the foreign-writer fault's
+# `no-payload` form, the issue's reproduction). KEYS: log, seq.  ARGV: junk.  Returns the offset, or 0
+# when the stream's top refused the id (a foreign entry above the run's offsets, not repaired yet):
+# then seq is left alone, so the run never has an offset without an entry.
+_FOREIGN_NO_PAYLOAD_LUA = """
+local o = string.format('%d', tonumber(redis.call('GET', KEYS[2]) or '0') + 1)
+local added = redis.pcall('XADD', KEYS[1], o .. '-0', 'x', ARGV[1])
+if type(added) == 'table' and added.err then
+  return 0
+end
+redis.call('INCR', KEYS[2])
+return tonumber(o)
+"""
+
 # KEYS: log, seq, ver, ids, dead.  ARGV, repeated per item:
 #   payload, id, n_expect, (key, version) * n_expect, n_writes, key * n_writes
 # Returns {replies, set_aside}: one reply per item: {1, orig} duplicate, {0, offset} appended; on a
@@ -478,6 +492,7 @@ class RedisBus:
         self._dead_script = self._cmd.register_script(_DEAD_LETTER_LUA)  # idempotent: retries are fine
         self._trim_script = self._cmd.register_script(_TRIM_LUA)  # idempotent: retries are fine
         self._quarantine_script = self._cmd.register_script(_QUARANTINE_LUA)  # idempotent: retries are fine
+        self._foreign_script = self._cmd.register_script(_FOREIGN_NO_PAYLOAD_LUA)
 
     @classmethod
     async def connect(cls, url: str, stream: str, *, connect_timeout_s: float = 3.0) -> RedisBus:
@@ -653,6 +668,16 @@ class RedisBus:
                 args=[letter.offset, letter.reason, letter.consumer, letter.payload, letter.size,
                       DEAD_LETTERS_MAXLEN])
         return bool(int(stored))
+
+    async def write_foreign(self, form: str, junk: bytes) -> str | None:
+        """Write to the stream as a stranger would (the live ``foreign-writer`` fault, tests): ``auto-id``
+        is ``XADD {s}:log * p <junk>``; ``no-payload`` an entry at the run's next offset with a field
+        ``x`` and no ``p``. Returns the stream id written, None if Redis refused it (see the script)."""
+        with self._unavailable("write_foreign"):
+            if form == "auto-id":
+                return _text(await self._cmd.xadd(self.log_key, {"p": junk}))
+            offset = int(await self._foreign_script(keys=[self.log_key, self.seq_key], args=[junk]))
+        return f"{offset}-0" if offset else None
 
     async def dead_letters(self) -> list[DeadLetter]:
         out: list[DeadLetter] = []
