@@ -41,13 +41,14 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from dralab.core.events import decode_record
+from dralab.core.events import LogDecodeError, decode_record
 from dralab.core.reactors.runtime_faults import Effect, is_active, runtime_effects, swizzle_pauses
 from dralab.core.snapshot_codec import decode_state, encode_state
 from dralab.core.state import ClusterState, FaultState
 
 from .bus import BusUnavailable
 from .redis_bus import RedisBus
+from .wire import skip_record
 
 if TYPE_CHECKING:
     from .live import LiveRun
@@ -156,7 +157,11 @@ class ActorFaults:
         while arrived and arrived[0][0] <= target and (not effect.delay or arrived[0][2] <= now - effect.delay):
             offset, payload, _ = arrived.popleft()
             if offset > lag.view.offset:
-                lag.view.apply(offset, decode_record(payload, offset))
+                try:
+                    record = decode_record(payload, offset)
+                except LogDecodeError:  # set aside by the actor's own fold already: the same no-op here
+                    record = skip_record(lag.view, offset)
+                lag.view.apply(offset, record)
         return lag.view
 
 

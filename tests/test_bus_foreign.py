@@ -199,3 +199,24 @@ async def test_the_recorder_survives_both_forms_and_its_file_verifies(redis_url:
     last = decode_record(kept.entries[-1][1], flawed)
     assert (last.id, last.events, last.t) == (f"dead-letter/{flawed}", (), decode_record(sim.entries[-1][1], 1).t)
     assert verify(kept).ok
+
+
+def test_a_lagging_view_folds_a_bad_entry_as_the_no_op() -> None:
+    """A stale-view (or delay) fault's lagging copy of the view moves over the entries the actor folded;
+    a bad one (a foreign writer's entry without a payload) raised LogDecodeError there and crashed the
+    actor: it now folds the no-op every consumer folds."""
+    from dralab.actors.live_faults import ActorFaults
+    from dralab.actors.redis_bus import _flawed
+    from dralab.core.reactors.runtime_faults import Effect
+
+    faults, state = ActorFaults(["scheduler"]), ClusterState()
+    state.apply(1, Record(id="in-1", source="scenario", view=-1, t=10, events=()))
+    effect = Effect(lag=1)
+    assert faults.view("scheduler", effect, state, 10).offset == 1  # the lagging copy begins here
+    bad = _flawed(2, [b"x", b"y"])
+    state.apply(2, wire.skip_record(state, 2))
+    faults.note(2, bad.payload, 10)
+    state.apply(3, Record(id="in-3", source="scenario", view=-1, t=30, events=()))
+    faults.note(3, rec(3), 30)
+    view = faults.view("scheduler", Effect(lag=0, delay=1), state, 50)
+    assert view.offset == 3 and view.t == 30
