@@ -10,7 +10,8 @@ script may touch them all):
 * ``{s}:ids``  hash idempotency id -> offset (grows with the log; an emulator run is bounded;
   not trimmed with the log, so a resend of a trimmed append is still recognised)
 * ``{s}:dead`` the dead-letter stream: one entry per bad log offset, fields ``offset``, ``reason``,
-  ``consumer``, ``size`` and ``payload`` (cut to 64 KiB); capped to about ``DEAD_LETTERS_MAXLEN``
+  ``consumer``, ``size`` and ``payload`` (cut to 64 KiB), and one per foreign entry (``offset`` 0 and
+  its raw ``id``); capped to about ``DEAD_LETTERS_MAXLEN``
 * ``{s}:deadidx`` hash offset -> 1 of the offsets set aside (makes ``dead_letter`` idempotent)
 * ``{s}:snap:<name>`` the latest state snapshot of reader ``name`` (a reactor), a string
 * ``{s}:snapoff`` hash name -> offset of that snapshot (written with it in one MULTI, so a trimmer
@@ -21,6 +22,12 @@ bumps are atomic. redis-py 8 retries timed-out commands by default; the append c
 off so we never silently resend, and the idempotency id makes an explicit resend safe anyway.
 Blocking reads use their own connection pool whose socket timeout outlives the block time, and
 block in chunks of at most ``MAX_BLOCK_MS`` so that timeout stays bounded.
+
+Entries from anyone (docs/delivery.md, "Foreign entries"): every read also GETs ``{s}:seq`` in the same
+round trip; an entry whose id is not ``N-0`` or whose N is above that sequence is not the run's, and is
+set aside by ``_QUARANTINE_LUA`` (dead letter, XDEL, XACK, XSETID and XGROUP SETID back to the run's
+last offset) before the reader returns; the append script repairs the same way when its XADD is refused.
+An entry at a run's offset with fields other than ``p``/``i`` is delivered as a ``FlawedEntry``.
 
 ``claim_stale`` is XAUTOCLAIM (Redis >= 6.2). ``trim_acknowledged`` is one Lua script (XINFO
 GROUPS, XPENDING per group, XTRIM MINID exact), so no group can move between the floor being
