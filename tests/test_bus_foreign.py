@@ -6,14 +6,12 @@ wedges dralab's own appends."""
 
 from __future__ import annotations
 
-import contextlib
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
+from test_wire import redis_stream
 
 from dralab.actors import wire
 from dralab.actors.bus import Appended, Entry, FlawedEntry
@@ -36,22 +34,13 @@ def rec(i: int) -> bytes:
     return encode_record(Record(id=f"in-{i}", source="scenario", view=-1, t=i * 10, events=()))
 
 
-@contextlib.asynccontextmanager
-async def stream(url: str) -> AsyncIterator[RedisBus]:
-    bus = await RedisBus.connect(url, f"foreign-{uuid.uuid4().hex[:10]}")
-    try:
-        yield bus
-    finally:
-        await bus.close()
-
-
 async def put(bus: RedisBus, *ids: int) -> list[int]:
     return [(await bus.append(rec(i), id=f"in-{i}", expect={}, writes=[])).offset for i in ids]
 
 
 async def test_an_entry_without_the_payload_field_is_set_aside_once_and_reads_go_on(redis_url: str) -> None:
     """Defect 1: `ValueError: b'p' is not in list`, and the entry stayed pending for every later read."""
-    async with stream(redis_url) as bus:
+    async with redis_stream(redis_url) as bus:
         await bus.create_group("g")
         await put(bus, 1, 2)
         bad = await bus._cmd.eval(NO_PAYLOAD_LUA, 2, bus.log_key, bus.seq_key)
@@ -80,7 +69,7 @@ async def test_an_entry_without_the_payload_field_is_set_aside_once_and_reads_go
 async def test_an_auto_id_entry_never_wedges_the_next_append(redis_url: str) -> None:
     """Defect 2: after `XADD {S}:log * p garbage` every append failed with "ID specified in XADD is
     equal or smaller than the target stream top item"."""
-    async with stream(redis_url) as bus:
+    async with redis_stream(redis_url) as bus:
         await bus.create_group("g")
         await put(bus, 1, 2)
         foreign = await bus._cmd.xadd(bus.log_key, {"p": b"garbage"})
@@ -101,7 +90,7 @@ async def test_a_foreign_id_read_first_is_quarantined_by_the_reader(redis_url: s
     """The reader meets the auto-id entry before any append does: it is set aside there (once, whichever
     reader meets it first), no reader sees it as an offset, and the group's position comes back down
     so the next legit entry is delivered."""
-    async with stream(redis_url) as bus, stream(redis_url) as other:
+    async with redis_stream(redis_url) as bus, redis_stream(redis_url) as other:
         other.stream = bus.stream
         for b in (bus, other):
             await b.create_group("a")
@@ -127,7 +116,7 @@ async def test_a_foreign_id_read_first_is_quarantined_by_the_reader(redis_url: s
 async def test_explicit_foreign_ids_are_quarantined(redis_url: str, raw_id: str) -> None:
     """An id beyond the run's sequence, or with a non-zero sequence part (above the top or between
     two legit entries once more are appended), is never an offset."""
-    async with stream(redis_url) as bus:
+    async with redis_stream(redis_url) as bus:
         await bus.create_group("g")
         await put(bus, 1)
         if raw_id == "1-5":
@@ -145,7 +134,7 @@ async def test_explicit_foreign_ids_are_quarantined(redis_url: str, raw_id: str)
 
 
 async def test_claim_stale_and_pending_survive_foreign_entries(redis_url: str) -> None:
-    async with stream(redis_url) as bus:
+    async with redis_stream(redis_url) as bus:
         await bus.create_group("g")
         await put(bus, 1)
         await bus._cmd.eval(NO_PAYLOAD_LUA, 2, bus.log_key, bus.seq_key)
@@ -172,7 +161,7 @@ async def test_the_recorder_survives_both_forms_and_its_file_verifies(redis_url:
     recorder (the file holds the no-op every consumer folds there), and the file verifies."""
     sim = simulate(load_scenario(QUICKSTART), 7)
     half = len(sim.entries) // 2
-    async with stream(redis_url) as bus:
+    async with redis_stream(redis_url) as bus:
         await bus.create_group("reactors")  # a run creates its groups first: the stream exists
         await bus.append_many([(p, f"sim-{o}", {}, []) for o, p in sim.entries[:half]])
         junk = (await bus._cmd.xadd(bus.log_key, {"p": b"garbage"})).decode()
