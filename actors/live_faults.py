@@ -179,6 +179,7 @@ class DriverFaults:
         self._tasks: list[asyncio.Task[None]] = []  # Redis restarts: awaited at the end
         self._timers: list[asyncio.Task[None]] = []  # restarts being timed: cancelled at the end
         self._swizzles: dict[str, list[tuple[str, int, int]]] = {}
+        self._foreign: dict[str, tuple[list[dict[str, str]], list[int]]] = {}  # foreign-writer: written, refused
 
     # ----------------------------------------------------------------- which actor hosts what
 
@@ -225,9 +226,8 @@ class DriverFaults:
             elif f.kind == "redis-restart" and f.fault not in self.done:
                 self.done.add(f.fault)
                 self._restart_redis(f)
-            elif f.kind == "foreign-writer" and f.fault not in self.done:
+            elif f.kind == "foreign-writer" and f.fault not in self.done and await self._write_foreign(f):
                 self.done.add(f.fault)
-                await self._write_foreign(f)
             elif f.kind == "reactor-pause" and is_active(f, now):
                 want_stopped.update(self.actors_of(f.target))
             elif f.kind == "swizzle":
@@ -315,32 +315,35 @@ class DriverFaults:
         # the driver measures, and each actor's rebuild, are in the run's summary)
         self._hold(self.run.reactor_names, int(outage * speed * 1000))
 
-    async def _write_foreign(self, fault: FaultState) -> None:
+    async def _write_foreign(self, fault: FaultState) -> bool:
         """A stranger appends `entries` junk entries to the run's stream: the `no-payload` ones first (at
         the run's next offsets: every consumer folds a no-op there and sets it aside), then the `auto-id`
         ones (far above every offset: the bus sets each aside, once, and repairs the stream). A
-        `no-payload` write that meets an `auto-id` entry not set aside yet is refused, and noted."""
+        `no-payload` write that meets an `auto-id` entry not set aside yet is refused, and noted. While
+        the bus is away (a redis-restart) the stranger waits, and writes the rest once it is back:
+        False until every entry was written (or refused)."""
         bus = self.run.bus
         if not isinstance(bus, RedisBus):
             why = "the bus is embedded (no Redis stream a stranger could write to)"
             self.skipped.append({"fault": fault.fault, "kind": fault.kind, "why": why})
             log.warning("fault.skipped", fault=fault.fault, kind=fault.kind, why=why)
-            return
+            return True
         n, form = int(fault.params["entries"]), str(fault.params.get("form", "both"))
         forms = [form] * n if form != "both" else ["no-payload"] * ((n + 1) // 2) + ["auto-id"] * (n // 2)
-        written: list[dict[str, str]] = []
-        refused = 0
-        for i, how in enumerate(forms):
+        written, refused = self._foreign.setdefault(fault.fault, ([], [0]))
+        if self.run._lost_since is not None or (self.redis is not None and self.redis.pid is None):
+            return False  # the bus is away: try again on a later step
+        for i in range(len(written) + refused[0], n):
             try:
-                sid = await bus.write_foreign(how, f"junk from foreign-writer {fault.fault} #{i}".encode())
-            except BusUnavailable as exc:
-                self.skipped.append({"fault": fault.fault, "kind": fault.kind, "why": str(exc)[:300]})
-                break
+                sid = await bus.write_foreign(forms[i], f"junk from foreign-writer {fault.fault} #{i}".encode())
+            except BusUnavailable:
+                return False
             if sid is None:
-                refused += 1
+                refused[0] += 1
             else:
-                written.append({"form": how, "id": sid})
-        self._note("foreign-writer", fault.fault, written=written, refused=refused)
+                written.append({"form": forms[i], "id": sid})
+        self._note("foreign-writer", fault.fault, written=written, refused=refused[0])
+        return True
 
     async def finish(self) -> None:
         """Resume every process we stopped, wait for a Redis being restarted (the driver reads the rest of
