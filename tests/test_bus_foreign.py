@@ -209,3 +209,17 @@ def test_a_lagging_view_folds_a_bad_entry_as_the_no_op() -> None:
     faults.note(3, rec(3), 30)
     view = faults.view("scheduler", Effect(lag=0, delay=1), state, 50)
     assert view.offset == 3 and view.t == 30
+
+
+async def test_an_offset_a_reader_took_for_foreign_is_never_deleted_once_it_is_the_runs(redis_url: str) -> None:
+    """A reader met `11-0` above the sequence (10): foreign. Before its set-aside ran, an append met the
+    same entry, repaired, and appended the run's own 11. The reader's set-aside must leave that alone."""
+    async with redis_stream(redis_url) as bus:
+        await bus.create_group("g")
+        await put(bus, *range(1, 11))
+        await bus._cmd.xadd(bus.log_key, {"p": b"junk"}, id="11-0")
+        assert await put(bus, 11) == [11]  # the append repaired and took 11
+        fixed = await bus._quarantine_script(keys=[bus.log_key, bus.seq_key, bus.dead_key], args=["late", "11-0"])
+        assert fixed == []
+        assert [e.offset for e in await bus.read_group("g", "c")] == list(range(1, 12))
+        assert [(d.stream_id, d.consumer) for d in await bus.dead_letters()] == [("11-0", "append")]
