@@ -68,10 +68,12 @@ async def test_a_foreign_writer_never_loses_the_run(redis_url: str, ray_session:
         letters = await bus.dead_letters()
     finally:
         await bus.close()
+    # Each auto-id entry once. (Two can share an id: after a repair puts the stream's last id back, an
+    # auto id in the same millisecond is the one a deleted entry had; each physical entry has its letter.)
+    assert Counter(d.stream_id for d in letters if d.stream_id) == Counter(
+        w["id"] for w in written if w["form"] == "auto-id")
     for w in written:
-        if w["form"] == "auto-id":
-            assert [d.stream_id for d in letters].count(w["id"]) == 1, w
-        else:
+        if w["form"] != "auto-id":
             offset = int(w["id"].split("-")[0])
             assert [d.offset for d in letters].count(offset) == 1, w
             assert records[offset].id == f"dead-letter/{offset}" and records[offset].events == ()
