@@ -38,6 +38,7 @@ __all__ = [
     "Conflict",
     "DeadLetter",
     "Entry",
+    "FlawedEntry",
     "GroupInfo",
     "UnknownGroup",
     "dead_letter_of",
@@ -58,6 +59,25 @@ class Entry:
 
     offset: int
     payload: bytes
+
+    @property
+    def flaw(self) -> str | None:
+        """Why the entry at this offset is not what dralab appends (``FlawedEntry``); None here."""
+        return None
+
+
+@dataclass(frozen=True)
+class FlawedEntry(Entry):
+    """The entry at a run's offset is not what dralab appends (RedisBus: fields other than ``p`` and
+    ``i``, e.g. no payload field): its payload is the fields as text, which never decodes, and
+    every consumer sets it aside with ``reason`` (actors/wire.py). A subclass, not a field of
+    ``Entry``, so the read path's hot loop builds the two-field object it always did."""
+
+    reason: str
+
+    @property
+    def flaw(self) -> str | None:
+        return self.reason
 
 
 @dataclass(frozen=True)
@@ -108,6 +128,8 @@ class DeadLetter:
     first one to set it aside names itself in ``consumer``.
 
     ``payload`` is the raw entry cut to ``MAX_DEAD_PAYLOAD`` bytes; ``size`` is its full length.
+    A foreign entry (RedisBus: an id that is not an offset of the run) has ``offset`` 0 and its raw
+    stream id in ``stream_id``; it is set aside by the bus itself (docs/delivery.md, "Foreign entries").
     """
 
     offset: int
@@ -115,6 +137,7 @@ class DeadLetter:
     consumer: str
     payload: bytes
     size: int
+    stream_id: str = ""
 
 
 def dead_letter_of(offset: int, payload: bytes, reason: str, consumer: str) -> DeadLetter:

@@ -41,10 +41,14 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from dralab.core.events import decode_record
+from dralab.core.events import LogDecodeError, decode_record
 from dralab.core.reactors.runtime_faults import Effect, is_active, runtime_effects, swizzle_pauses
 from dralab.core.snapshot_codec import decode_state, encode_state
 from dralab.core.state import ClusterState, FaultState
+
+from .bus import BusUnavailable
+from .redis_bus import RedisBus
+from .wire import skip_record
 
 if TYPE_CHECKING:
     from .live import LiveRun
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("dralab.faults")
 ACTOR_KINDS = frozenset({"partition", "stale-view", "delay", "duplicate", "clock-skew"})
-DRIVER_KINDS = frozenset({"reactor-kill", "reactor-pause", "swizzle", "redis-restart"})
+DRIVER_KINDS = frozenset({"reactor-kill", "reactor-pause", "swizzle", "redis-restart", "foreign-writer"})
 MAX_REDIS_OUTAGE_S = 5.0
 MIN_REDIS_OUTAGE_S = 0.5
 
@@ -153,7 +157,11 @@ class ActorFaults:
         while arrived and arrived[0][0] <= target and (not effect.delay or arrived[0][2] <= now - effect.delay):
             offset, payload, _ = arrived.popleft()
             if offset > lag.view.offset:
-                lag.view.apply(offset, decode_record(payload, offset))
+                try:
+                    record = decode_record(payload, offset)
+                except LogDecodeError:  # set aside by the actor's own fold already: the same no-op here
+                    record = skip_record(lag.view, offset)
+                lag.view.apply(offset, record)
         return lag.view
 
 
@@ -171,6 +179,7 @@ class DriverFaults:
         self._tasks: list[asyncio.Task[None]] = []  # Redis restarts: awaited at the end
         self._timers: list[asyncio.Task[None]] = []  # restarts being timed: cancelled at the end
         self._swizzles: dict[str, list[tuple[str, int, int]]] = {}
+        self._foreign: dict[str, tuple[list[dict[str, str]], list[int]]] = {}  # foreign-writer: written, refused
 
     # ----------------------------------------------------------------- which actor hosts what
 
@@ -217,6 +226,8 @@ class DriverFaults:
             elif f.kind == "redis-restart" and f.fault not in self.done:
                 self.done.add(f.fault)
                 self._restart_redis(f)
+            elif f.kind == "foreign-writer" and f.fault not in self.done and await self._write_foreign(f):
+                self.done.add(f.fault)
             elif f.kind == "reactor-pause" and is_active(f, now):
                 want_stopped.update(self.actors_of(f.target))
             elif f.kind == "swizzle":
@@ -303,6 +314,36 @@ class DriverFaults:
         # every actor is down for the outage, then for its restart by Ray (not timed here: the bus outage
         # the driver measures, and each actor's rebuild, are in the run's summary)
         self._hold(self.run.reactor_names, int(outage * speed * 1000))
+
+    async def _write_foreign(self, fault: FaultState) -> bool:
+        """A stranger appends `entries` junk entries to the run's stream: the `no-payload` ones first (at
+        the run's next offsets: every consumer folds a no-op there and sets it aside), then the `auto-id`
+        ones (far above every offset: the bus sets each aside, once, and repairs the stream). A
+        `no-payload` write that meets an `auto-id` entry not set aside yet is refused, and noted. While
+        the bus is away (a redis-restart) the stranger waits, and writes the rest once it is back:
+        False until every entry was written (or refused)."""
+        bus = self.run.bus
+        if not isinstance(bus, RedisBus):
+            why = "the bus is embedded (no Redis stream a stranger could write to)"
+            self.skipped.append({"fault": fault.fault, "kind": fault.kind, "why": why})
+            log.warning("fault.skipped", fault=fault.fault, kind=fault.kind, why=why)
+            return True
+        n, form = int(fault.params["entries"]), str(fault.params.get("form", "both"))
+        forms = [form] * n if form != "both" else ["no-payload"] * ((n + 1) // 2) + ["auto-id"] * (n // 2)
+        written, refused = self._foreign.setdefault(fault.fault, ([], [0]))
+        if self.run._lost_since is not None or (self.redis is not None and self.redis.pid is None):
+            return False  # the bus is away: try again on a later step
+        for i in range(len(written) + refused[0], n):
+            try:
+                sid = await bus.write_foreign(forms[i], f"junk from foreign-writer {fault.fault} #{i}".encode())
+            except BusUnavailable:
+                return False
+            if sid is None:
+                refused[0] += 1
+            else:
+                written.append({"form": forms[i], "id": sid})
+        self._note("foreign-writer", fault.fault, written=written, refused=refused[0])
+        return True
 
     async def finish(self) -> None:
         """Resume every process we stopped, wait for a Redis being restarted (the driver reads the rest of

@@ -33,10 +33,11 @@ from typing import Any, Protocol
 import structlog
 
 from dralab.core.config import policies
-from dralab.core.events import LogDecodeError, RunStarted, decode_record
+from dralab.core.events import LogDecodeError, RunStarted, decode_record, encode_record
 
 from .bus import BusUnavailable, Entry
 from .redis_bus import RedisBus, _secrets, redact_url
+from .wire import no_op, set_aside
 
 log = structlog.get_logger("dralab.record")
 CONSUMER = "recorder"  # the consumer's name inside the recorder's own group
@@ -136,6 +137,7 @@ class Recorder:
         self._stop = False
         self._group_made = False
         self._recover = False  # re-read our pending entries (a reply lost to a broken connection)
+        self._previous = b""  # payload of the last entry written (a no-op in place of a bad one takes its time)
 
     def stop(self) -> None:
         self._stop = True
@@ -257,7 +259,7 @@ class Recorder:
                 wrote += await self._fill_gap(last, entry.offset)
                 if limit is not None and self.result.records >= limit:
                     break
-            self._write(entry.offset, entry.payload)
+            self._write(entry.offset, await self._payload(entry))
             wrote += 1
         if wrote:
             flush = getattr(self._writer, "flush", None)
@@ -277,12 +279,31 @@ class Recorder:
             for entry in chunk:
                 if entry.offset > last + 1:
                     self._gap(last + 1, entry.offset - 1)
-                self._write(entry.offset, entry.payload)
+                self._write(entry.offset, await self._payload(entry))
                 wrote += 1
                 last = entry.offset
         if last + 1 < upto:
             self._gap(last + 1, upto - 1)
         return wrote
+
+    async def _payload(self, entry: Entry) -> bytes:
+        """What the file holds at ``entry``'s offset: its payload; for a malformed entry (``flaw``:
+        fields other than dralab's, see actors/redis_bus.py) the no-op every consumer folds in its
+        place (actors/wire.py), at the cluster time of the record before it, as the driver's own
+        ``--log`` holds it, after setting the entry aside (once per offset, whoever meets it first).
+        Foreign ids never get here: the bus sets them aside itself."""
+        if entry.flaw is None:
+            self._previous = entry.payload
+            return entry.payload
+        log.error("entry.set_aside", offset=entry.offset, reason=entry.flaw, consumer=CONSUMER,
+                  size=len(entry.payload), action="recorded as the no-op every consumer folds, dead-lettered")
+        await set_aside(self.bus, entry, entry.flaw, CONSUMER)
+        try:
+            t = decode_record(self._previous, entry.offset - 1).t
+        except LogDecodeError:
+            t = 0
+        payload: bytes = encode_record(no_op(entry.offset, t))
+        return payload
 
     def _gap(self, first: int, last: int) -> None:
         log.warning("record.gap", first=first, last=last, reason="not in the stream any more")

@@ -31,7 +31,7 @@ from dralab.core.state import ClusterState
 
 from .bus import Bus, Entry
 
-__all__ = ["SKIPPED_ID_PREFIX", "decode_or_skip", "drain", "set_aside", "set_aside_soon", "skip_record"]
+__all__ = ["SKIPPED_ID_PREFIX", "decode_or_skip", "drain", "no_op", "set_aside", "set_aside_soon", "skip_record"]
 
 log = structlog.get_logger("dralab.wire")
 SKIPPED_ID_PREFIX = "dead-letter/"  # id of the no-op record folded in place of a bad entry: + offset
@@ -44,13 +44,21 @@ _background: set[asyncio.Task[Any]] = set()
 def skip_record(state: ClusterState, offset: int) -> Record:
     """The record folded in place of the bad entry at ``offset``: no events, writes nothing, keeps
     the view's cluster time."""
-    return Record(id=f"{SKIPPED_ID_PREFIX}{offset}", source="scenario", view=-1, t=state.t, events=())
+    return no_op(offset, state.t)
+
+
+def no_op(offset: int, t: int) -> Record:
+    """The no-op in place of the bad entry at ``offset``, at cluster time ``t`` (the recorder, which
+    does not fold, takes the time of the record before it: the view's time after folding it)."""
+    return Record(id=f"{SKIPPED_ID_PREFIX}{offset}", source="scenario", view=-1, t=t, events=())
 
 
 def decode_or_skip(entry: Entry, state: ClusterState, consumer: str) -> tuple[Record, str | None]:
     """The entry's record and None; or, for a bad entry, ``skip_record`` and the reason (the
     ``entry.set_aside`` error line is logged here)."""
     try:
+        if entry.flaw is not None:  # malformed fields (actors/redis_bus.py): its payload is text
+            raise LogDecodeError(entry.offset, entry.flaw)
         return decode_record(entry.payload, entry.offset), None
     except LogDecodeError as exc:
         reason = exc.detail

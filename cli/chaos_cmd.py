@@ -37,7 +37,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seeds", default="1-100", metavar="RANGE",
                    help="chaos seeds: N, A-B or a comma list of those, e.g. 1-1000 (default 1-100)")
     p.add_argument("--kinds", metavar="K1,K2",
-                   help="fault kinds to draw from (default: every kind but redis-restart, which is live only)")
+                   help="fault kinds to draw from (default: every kind but redis-restart and foreign-writer, "
+                        "which are live only; --live adds them)")
     p.add_argument("--rate", type=float, default=6.0, metavar="N",
                    help="faults per simulated hour, on average (default 6)")
     p.add_argument("--jobs", type=int, default=0, metavar="N",
@@ -87,7 +88,7 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from dralab.replay.chaos import DEFAULT_KINDS, ChaosError, ChaosOptions, check_kinds
+    from dralab.replay.chaos import DEFAULT_KINDS, LIVE_KINDS, ChaosError, ChaosOptions, check_kinds
 
     if not args.rate > 0:
         raise InputError(f"--rate: must be > 0 faults per simulated hour, got {args.rate}")
@@ -105,8 +106,9 @@ def _options(args: argparse.Namespace) -> Any:
             raise InputError(f"--hosts: must be >= 0, got {args.hosts}")
         from .chaos_live import LiveChaosOptions, redis_restart_possible
 
+        kinds = LIVE_KINDS
         if redis_restart_possible(LiveChaosOptions(redis_url=args.redis)):
-            kinds = (*DEFAULT_KINDS, "redis-restart")
+            kinds = (*LIVE_KINDS, "redis-restart")
     if args.kinds is not None:
         try:
             kinds = check_kinds([k.strip() for k in args.kinds.split(",") if k.strip()])

@@ -16,7 +16,10 @@ it depends on its kind (`KINDS` below says what each kind targets and takes):
   `reactor-kill`, `reactor-pause`, `partition` (the reactor sees nothing, then catches up), `stale-view`
   (it decides on a view `lag` records old), `delay` (each delivery `delay` late), `duplicate`
   (deliveries twice), `clock-skew` (its clock `skew` off), `swizzle` (FoundationDB's: pause the
-  `reactors`, one every `step`, then resume them in another order), `redis-restart` (live only).
+  `reactors`, one every `step`, then resume them in another order), `redis-restart` (live only),
+  `foreign-writer` (live only: `entries` junk entries appended to the run's stream by a stranger, in
+  `form` `auto-id` (`XADD * p junk`), `no-payload` (at the run's next offset, without the payload
+  field) or `both`: the bus sets them aside, docs/delivery.md "Foreign entries").
 
 The target is one field (`node`, `group` or `reactor`) and lands in the event's `target`; the other
 fields land in its `params`.
@@ -72,17 +75,22 @@ KINDS: dict[str, KindSpec] = {
     "clock-skew": KindSpec("reactor", ("skew",), who="runtime"),
     "swizzle": KindSpec("", ("reactors", "step"), who="runtime"),
     "redis-restart": KindSpec("", who="runtime"),
+    "foreign-writer": KindSpec("", ("entries",), ("form",), who="runtime"),
 }
+BUS_KINDS = frozenset({"redis-restart", "foreign-writer"})  # live only: they act on the run's Redis
+FOREIGN_FORMS = ("both", "auto-id", "no-payload")
+MAX_FOREIGN_ENTRIES = 1000
 FAULT_KINDS = tuple(KINDS)
 TARGETS = ("node", "group", "reactor")
-PARAMS = ("taint", "driver", "device", "delay", "quota", "fraction", "lag", "skew", "reactors", "step")
+PARAMS = ("taint", "driver", "device", "delay", "quota", "fraction", "lag", "skew", "reactors", "step", "entries",
+          "form")
 _FAULT = ("at", "kind", "for", *TARGETS, *PARAMS)
 
 
 class Fault(msgspec.Struct, frozen=True, kw_only=True):
     at_ms: int
     kind: str
-    target: str  # the node, group or reactor it hits ("" for swizzle, redis-restart)
+    target: str  # the node, group or reactor it hits ("" for swizzle, redis-restart, foreign-writer)
     for_ms: int | None = None  # None: it never ends
     params: dict[str, Any] = msgspec.field(default_factory=dict)
 
@@ -135,6 +143,10 @@ def _param(name: str, value: object, path: str) -> Any:
         return expect_int(value, path, minimum=0)
     if name == "lag":
         return expect_int(value, path, minimum=1, maximum=MAX_LAG)  # records
+    if name == "entries":
+        return expect_int(value, path, minimum=1, maximum=MAX_FOREIGN_ENTRIES)
+    if name == "form":
+        return expect_enum(value, path, FOREIGN_FORMS)
     if name == "fraction":
         fraction = expect_number(value, path, minimum=0.0)
         if fraction > 1:

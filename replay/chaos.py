@@ -32,12 +32,22 @@ from dralab.core.inputs import SOURCE
 from dralab.core.invariants_liveness import DEFAULT_BOUND_MS
 from dralab.core.reactors.nodes import node_name
 from dralab.core.scenario import Scenario
-from dralab.core.scenario_faults import FAULT_KINDS, KINDS, MAX_FAULTS, TAINT_EFFECTS, Fault, check_fault
+from dralab.core.scenario_faults import (
+    BUS_KINDS,
+    FAULT_KINDS,
+    FOREIGN_FORMS,
+    KINDS,
+    MAX_FAULTS,
+    TAINT_EFFECTS,
+    Fault,
+    check_fault,
+)
 from dralab.replay.logfile import make_header, write_log
 from dralab.replay.sim import SimulationStuck, Simulator
 
-# redis-restart only means something to a live run's bus.
-DEFAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k != "redis-restart")
+# redis-restart and foreign-writer only mean something to a live run's bus (BUS_KINDS).
+DEFAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k not in BUS_KINDS)
+LIVE_KINDS: tuple[str, ...] = (*DEFAULT_KINDS, "foreign-writer")  # --live; plus redis-restart with a Redis of its own
 REACTORS = ("scheduler", "autoscaler", "cloud", "lifecycle", "drivers", "claims")
 DEFAULT_RATE = 6.0  # faults per simulated hour
 MIN_FOR_MS, MAX_FOR_MS = 30_000, 600_000
@@ -172,6 +182,9 @@ def _draw(rng: random.Random, kind: str, at_ms: int, targets: Targets) -> dict[s
     elif kind == "swizzle":
         item["reactors"] = rng.sample(REACTORS, rng.randint(2, len(REACTORS)))
         item["step"] = format_duration(rng.randint(1, 60) * 1000)
+    elif kind == "foreign-writer":
+        item["entries"] = rng.randint(1, 5)
+        item["form"] = rng.choice(FOREIGN_FORMS)
     return item
 
 

@@ -567,3 +567,28 @@ def test_memory_bus_versions_equal_offset_of_last_writer(ops: list[Observe | App
         loop.run_until_complete(run())
     finally:
         loop.close()
+
+
+async def test_an_entry_no_consumer_can_use_holds_its_offset_and_appends_go_on(log: Log) -> None:
+    """What every bus can express of a foreign entry: a payload that does not decode. It keeps its
+    offset for every reader (in order, no flaw on the bus's side), is set aside once, and the log goes
+    on. (RedisBus also meets entries it did not append: tests/test_bus_foreign.py.)"""
+    from dralab.actors import wire
+    from dralab.core.state import ClusterState
+
+    bus = log.bus
+    await bus.create_group("g")
+    await put(bus, 1)
+    await bus.append(b"\xc1 not a record", id="junk", expect={}, writes=[])
+    await put(bus, 1, prefix="f")
+    got = await bus.read_group("g", "c")
+    assert offsets(got) == [1, 2, 3] and all(e.flaw is None for e in got)
+    assert offsets(await bus.read(after=1)) == [2, 3]
+    record, reason = wire.decode_or_skip(got[1], ClusterState(), "c")
+    assert reason and record.id == "dead-letter/2"
+    assert await wire.set_aside(bus, got[1], reason, "c") is True
+    assert await wire.set_aside(await log.reopen(), got[1], reason, "d") is False
+    await bus.ack("g", offsets(got))
+    assert await bus.pending("g", "c") == []
+    assert (await bus.append(b"g", id="g", expect={}, writes=[])).offset == 4
+    assert [(d.offset, d.stream_id, d.consumer) for d in await bus.dead_letters()] == [(2, "", "c")]

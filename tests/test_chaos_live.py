@@ -29,12 +29,13 @@ from dralab.core.events import FaultInjected, Record, RunStarted, encode_record
 from dralab.core.reactors.runtime_faults import Effect
 from dralab.core.scenario import Scenario, load_scenario
 from dralab.core.state import ClusterState
-from dralab.replay.chaos import DEFAULT_KINDS, chaos_schedule
+from dralab.replay.chaos import LIVE_KINDS as CHAOS_LIVE_KINDS
+from dralab.replay.chaos import chaos_schedule
 from dralab.replay.sim import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAOS = sorted((ROOT / "scenarios" / "chaos").glob("*.yaml"))
-LIVE_KINDS = (*DEFAULT_KINDS, "redis-restart")
+LIVE_KINDS = (*CHAOS_LIVE_KINDS, "redis-restart")  # what `dralab chaos --live` draws from with a Redis of its own
 RATE = 30.0
 CUT_MS = 6 * 60_000
 SPEED = 120.0
@@ -109,9 +110,11 @@ def _cut(path: Path) -> Scenario:
 
 
 def _seeds(sc: Scenario, n: int = 2) -> list[int]:
-    """The first seeds whose schedule kills a reactor and restarts Redis."""
+    """The first seeds whose schedule kills a reactor and restarts Redis in the first two thirds of the cut
+    run (a fault drawn in its last seconds may come after the run has settled and ended)."""
     out = [s for s in range(1, 500)
-           if {"reactor-kill", "redis-restart"} <= {f.kind for f in chaos_schedule(sc, s, LIVE_KINDS, RATE)}]
+           if {"reactor-kill", "redis-restart"} <= {f.kind for f in chaos_schedule(sc, s, LIVE_KINDS, RATE)
+                                                    if f.at_ms <= CUT_MS * 2 // 3}]
     return out[:n]
 
 

@@ -9,7 +9,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dralab.core.scenario_faults import KINDS
+from dralab.core.scenario_faults import BUS_KINDS, KINDS
 from dralab.core.state import FaultState
 
 from .cloud_faults import is_active
@@ -63,7 +63,7 @@ def runtime_effects(faults: list[FaultState], now: int,
                 if start <= now < end:
                     out.setdefault(name, Effect()).blocked = True
             continue
-        if not is_active(fault, now) or fault.kind == "redis-restart":
+        if not is_active(fault, now) or fault.kind in BUS_KINDS:  # the bus's: nothing to a reactor
             continue
         e = out.setdefault(fault.target, Effect())
         if fault.kind in ("reactor-pause", "reactor-kill", "partition"):
