@@ -38,11 +38,15 @@ def ray_session() -> Iterator[None]:
     """A local Ray instance for the whole session; every test that needs Ray requests this."""
     ray = pytest.importorskip("ray")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from dralab.actors.ray_access import local_ray_environment
+
     started = not ray.is_initialized()
-    if started:
+    if not started:
+        yield
+        return
+    with local_ray_environment():  # as `dralab run` starts Ray: loopback only, a token of its own
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
+        yield
         ray.shutdown()
 
 
