@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from dralab.core.limits import MAX_SEED
+
 from .inputs import InputError, load_scenario_input
 from .pool import finished
 
@@ -79,6 +81,8 @@ def parse_seeds(text: str) -> list[int]:
         hi = int(m.group(2)) if m.group(2) is not None else lo
         if hi < lo:
             raise InputError(f"--seeds: {part.strip()} is an empty range (its start is after its end)")
+        if hi > MAX_SEED:
+            raise InputError(f"--seeds: {part.strip()}: seeds must be < 2^63 ({MAX_SEED + 1})")
         if len(seeds) + hi - lo + 1 > MAX_SEEDS:
             raise InputError(f"--seeds: at most {MAX_SEEDS} seeds")
         seeds.update(dict.fromkeys(range(lo, hi + 1)))
