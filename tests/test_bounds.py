@@ -13,7 +13,6 @@ from dralab import chaos_cmd
 from dralab.cli import main
 from dralab.core.limits import MAX_CLUSTER_TIME_MS, MAX_NODE_COUNT, MAX_POD_COUNT, MAX_SEED
 from dralab.core.scenario import ScenarioError, parse_scenario
-
 from tests.test_scenario import G0, QUICKSTART, W0, Keys, edit, scenario
 
 TOO_BIG_SEED = "999999999999999999999999999"
