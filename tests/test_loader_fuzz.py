@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,25 @@ def _inventory_or_error(docs: list[object]) -> None:
         assert str(e).startswith("fuzz.yaml") or str(e).startswith("<")
 
 
+# --- both loaders, on bytes ----------------------------------------------------------------------------
+
+LOADERS: dict[str, tuple[Callable[[Path], object], type[Exception]]] = {
+    "scenario": (load_scenario, ScenarioError),
+    "dump": (lambda path: load_inventory([str(path)]), InputError),
+}
+
+
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+@FUZZ
+@given(raw=st.one_of(st.binary(max_size=400), st.text(max_size=400).map(str.encode)))
+def test_loaders_on_arbitrary_bytes(loader: str, raw: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
+    load, clean_error = LOADERS[loader]
+    path = tmp_path_factory.getbasetemp() / f"fuzz-{loader}.yaml"
+    path.write_bytes(raw)
+    with contextlib.suppress(clean_error):
+        load(path)
+
+
 # --- the scenario loader --------------------------------------------------------------------------------
 
 
@@ -119,15 +139,6 @@ def test_the_real_files_load() -> None:
     assert len(SCENARIO_DOCS) >= 10 and len(MANIFEST_DOCS) >= 20
     for data in SCENARIO_DOCS:
         parse_scenario(data)
-
-
-@FUZZ
-@given(raw=st.one_of(st.binary(max_size=400), st.text(max_size=400).map(str.encode)))
-def test_scenario_loader_on_arbitrary_bytes(raw: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
-    path = tmp_path_factory.getbasetemp() / "fuzz-scenario.yaml"
-    path.write_bytes(raw)
-    with contextlib.suppress(ScenarioError):
-        load_scenario(path)
 
 
 @FUZZ
@@ -146,15 +157,6 @@ def test_scenario_loader_on_mutated_scenarios(data: st.DataObject) -> None:
 
 
 # --- the dump loader ------------------------------------------------------------------------------------
-
-
-@FUZZ
-@given(raw=st.one_of(st.binary(max_size=400), st.text(max_size=400).map(str.encode)))
-def test_dump_loader_on_arbitrary_bytes(raw: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
-    path = tmp_path_factory.getbasetemp() / "fuzz-dump.yaml"
-    path.write_bytes(raw)
-    with contextlib.suppress(InputError):
-        load_inventory([str(path)])
 
 
 @FUZZ
