@@ -26,6 +26,7 @@ from .pool import finished
 EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE = 0, 1, 3  # as in cli.py (2: InputError, raised)
 FORMATS = ("text", "json")
 MAX_SEEDS = 10_000_000
+MAX_RATE = 3600  # faults per simulated hour: fault times are whole seconds
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
 # The worker processes' scenario and options (set once per process by _init).
@@ -92,8 +93,9 @@ def parse_seeds(text: str) -> list[int]:
 def _options(args: argparse.Namespace) -> Any:
     from dralab.replay.chaos import DEFAULT_KINDS, ChaosError, ChaosOptions, check_kinds
 
-    if not args.rate > 0:
-        raise InputError(f"--rate: must be > 0 faults per simulated hour, got {args.rate}")
+    if not 0 < args.rate <= MAX_RATE:  # inf divided by zero; 1e9 drew 100,000 faults a seed for minutes
+        raise InputError(f"--rate: must be > 0 and at most {MAX_RATE} faults per simulated hour (one a second), "
+                         f"got {args.rate}")
     if args.jobs < 0:
         raise InputError(f"--jobs: must be >= 1 (or 0: one per core), got {args.jobs}")
     if args.shrink_trials < 1:

@@ -64,6 +64,13 @@ def test_seed_ranges_are_bounded() -> None:
     assert chaos_cmd.parse_seeds(f"{MAX_SEED}") == [MAX_SEED]
 
 
+@pytest.mark.parametrize("rate", ["inf", "1e9", "nan", "0"])
+def test_the_chaos_rate_is_bounded(rate: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: `--rate inf` was a ZeroDivisionError traceback, `--rate 1e9` drew 100,000 faults a seed.
+    assert main(["chaos", str(QUICKSTART), "--seeds", "1", "--rate", rate, "--quiet"]) == 2
+    assert "--rate: must be > 0 and at most 3600" in capsys.readouterr().err
+
+
 def test_the_scenario_seed_is_bounded() -> None:
     error = refused(("spec", "seed"), MAX_SEED + 1)
     assert error.path == "spec.seed" and f"must be <= {MAX_SEED}" in error.message
