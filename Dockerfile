@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # One image for every process of the emulated cluster: the Ray head, the Ray workers and the dralab
 # driver. Ray requires the same Ray version and the same Python patch version in all of them, so
-# they are all built from this file; 3.11.7 is the patch our machines run (see docs/deploy.md).
-FROM python:3.11.7-slim
+# they are all built from this file; 3.11.7 is the patch our machines run (see docs/deploy.md), and the
+# tag names the Debian release too, so it does not float.
+FROM python:3.11.7-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

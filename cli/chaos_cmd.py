@@ -18,12 +18,15 @@ import sys
 import time
 from typing import Any
 
+from dralab.core.limits import MAX_SEED
+
 from .inputs import InputError, add_output_format, load_scenario_input, output_dir, resolve_output
 from .pool import finished
 
 EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE = 0, 1, 3  # as in cli.py (2: InputError, raised)
 FORMATS = ("text", "json")
 MAX_SEEDS = 10_000_000
+MAX_RATE = 3600  # faults per simulated hour: fault times are whole seconds
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
 # The worker processes' scenario and options (set once per process by _init).
@@ -81,6 +84,8 @@ def parse_seeds(text: str) -> list[int]:
         hi = int(m.group(2)) if m.group(2) is not None else lo
         if hi < lo:
             raise InputError(f"--seeds: {part.strip()} is an empty range (its start is after its end)")
+        if hi > MAX_SEED:
+            raise InputError(f"--seeds: {part.strip()}: seeds must be < 2^63 ({MAX_SEED + 1})")
         if len(seeds) + hi - lo + 1 > MAX_SEEDS:
             raise InputError(f"--seeds: at most {MAX_SEEDS} seeds")
         seeds.update(dict.fromkeys(range(lo, hi + 1)))
@@ -90,8 +95,9 @@ def parse_seeds(text: str) -> list[int]:
 def _options(args: argparse.Namespace) -> Any:
     from dralab.replay.chaos import DEFAULT_KINDS, LIVE_KINDS, ChaosError, ChaosOptions, check_kinds
 
-    if not args.rate > 0:
-        raise InputError(f"--rate: must be > 0 faults per simulated hour, got {args.rate}")
+    if not 0 < args.rate <= MAX_RATE:  # inf divided by zero; 1e9 drew 100,000 faults a seed for minutes
+        raise InputError(f"--rate: must be > 0 and at most {MAX_RATE} faults per simulated hour (one a second), "
+                         f"got {args.rate}")
     if args.jobs < 0:
         raise InputError(f"--jobs: must be >= 1 (or 0: one per core), got {args.jobs}")
     if args.shrink_trials < 1:

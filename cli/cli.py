@@ -33,6 +33,7 @@ from . import (
     trace_cmd,
     whatif_cmd,
 )
+from .bounds import check_redis_url, seed_arg
 from .inputs import InputError, load_scenario_input, output_file
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -66,14 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("sim", help="run a scenario in one process on virtual time (deterministic)")
     sim.add_argument("scenario", help="scenario YAML file")
-    sim.add_argument("--seed", type=int, help="random seed (default: the scenario's, else 0)")
+    sim.add_argument("--seed", type=seed_arg, help="random seed, 0 to 2^63-1 (default: the scenario's, else 0)")
     sim.add_argument("--log", dest="log_file", metavar="FILE", help="write the run's log to FILE (.dralog)")
     _policy_override(sim)
     _common(sim)
 
     run = sub.add_parser("run", help="run a scenario live: reactors as Ray actors, events on Redis")
     run.add_argument("scenario", help="scenario YAML file")
-    run.add_argument("--seed", type=int, help="random seed (default: the scenario's, else 0)")
+    run.add_argument("--seed", type=seed_arg, help="random seed, 0 to 2^63-1 (default: the scenario's, else 0)")
     run.add_argument("--log", dest="log_file", metavar="FILE", help="write the run's log to FILE (.dralog)")
     run.add_argument("--ray", metavar="ADDRESS", help="join this Ray cluster (default: start Ray locally)")
     run.add_argument("--redis", metavar="URL", default=os.environ.get("DRALAB_REDIS_URL") or None,
@@ -229,6 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _check_run_options(args: argparse.Namespace) -> None:
     """`dralab run`'s numeric and name options, before anything starts (exit 2, naming the option)."""
+    check_redis_url(args.redis)
     if args.speed <= 0:
         raise InputError(f"--speed: must be > 0, got {args.speed}")
     if args.trim_every < 0:

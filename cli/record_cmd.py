@@ -21,6 +21,7 @@ import signal
 import sys
 from typing import Any
 
+from .bounds import check_redis_url
 from .inputs import InputError, add_output_format, output_file, resolve_output
 
 EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE = 0, 1, 3  # as in cli.py (2: InputError, raised)
@@ -56,6 +57,7 @@ def _check(args: argparse.Namespace) -> None:
     if not args.redis:
         raise InputError("--redis: no Redis URL given (and DRALAB_REDIS_URL is not set); record reads a live "
                          "run's stream on Redis")
+    check_redis_url(args.redis)
     if not STREAM_NAME.fullmatch(args.stream) or "{" in args.stream:
         raise InputError(f"--stream: {args.stream!r} is not a valid stream name "
                          "(letters, digits and . _ : - /, 1 to 200 characters)")

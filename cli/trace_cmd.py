@@ -21,6 +21,9 @@ import sys
 import time
 from typing import Any
 
+from dralab.core.limits import MAX_CLUSTER_TIME_MS
+
+from .bounds import seed_arg
 from .chaos_cmd import cores, parse_seeds
 from .inputs import InputError, output_dir
 from .pool import finished
@@ -221,7 +224,8 @@ def add_time_aware_options(p: Any) -> None:
     g.add_argument("--autoscaler", default="count,dra,atomic", metavar="LIST",
                    help="autoscaler policies to compare (default count,dra,atomic)")
     g.add_argument("--log-dir", metavar="DIR", help="keep each run's log as DIR/<scenario>-<policy>.dralog")
-    g.add_argument("--seed", type=int, default=0, help="the runs' seed; pollux: also the duration draws (default 0)")
+    g.add_argument("--seed", type=seed_arg, default=0,
+                   help="the runs' seed; pollux: also the duration draws (default 0)")
     g.add_argument("--start-fraction", type=float, default=0.0, metavar="F",
                    help="openb: share of each node group Ready at t=0 (default 0)")
     g.add_argument("--provision-delay", default="2m-4m", metavar="MIN-MAX",
@@ -295,10 +299,9 @@ def cmd_time_aware(args: argparse.Namespace) -> int:
     started, cpu = time.monotonic(), time.process_time()
     try:
         policies = parse_policies(args.autoscaler)
-        if not 0 < args.hours <= 24 * 366:
-            raise InputError(f"--hours: must be in (0, 8784], got {args.hours}")
-        if args.seed < 0:
-            raise InputError(f"--seed: must be >= 0, got {args.seed}")
+        if not 0 < args.hours <= MAX_CLUSTER_TIME_MS / 3_600_000:
+            raise InputError(f"--hours: must be in (0, {MAX_CLUSTER_TIME_MS // 3_600_000}] (30 days, dralab's limit "
+                             f"on cluster time), got {args.hours}")
         output_dir(args.log_dir, "--log-dir")
         doc, window = _time_aware_document(args)
         if not args.quiet:

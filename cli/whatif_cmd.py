@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from typing import Any
 
+from .bounds import seed_arg
 from .inputs import InputError, emit, load_inventory
 
 POLICIES = ("count", "dra", "atomic")
@@ -32,7 +33,7 @@ def add_parser(sub: Any) -> None:
                    help="an autoscaler policy to try: count, dra or atomic (repeatable; default: all three)")
     p.add_argument("--expander", choices=EXPANDERS, default="least-waste",
                    help="how the autoscaler picks among groups that would help (default least-waste)")
-    p.add_argument("--seed", type=int, default=0, help="random seed for ties and generated names (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="random seed for ties and generated names (default 0)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.add_argument("--log-format", choices=["console", "json"], default="console")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")

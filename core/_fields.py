@@ -14,7 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .durations import DurationError, parse_duration
+from .durations import DurationError, format_duration, parse_duration
+from .limits import MAX_CLUSTER_TIME_MS
 
 __all__ = [
     "FieldError",
@@ -150,7 +151,8 @@ def expect_enum(value: object, path: str, allowed: Sequence[str]) -> str:
 
 
 def expect_duration(value: object, path: str, *, positive: bool = False) -> int:
-    """A duration field in whole milliseconds (see :mod:`dralab.core.durations`)."""
+    """A duration field in whole milliseconds (see :mod:`dralab.core.durations`), at most
+    :data:`~dralab.core.limits.MAX_CLUSTER_TIME_MS` (30 days): no time in a run is longer than that."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise _wrong("duration (e.g. `30s`, `10m`, `1h30m`)", value, path)
     try:
@@ -159,6 +161,9 @@ def expect_duration(value: object, path: str, *, positive: bool = False) -> int:
         raise FieldError(path, str(e)) from None
     if positive and ms == 0:
         raise FieldError(path, "must be longer than 0s")
+    if ms > MAX_CLUSTER_TIME_MS:
+        raise FieldError(path, f"must be <= {format_duration(MAX_CLUSTER_TIME_MS)} (30 days, dralab's limit on "
+                               f"cluster time), got {format_duration(ms)}")
     return ms
 
 

@@ -33,9 +33,12 @@ _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 _DROPPED = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value")
 # YAML 1.1 as PyYAML resolves it, minus base-60 numbers (``1:30`` stays a string, as in Kubernetes' YAML).
-_INT_RE = r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"
+# Also unlike PyYAML, a binary, hex or leading-dot number needs a digit: PyYAML resolves `0x_`, `0b_` and `._`
+# as numbers and then fails to convert them (a ValueError, not a YAML error); here they stay strings.
+_INT_RE = (r"^(?:[-+]?0b[0-1_]*[0-1][0-1_]*|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)"
+           r"|[-+]?0x[0-9a-fA-F_]*[0-9a-fA-F][0-9a-fA-F_]*)$")
 _FLOAT_RE = (
-    r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?"
+    r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]*[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
     r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
 )
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -98,6 +98,9 @@ def check_records(records: Iterable[tuple[int, Record]], *, only: Sequence[str] 
     try:
         for offset, record in records:
             result.records += 1
+            if liveness is not None and offset > state.offset:  # the state that held until this record
+                for finding in _gap_findings(liveness, state, record.t):
+                    result.add(finding)
             if checks is not None:
                 for finding in checks.before(offset, record, state):
                     result.add(finding)
@@ -139,6 +142,16 @@ def _liveness_findings(liveness: Liveness, state: ClusterState, *, final: bool) 
             for pod, offset, t in liveness.observe(state, final=final)]
 
 
+def _gap_findings(liveness: Liveness, state: ClusterState, next_t: int) -> list[Finding]:
+    """Liveness between records: pods overdue in the gap from `state`'s record to the next, at `next_t`."""
+    bound = liveness.bound_ms
+    return [Finding("liveness", state.offset, t + bound,
+                    f"pod {pod} could be scheduled since offset {offset} (t={t / 1000:g}s) and was still pending "
+                    f"{bound / 1000:g}s later, at t={(t + bound) / 1000:g}s, in a gap with no record from "
+                    f"t={state.t / 1000:g}s to t={next_t / 1000:g}s (bound {bound / 1000:g}s)")
+            for pod, offset, t in liveness.observe_gap(state, next_t)]
+
+
 def _scheduler(record: Record) -> Scheduler:
     """The scheduler the run's RunStarted configured (its feature gates decide what fits), else the default."""
     first = record.events[0] if record.events else None
@@ -169,6 +182,9 @@ class RunChecks:
         self.liveness = Liveness(liveness_bound_ms) if liveness_bound_ms is not None else None
 
     def before(self, offset: int, record: Record, state: ClusterState) -> None:
+        if self.liveness is not None and offset > state.offset:
+            self._found += [Violation(f.invariant, f.offset, f.message)
+                            for f in _gap_findings(self.liveness, state, record.t)]
         self._found += [Violation(f.invariant, f.offset, f.message) for f in self.records.before(offset, record, state)]
 
     def after(self, offset: int, record: Record, state: ClusterState) -> None:

@@ -139,7 +139,7 @@ def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
         return {}
     try:
         key = _KEY.encode(tuple(spec.get(f) for f in _REQUEST_FIELDS))
-    except (TypeError, msgspec.EncodeError):
+    except (TypeError, OverflowError, msgspec.EncodeError):  # OverflowError: an int beyond 64 bits somewhere
         return _pod_requests(pod)
     return dict(_requests_of(key))
 

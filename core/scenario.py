@@ -37,6 +37,7 @@ from .durations import format_duration
 from .errors import ScenarioError as ScenarioError
 from .events import DriverSpec, StockWindow
 from .kueue import broker_config, check_pod_group, check_scheduling_gates, gate_pod, is_queued
+from .limits import MAX_NODE_COUNT, MAX_POD_COUNT, MAX_SEED
 from .manifests import _check_node, _check_pod
 from .scenario_cloud import CLOUD_FIELDS, check_cloud
 from .scenario_dra import check_objects, check_pod_claims, check_slice_templates, render_slices
@@ -67,7 +68,7 @@ __all__ = [
 API_VERSION = "dralab.io/v1alpha1"
 KIND = "Scenario"
 MAX_FILE_BYTES = 16 * 1024 * 1024
-MAX_ARRIVAL_COUNT = 1_000_000
+MAX_ARRIVAL_COUNT = MAX_POD_COUNT
 
 AutoscalerPolicy = Literal["count", "dra", "atomic"]
 ScoreStrategy = Literal["most-allocated", "least-allocated", "fragmentation"]
@@ -218,7 +219,8 @@ def _parse(data: object, file: str) -> Scenario:
 
     spec = expect_map(doc["spec"], "spec")
     check_fields(spec, "spec", _SPEC, required=("duration", "nodeGroups"))
-    seed = None if spec.get("seed") is None else expect_int(spec["seed"], "spec.seed", minimum=0)
+    seed = None if spec.get("seed") is None else expect_int(spec["seed"], "spec.seed", minimum=0,
+                                                                      maximum=MAX_SEED)
     duration_ms = expect_duration(spec["duration"], "spec.duration", positive=True)
     policy = _policy(spec.get("policy"))
     scheduler = _scheduler(spec.get("scheduler"))
@@ -359,8 +361,9 @@ def _node_groups(value: object) -> list[NodeGroup]:
         if name in seen:
             raise FieldError(join(g_path, "name"), f"duplicate node group name `{name}` (also {seen[name]})")
         seen[name] = g_path
-        low = 0 if m.get("min") is None else expect_int(m["min"], join(g_path, "min"), minimum=0)
-        high = expect_int(m["max"], join(g_path, "max"), minimum=0)
+        low = 0 if m.get("min") is None else expect_int(m["min"], join(g_path, "min"), minimum=0,
+                                                        maximum=MAX_NODE_COUNT)
+        high = expect_int(m["max"], join(g_path, "max"), minimum=0, maximum=MAX_NODE_COUNT)
         if high < low:
             raise FieldError(join(g_path, "max"), f"must be >= min ({low}), got {high}")
         cost = (
@@ -408,6 +411,9 @@ def _initial_nodes(value: object, groups: dict[str, NodeGroup]) -> list[InitialN
         count = 1 if m.get("count") is None else expect_int(m["count"], join(n_path, "count"), minimum=1)
         limit = groups[group].max
         totals[group] = totals.get(group, 0) + count
+        if sum(totals.values()) > MAX_NODE_COUNT:
+            raise FieldError(join(n_path, "count"), f"at most {MAX_NODE_COUNT} starting nodes in all, got "
+                                                    f"{sum(totals.values())} with earlier entries")
         if totals[group] > limit:
             what = f"{count}" if totals[group] == count else f"{count} (with earlier entries, {totals[group]})"
             raise FieldError(join(n_path, "count"), f"must be <= the max of node group `{group}` ({limit}), got {what}")
@@ -424,6 +430,7 @@ def _workload(value: object, duration_ms: int, *, kueue: bool = False) -> list[A
     arrivals: list[Arrival] = []
     checked: dict[int, dict[str, Any]] = {}
     names = _Names()
+    pods = 0
     for i, item in enumerate(expect_list(value, path)):
         a_path = index(path, i)
         m = expect_map(item, a_path)
@@ -439,6 +446,10 @@ def _workload(value: object, duration_ms: int, *, kueue: bool = False) -> list[A
             if m.get("count") is None
             else expect_int(m["count"], join(a_path, "count"), minimum=1, maximum=MAX_ARRIVAL_COUNT)
         )
+        pods += count
+        if pods > MAX_POD_COUNT:
+            raise FieldError(join(a_path, "count"), f"at most {MAX_POD_COUNT} pods in all arrivals, got {pods} "
+                                                    "with earlier arrivals")
         run_for = (
             None if m.get("runFor") is None else expect_duration(m["runFor"], join(a_path, "runFor"), positive=True)
         )

@@ -28,6 +28,7 @@ from ._fields import (
 )
 from .durations import format_duration
 from .events import DriverSpec, StockWindow, UnhealthyDevice
+from .limits import MAX_NODE_COUNT
 
 CLOUD_FIELDS = ("zones", "quota", "stock", "failureRate", "notReadyFor", "drivers")
 _STOCK = ("from", "until", "available")
@@ -49,7 +50,8 @@ def check_cloud(m: dict[str, Any], path: str, slices: list[dict[str, Any]],
     ``delay`` reads a duration or ``{min, max}`` as ``provisionDelay`` does)."""
     return CloudSettings(
         zones=_zones(m.get("zones"), join(path, "zones")),
-        quota=-1 if m.get("quota") is None else expect_int(m["quota"], join(path, "quota"), minimum=0),
+        quota=-1 if m.get("quota") is None else expect_int(m["quota"], join(path, "quota"), minimum=0,
+                                                                            maximum=MAX_NODE_COUNT),
         stock=_stock(m.get("stock"), join(path, "stock")),
         failure_rate=_rate(m.get("failureRate"), join(path, "failureRate")),
         not_ready_ms=0 if m.get("notReadyFor") is None else expect_duration(m["notReadyFor"],
@@ -96,7 +98,8 @@ def _stock(value: object, path: str) -> tuple[StockWindow, ...]:
         if 0 <= until <= start:
             raise FieldError(join(w_path, "until"),
                              f"must be after from ({format_duration(start)}), got {format_duration(until)}")
-        available = expect_int(w["available"], join(w_path, "available"), minimum=0)
+        available = expect_int(w["available"], join(w_path, "available"), minimum=0,
+                               maximum=MAX_NODE_COUNT)
         windows.append(StockWindow(from_ms=start, until_ms=until, available=available))
     return tuple(windows)
 

@@ -43,6 +43,7 @@ from ._fields import (
     expect_str,
 )
 from .durations import format_duration
+from .limits import MAX_NODE_COUNT
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _TAINT = ("key", "value", "effect")
@@ -140,7 +141,7 @@ def _param(name: str, value: object, path: str) -> Any:
     if name in ("delay", "skew", "step"):
         return expect_duration(value, path)  # ms
     if name == "quota":
-        return expect_int(value, path, minimum=0)
+        return expect_int(value, path, minimum=0, maximum=MAX_NODE_COUNT)
     if name == "lag":
         return expect_int(value, path, minimum=1, maximum=MAX_LAG)  # records
     if name == "entries":

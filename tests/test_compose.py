@@ -53,16 +53,21 @@ needs_compose = pytest.mark.skipif(
 )
 
 
-def render(tmp_path_factory: pytest.TempPathFactory, **env: str) -> dict[str, Any]:
-    """`docker-compose config` with a clean environment plus `env`; the rendered file, parsed."""
+def compose_config(tmp_path_factory: pytest.TempPathFactory, **env: str) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config` with a clean environment plus `env` (a developer's ./.env ignored)."""
     assert COMPOSE is not None
-    empty_env_file = tmp_path_factory.mktemp("compose") / "empty.env"  # ignore a developer's ./.env
+    empty_env_file = tmp_path_factory.mktemp("compose") / "empty.env"
     empty_env_file.write_text("")
     clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(empty_env_file.parent), **env}
-    proc = subprocess.run(
+    return subprocess.run(
         [*COMPOSE, "--env-file", str(empty_env_file), "-f", str(COMPOSE_FILE), "config"],
         capture_output=True, text=True, env=clean, cwd=REPO, check=False, timeout=120,
     )
+
+
+def render(tmp_path_factory: pytest.TempPathFactory, **env: str) -> dict[str, Any]:
+    """`docker-compose config` with a clean environment plus `env`; the rendered file, parsed."""
+    proc = compose_config(tmp_path_factory, **env)
     assert proc.returncode == 0, f"docker-compose config failed:\n{proc.stderr}"
     config = yaml.safe_load(proc.stdout)
     assert isinstance(config, dict) and "services" in config
@@ -75,14 +80,6 @@ def cfg(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if COMPOSE is None:
         pytest.skip("neither docker-compose nor the docker compose plugin is installed")
     return render(tmp_path_factory, **SECRETS)
-
-
-@pytest.fixture(scope="module")
-def cfg_defaults(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Rendered with nothing set: `docker compose up` on a laptop must still work."""
-    if COMPOSE is None:
-        pytest.skip("neither docker-compose nor the docker compose plugin is installed")
-    return render(tmp_path_factory)
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -145,8 +142,26 @@ def compose_text() -> str:
 # --------------------------------------------------------------------------------- compose config
 
 @needs_compose
-def test_config_renders_with_defaults(cfg_defaults: dict[str, Any]) -> None:
-    assert set(cfg_defaults["services"]) >= SERVICES
+@pytest.mark.parametrize("given", [(), ("REDIS_PASSWORD",), ("RAY_AUTH_TOKEN",)], ids=["none", "redis", "ray"])
+def test_config_refuses_to_start_without_its_secrets(given: tuple[str, ...],
+                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Before: a missing secret fell back silently to a fixed password and token written in this file.
+    proc = compose_config(tmp_path_factory, **{name: SECRETS[name] for name in given})
+    assert proc.returncode != 0
+    missing = sorted(set(SECRETS) - set(given))
+    assert any(f"set {name}" in proc.stderr for name in missing), proc.stderr
+    assert "docs/deploy.md" in proc.stderr
+
+
+def test_no_default_secret_is_written_in_the_file() -> None:
+    text = compose_text()
+    for name in SECRETS:
+        uses = re.findall(r"\$\{" + name + r"([^}]*)\}", text)
+        assert uses, f"{name} is not used"
+        for rest in uses:
+            assert rest.startswith(":?"), f"${{{name}{rest}}}: a secret must be required (:?), never defaulted"
+    for old in ("dralab-dev-password", "dralab-dev-token"):
+        assert old not in text
 
 
 def test_services_exist(cfg: dict[str, Any]) -> None:
@@ -154,9 +169,8 @@ def test_services_exist(cfg: dict[str, Any]) -> None:
     assert not missing, f"services missing from docker-compose.yml: {sorted(missing)}"
 
 
-@pytest.mark.parametrize("which", ["cfg", "cfg_defaults"])
-def test_every_ray_container_has_the_same_token(which: str, request: pytest.FixtureRequest) -> None:
-    config = request.getfixturevalue(which)
+def test_every_ray_container_has_the_same_token(cfg: dict[str, Any]) -> None:
+    config = cfg
     services = config["services"]
     built_here = {name for name, svc in services.items() if "build" in svc}  # our image runs Ray
     tokens = {}
@@ -166,8 +180,7 @@ def test_every_ray_container_has_the_same_token(which: str, request: pytest.Fixt
         assert env.get("RAY_AUTH_TOKEN"), f"{name}: RAY_AUTH_TOKEN is not set"
         tokens[name] = env["RAY_AUTH_TOKEN"]
     assert len(set(tokens.values())) == 1, f"Ray containers disagree on RAY_AUTH_TOKEN: {sorted(tokens)}"
-    if which == "cfg":
-        assert set(tokens.values()) == {SECRETS["RAY_AUTH_TOKEN"]}, "RAY_AUTH_TOKEN from the environment is ignored"
+    assert set(tokens.values()) == {SECRETS["RAY_AUTH_TOKEN"]}, "RAY_AUTH_TOKEN from the environment is ignored"
 
 
 def test_ray_containers_share_one_image(cfg: dict[str, Any]) -> None:
@@ -219,11 +232,6 @@ def test_redis_requires_a_password_and_keeps_an_aof(cfg: dict[str, Any]) -> None
     assert "redis-cli" in health
     assert SECRETS["REDIS_PASSWORD"] not in health and " -a " not in f" {health} ", \
         "the healthcheck must take the password from REDISCLI_AUTH, not its command line"
-
-
-def test_redis_password_has_a_default(cfg_defaults: dict[str, Any]) -> None:
-    argv = argv_of(cfg_defaults["services"]["redis"]["command"])
-    assert flag(argv, "--requirepass"), "with REDIS_PASSWORD unset, Redis must still require a password"
 
 
 def test_no_port_is_published_beyond_loopback(cfg: dict[str, Any]) -> None:
@@ -414,6 +422,60 @@ def test_dockerignore_keeps_junk_out() -> None:
         assert junk in patterns, f".dockerignore should exclude {junk}"
     for kept in ("pyproject.toml", "cli", "core", "actors", "replay", "scenarios", "README.md", "docker"):
         assert kept not in patterns and f"/{kept}" not in patterns, f".dockerignore excludes {kept}"
+
+
+def test_images_are_pinned_exactly(cfg: dict[str, Any]) -> None:
+    # Before: redis:7-alpine, a tag that moves to every new 7.x release.
+    for name, svc in cfg["services"].items():
+        if "build" in svc:
+            continue
+        image = str(svc.get("image"))
+        repo, _, tag = image.partition(":")
+        assert re.match(r"\d+\.\d+\.\d+(-|$)", tag) or "@sha256:" in image, \
+            f"{name}: image {image} is not pinned to an exact version (major.minor.patch or a digest)"
+    base = [rest for op, rest in dockerfile_instructions() if op == "FROM"][-1].split()[0]
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-(bookworm|trixie|bullseye)", base), \
+        f"base image {base}: name the Python patch and the Debian release, or the tag floats"
+
+
+def _required_distributions() -> dict[str, str]:
+    """Every distribution `pip install .` installs (dralab's requirements without its extras, and theirs,
+    with the extras asked for), read from this venv's metadata: normalized name -> who needs it."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    needed: dict[str, str] = {}
+    todo: list[tuple[str, frozenset[str], str]] = [("dralab", frozenset(), "")]
+    seen: set[tuple[str, frozenset[str]]] = set()
+    while todo:
+        name, extras, parent = todo.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        if parent:
+            needed.setdefault(name, parent)
+        for text in importlib.metadata.requires(name) or []:
+            req = Requirement(text)
+            if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in (extras or {""})):
+                continue
+            todo.append((canonicalize_name(req.name), frozenset(req.extras), name))
+    return needed
+
+
+def test_constraints_pin_every_distribution_pip_install_installs() -> None:
+    # Before: 25 of them (numpy, matplotlib and its stack, pydantic, ...) were not pinned at all.
+    from packaging.utils import canonicalize_name
+
+    pins = {canonicalize_name(name): version for name, version in
+            (line.split("==", 1) for line in (DOCKER_DIR / "constraints.txt").read_text().splitlines()
+             if "==" in line and not line.startswith("#"))}
+    needed = _required_distributions()
+    assert {"ray", "redis", "hiredis", "numpy", "matplotlib"} <= set(needed)
+    missing = {name: parent for name, parent in needed.items() if name not in pins}
+    assert not missing, f"docker/constraints.txt does not pin (name: needed by): {missing}"
+    lines = [line for line in (DOCKER_DIR / "constraints.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert all(re.fullmatch(r"[a-z0-9-]+==[\w.]+", line) for line in lines), "one `name==version` a line"
 
 
 def test_image_pins_the_ray_we_test_with() -> None:
