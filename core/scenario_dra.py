@@ -36,7 +36,7 @@ from .provreq import (
 from .workloads import WORKLOAD_API_VERSION, WORKLOAD_KIND, check_workload
 
 if TYPE_CHECKING:
-    from .scenario import NodeGroup
+    from .scenario_model import NodeGroup
 
 __all__ = [
     "DRA_API_VERSION",
