@@ -216,14 +216,14 @@ class LiveRun:
         self.mode = "cluster" if options.ray_address else "local"
         self.trimmed = 0  # entries removed from the stream by trimming
         self.outages: list[float] = []  # seconds the bus was unreachable, per outage
-        self._lost_since: float | None = None
+        self.lost_since: float | None = None
         self._recover = False  # re-read the recorder's pending entries (a reply may have been lost)
         # What the observer task and the fold gather for metrics and the progress line.
         self.records_by_source: Counter[str] = Counter()
         self.events_by_source: Counter[str] = Counter()
         self.statuses: dict[str, dict[str, Any]] = {}  # latest status() per actor
         self.restarts: Counter[str] = Counter()  # restarts seen (the actor's pid changed)
-        self._pids: dict[str, int] = {}
+        self.pids: dict[str, int] = {}
         self.groups: dict[str, GroupInfo] = {}
         self.log_end = 0
         self.metrics: MetricsServer | None = None
@@ -289,21 +289,21 @@ class LiveRun:
         """Note an outage of the bus; False once it has lasted longer than ``reconnect_s``."""
         now = time.monotonic()
         self._recover = True
-        if self._lost_since is None:
-            self._lost_since = now
+        if self.lost_since is None:
+            self.lost_since = now
             log.warning("run.bus_unreachable", error=str(exc)[:300], waiting_s=self.options.reconnect_s)
-        if now - self._lost_since > self.options.reconnect_s:
+        if now - self.lost_since > self.options.reconnect_s:
             self.error = f"the log became unreachable mid-run: {exc}"
             log.error("run.bus_lost", error=str(exc), records_kept=len(self.entries))
             return False
         return True
 
     def _bus_back(self) -> None:
-        if self._lost_since is not None:
-            lasted = time.monotonic() - self._lost_since
+        if self.lost_since is not None:
+            lasted = time.monotonic() - self.lost_since
             self.outages.append(round(lasted, 2))
             log.warning("run.bus_back", after_s=round(lasted, 2), offset=self.state.offset)
-            self._lost_since = None
+            self.lost_since = None
 
     def _fold(self, entries: list[Entry]) -> None:
         for entry in entries:
@@ -361,9 +361,9 @@ class LiveRun:
             pid = status.get("pid")
             if pid is None:
                 continue
-            if self._pids.get(name, pid) != pid:
+            if self.pids.get(name, pid) != pid:
                 self.restarts[name] += 1
-            self._pids[name] = pid
+            self.pids[name] = pid
         return out
 
     async def poll(self) -> None:
@@ -501,7 +501,7 @@ class LiveRun:
             if opts.progress_every_s > 0 and time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + every_progress
                 self._progress(in_place)
-            if self._lost_since is not None:
+            if self.lost_since is not None:
                 continue  # never end a run on a view that may be behind the log
             if self.clock.now_ms() > self.scenario.duration_ms:
                 completed = True

@@ -37,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -46,13 +46,28 @@ from dralab.core.reactors.runtime_faults import Effect, is_active, runtime_effec
 from dralab.core.snapshot_codec import decode_state, encode_state
 from dralab.core.state import ClusterState, FaultState
 
-from .bus import BusUnavailable
+from .bus import Bus, BusUnavailable
 from .redis_bus import RedisBus
 from .wire import skip_record
 
 if TYPE_CHECKING:
-    from .live import LiveRun
     from .redis_server import RedisServer
+
+
+class LiveRunView(Protocol):
+    """What the driver's faults act on in a live run (actors/live.py's LiveRun, which imports this module):
+    its options, bus and fold, the reactor actors and where each reactor lives, the run's clock, the actors'
+    last known pids and since when the bus is unreachable."""
+
+    options: Any
+    bus: Bus
+    state: ClusterState
+    actors: dict[str, Any]
+    clock: Any
+    layout: dict[str, list[str]]
+    reactor_names: list[str]
+    lost_since: float | None
+    pids: dict[str, int]
 
 log = structlog.get_logger("dralab.faults")
 ACTOR_KINDS = frozenset({"partition", "stale-view", "delay", "duplicate", "clock-skew"})
@@ -168,7 +183,7 @@ class ActorFaults:
 class DriverFaults:
     """The runtime faults the driver plays on the actors' processes and on Redis (module docstring)."""
 
-    def __init__(self, run: LiveRun, redis: RedisServer | None = None) -> None:
+    def __init__(self, run: LiveRunView, redis: RedisServer | None = None) -> None:
         self.run = run
         self.redis = redis
         self.done: set[str] = set()  # one-shot faults (kill, redis-restart) already played
@@ -197,8 +212,8 @@ class DriverFaults:
             with contextlib.suppress(Exception):
                 status = await asyncio.wait_for(handle.status.remote(), timeout=3)
                 if status.get("pid") is not None:
-                    self.run._pids[actor] = int(status["pid"])
-        return self.run._pids.get(actor)
+                    self.run.pids[actor] = int(status["pid"])
+        return self.run.pids.get(actor)
 
     def _note(self, kind: str, fault: str, **fields: Any) -> None:
         entry = {"fault": fault, "kind": kind, "t_ms": self.run.clock.now_ms(), **fields}
@@ -262,7 +277,7 @@ class DriverFaults:
                 with contextlib.suppress(Exception):
                     status = await asyncio.wait_for(handle.status.remote(), timeout=5)
                     if status.get("pid") not in (None, old_pid) and status.get("ready"):
-                        self.run._pids[actor] = status["pid"]
+                        self.run.pids[actor] = status["pid"]
                         break
                 await asyncio.sleep(0.2)
         finally:
@@ -331,7 +346,7 @@ class DriverFaults:
         n, form = int(fault.params["entries"]), str(fault.params.get("form", "both"))
         forms = [form] * n if form != "both" else ["no-payload"] * ((n + 1) // 2) + ["auto-id"] * (n // 2)
         written, refused = self._foreign.setdefault(fault.fault, ([], [0]))
-        if self.run._lost_since is not None or (self.redis is not None and self.redis.pid is None):
+        if self.run.lost_since is not None or (self.redis is not None and self.redis.pid is None):
             return False  # the bus is away: try again on a later step
         for i in range(len(written) + refused[0], n):
             try:

@@ -48,7 +48,8 @@ from dralab.core.events import (
     encode_record,
 )
 from dralab.core.state import ClusterState
-from dralab.replay.logfile import DEFAULT_SNAPSHOT_EVERY, LogWriter, make_header, open_log
+from dralab.replay.logfile import DEFAULT_SNAPSHOT_EVERY, LogWriter, make_header
+from dralab.replay.logfile_reader import open_log
 
 PER_RECORD = 10
 MAINTENANCE = ({"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"},)

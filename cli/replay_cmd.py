@@ -117,7 +117,8 @@ def _at(args: argparse.Namespace) -> int:
     folded from there (replay/logfile_reader.py), and a window of the records before the point for what
     each reactor had seen."""
     from dralab.core.events import decode_record
-    from dralab.replay.logfile import LogFileError, open_log
+    from dralab.replay.logfile import LogFileError
+    from dralab.replay.logfile_reader import open_log
     from dralab.replay.timetravel import PointError, describe, parse_point, reactors_seen, render
 
     try:

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -33,9 +33,6 @@ from dralab.core.state import ClusterState
 
 from . import logfile_blocks as fmt
 from .output_files import commit_part, discard_part, open_part
-
-if TYPE_CHECKING:
-    from .logfile_reader import LogReader
 
 MAGIC = fmt.MAGIC2
 MAGIC1 = b"DRALOG1\n"
@@ -406,10 +403,3 @@ def _v1_frame(fh: BinaryIO, pos: int, size: int) -> tuple[int, bytes] | str | No
     if zlib.crc32(payload, zlib.crc32(offset.to_bytes(8, "big"))) != crc:
         return f"checksum mismatch at byte {pos} (offset {offset})"
     return offset, payload
-
-
-def open_log(path: str | os.PathLike[str]) -> LogReader:
-    """A lazy, indexed reader (time travel, big files); see logfile_reader.LogReader."""
-    from .logfile_reader import open_log as _open
-
-    return _open(path)

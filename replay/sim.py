@@ -24,13 +24,10 @@ from dralab.core.scenario import Scenario
 from dralab.core.state import ClusterState
 
 from .sim_faults import RuntimeFaults, runtime_fault_inputs
+from .sim_faults import SimulationStuck as SimulationStuck  # the simulator's error, raised by both settle loops
 
 NEVER = 2**62
 MAX_ROUNDS_PER_INSTANT = 10_000
-
-
-class SimulationStuck(RuntimeError):
-    """Reactors kept producing decisions at one instant: a livelock in the modelled system."""
 
 
 @dataclass
@@ -69,8 +66,8 @@ class Simulator:
         self.order_rng = random.Random(f"dralab-sim/{seed}")
         self.conflicts = 0
         self.decisions = {r.name: 0 for r in self.reactors}
-        self._seen = {r.name: -1 for r in self.reactors}
-        self._wake = {r.name: 0 for r in self.reactors}
+        self.seen = {r.name: -1 for r in self.reactors}
+        self.wake = {r.name: 0 for r in self.reactors}
         # Runtime faults (pauses, stale views, skewed clocks...: replay/sim_faults.py) take their own,
         # slower loop; a run without them keeps this module's loop, so its log is unchanged.
         self.runtime = RuntimeFaults(self, config_of(inputs)) if runtime_fault_inputs(inputs) else None
@@ -92,8 +89,8 @@ class Simulator:
         return offset
 
     def _due(self, reactor: Reactor, now: int) -> bool:
-        changed = reactor.trigger == "events" and self.state.offset > self._seen[reactor.name]
-        return changed or self._wake[reactor.name] <= now
+        changed = reactor.trigger == "events" and self.state.offset > self.seen[reactor.name]
+        return changed or self.wake[reactor.name] <= now
 
     def _settle(self, now: int) -> None:
         """Run reactors at `now` until none is due (a fixpoint)."""
@@ -104,8 +101,8 @@ class Simulator:
             proposals = []
             for reactor in due:  # all on the same view, as concurrent actors would
                 record, wake = decide(reactor, self.state, now, self.seed)
-                self._seen[reactor.name] = self.state.offset
-                self._wake[reactor.name] = NEVER if wake is None else wake
+                self.seen[reactor.name] = self.state.offset
+                self.wake[reactor.name] = NEVER if wake is None else wake
                 if record is not None:
                     proposals.append((reactor, record, expectations(record, self.state)))
             self.order_rng.shuffle(proposals)
@@ -115,7 +112,7 @@ class Simulator:
                     self.decisions[reactor.name] += 1
                 else:
                     self.conflicts += 1
-                    self._wake[reactor.name] = now  # lost the race: decide again on the fresh view
+                    self.wake[reactor.name] = now  # lost the race: decide again on the fresh view
         raise SimulationStuck(f"reactors still busy after {MAX_ROUNDS_PER_INSTANT} rounds at t={now} ms")
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> SimResult:
@@ -133,7 +130,7 @@ class Simulator:
             if progress is not None:
                 progress(now, duration)
             upcoming = self.inputs[next_input].t if next_input < len(self.inputs) else NEVER
-            wake = min(self._wake.values()) if self.runtime is None else self.runtime.next_time(now)
+            wake = min(self.wake.values()) if self.runtime is None else self.runtime.next_time(now)
             next_t = min(upcoming, wake)
             if next_t > duration:
                 break

@@ -33,8 +33,9 @@ however stale its view was:
 
 from __future__ import annotations
 
+import random
 from bisect import bisect_right
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from dralab.core.config import build_reactors
 from dralab.core.events import FaultInjected, Record, decode_record
@@ -42,10 +43,29 @@ from dralab.core.reactor import Reactor, decide, expectations
 from dralab.core.reactors.runtime_faults import Effect, is_runtime, runtime_effects, swizzle_pauses
 from dralab.core.state import ClusterState, FaultState
 
-if TYPE_CHECKING:
-    from .sim import Simulator
-
 NEVER = 2**62
+
+
+class SimulationStuck(RuntimeError):
+    """Reactors kept producing decisions at one instant: a livelock in the modelled system (raised by the
+    simulator's settle loop, plain or with runtime faults; replay/sim.py exports it)."""
+
+
+class Simulator(Protocol):
+    """What the faulted settle loop drives (replay/sim.py's Simulator, which imports this module): the
+    reactors and their fold, when each last looked and next wakes, and the log it appends to."""
+
+    seed: int
+    state: ClusterState
+    reactors: list[Reactor]
+    entries: list[tuple[int, bytes]]
+    order_rng: random.Random
+    conflicts: int
+    decisions: dict[str, int]
+    seen: dict[str, int]
+    wake: dict[str, int]
+
+    def append(self, record: Record) -> int: ...
 
 
 def runtime_fault_inputs(inputs: list[Record]) -> bool:
@@ -118,7 +138,7 @@ class RuntimeFaults:
         """The earliest time after `now` something is due: a reactor's wake (not a blocked one's), a
         fault's boundary, a record becoming visible to a delayed reactor."""
         effects = self.effects(now)
-        best = min((w for name, w in self.sim._wake.items() if not effects.get(name, Effect()).blocked),
+        best = min((w for name, w in self.sim.wake.items() if not effects.get(name, Effect()).blocked),
                    default=NEVER)
         for fault in self._runtime_faults(now):
             points = [fault.start_ms, fault.until_ms]
@@ -181,13 +201,13 @@ class RuntimeFaults:
                     continue
                 if name in self.blocked:  # back from a pause, a kill or a partition: catch up now
                     self.blocked.discard(name)
-                    sim._wake[name] = now
+                    sim.wake[name] = now
                 view = self.view(name, e, now)
-                seen = sim._seen[name]
+                seen = sim.seen[name]
                 # its view moved (a lagging one may move backwards, when its fault starts); one that was
                 # refused or asked to be woken at once on a lagging view waits for this (see `retry`)
                 moved = view.offset > seen if view is sim.state else view.offset != seen
-                if (moved and (reactor.trigger == "events" or name in self.retry)) or sim._wake[name] <= now:
+                if (moved and (reactor.trigger == "events" or name in self.retry)) or sim.wake[name] <= now:
                     due.append((reactor, e, view))
             if not due:
                 return
@@ -199,13 +219,13 @@ class RuntimeFaults:
                     record, wake = decide(runner, view, now + e.skew, sim.seed)
                     if record is not None:
                         proposals.append((reactor, record, expectations(record, view), lagging))
-                sim._seen[reactor.name] = view.offset
-                sim._wake[reactor.name] = NEVER if wake is None else wake - e.skew
+                sim.seen[reactor.name] = view.offset
+                sim.wake[reactor.name] = NEVER if wake is None else wake - e.skew
                 self.retry.discard(reactor.name)
-                if lagging and sim._wake[reactor.name] <= now:
+                if lagging and sim.wake[reactor.name] <= now:
                     # Overdue on its old view (a fault to end it does not see ended, say): deciding again
                     # at once would see the same view and make the same decision forever.
-                    sim._wake[reactor.name] = NEVER
+                    sim.wake[reactor.name] = NEVER
                     self.retry.add(reactor.name)
             sim.order_rng.shuffle(proposals)
             for reactor, record, expect, lagging in proposals:
@@ -220,7 +240,5 @@ class RuntimeFaults:
                     if lagging:
                         self.retry.add(reactor.name)  # again once its view moves, not on the same view
                     else:
-                        sim._wake[reactor.name] = now  # lost the race: decide again on the fresh view
-        from .sim import SimulationStuck
-
+                        sim.wake[reactor.name] = now  # lost the race: decide again on the fresh view
         raise SimulationStuck(f"reactors still busy after {max_rounds} rounds at t={now} ms (runtime faults)")

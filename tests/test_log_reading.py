@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from dralab.cli import main
 from dralab.core.events import PodFinished, Record, encode_record
 from dralab.replay import logfile_blocks as fmt
-from dralab.replay.logfile import LogFileError, LogStream, make_header, open_log, read_log, write_log
+from dralab.replay.logfile import LogFileError, LogStream, make_header, read_log, write_log
+from dralab.replay.logfile_reader import open_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 SOURCE = read_log(FIXTURES / "late-resourceslices-count.format1.dralog")  # 23 records of a real run

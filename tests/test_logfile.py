@@ -18,7 +18,8 @@ from dralab.core.events import LogDecodeError, PodFinished, decode_record
 from dralab.core.snapshot_codec import encode_state
 from dralab.core.state import ClusterState
 from dralab.replay import logfile_blocks as fmt
-from dralab.replay.logfile import LogFileError, LogWriter, make_header, open_log, read_log, record_time, write_log
+from dralab.replay.logfile import LogFileError, LogWriter, make_header, read_log, record_time, write_log
+from dralab.replay.logfile_reader import open_log
 from dralab.replay.verify import verify
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
