@@ -252,7 +252,7 @@ class Bus(Protocol):
         ...
 
     async def put_snapshot(self, name: str, offset: int, data: bytes) -> None:
-        """Store ``data`` (a state snapshot at log ``offset``, see core/snapshot_codec.py) as the
+        """Store ``data`` (a state snapshot at log ``offset``, see core/state/codec.py) as the
         latest snapshot of ``name`` (a reactor), replacing any earlier one whatever its offset.
         Snapshot and offset are written together (atomically): ``get_snapshot`` never sees one
         without the other. Snapshots are a cache of the log: trimming does not touch them."""

@@ -38,13 +38,13 @@ from typing import Any
 import ray
 import structlog
 
-from dralab.core.config import build_reactors, run_config
-from dralab.core.events import Record, encode_record
-from dralab.core.inputs import scenario_inputs
-from dralab.core.invariants import Violation
-from dralab.core.log_check import RunChecks
-from dralab.core.scenario import Scenario
-from dralab.core.state import ClusterState
+from dralab.core.checks.invariants import Violation
+from dralab.core.checks.log_check import RunChecks
+from dralab.core.log.events import Record, encode_record
+from dralab.core.run.config import build_reactors, run_config
+from dralab.core.run.inputs import scenario_inputs
+from dralab.core.scenario.load import Scenario
+from dralab.core.state.cluster import ClusterState
 
 from .bus import RECORDER_GROUP, Bus, BusUnavailable, Entry, GroupInfo
 from .bus_factory import BusSpec, open_bus
@@ -94,7 +94,7 @@ class LiveOptions:
     metrics_host: str = "127.0.0.1"
     snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)  # when reactor actors save their view
     trim_every_s: float = 5.0  # trim the stream this often (0: never; the stream keeps the whole run)
-    drivers_shards: int = 1  # device-driver actors, each hosting a share of the nodes (core/reactors/drivers.py)
+    drivers_shards: int = 1  # device-driver actors, each hosting a share of the nodes (core/controllers/drivers.py)
     hosts: int = 0  # 0: one actor per reactor; N: the reactors dealt into N host actors (actors/hosts.py)
     gc_tenure_every: int = 0  # the driver's GC tuning (actors/gc_tuning.py; process-wide: `dralab run` turns it on)
     reconnect_s: float = 60.0  # how long the driver waits for an unreachable bus before giving up

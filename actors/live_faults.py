@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from dralab.core.events import LogDecodeError, decode_record
-from dralab.core.reactors.runtime_faults import Effect, is_active, runtime_effects, swizzle_pauses
-from dralab.core.snapshot_codec import decode_state, encode_state
-from dralab.core.state import ClusterState, FaultState
+from dralab.core.cluster.runtime_faults import Effect, is_active, runtime_effects, swizzle_pauses
+from dralab.core.log.events import LogDecodeError, decode_record
+from dralab.core.state.cluster import ClusterState, FaultState
+from dralab.core.state.codec import decode_state, encode_state
 
 from .bus import Bus, BusUnavailable
 from .redis_bus import RedisBus

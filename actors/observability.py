@@ -27,8 +27,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from dralab.core.state import ClusterState
-from dralab.core.waits import pending_cause
+from dralab.core.analysis.waits import pending_cause
+from dralab.core.state.cluster import ClusterState
 
 from .bus import GroupInfo
 

@@ -28,7 +28,7 @@ Why the shape:
   in the simulator (which folds once for all reactors too).
 - Every ``SnapshotPolicy.every`` applied entries (and at least every ``max_age_s`` while entries
   arrive, at most every ``min_gap_s``) the view is saved as a state snapshot next to the log
-  (``Bus.put_snapshot``, core/snapshot_codec.py). A restart decodes the latest one and folds only
+  (``Bus.put_snapshot``, core/state/codec.py). A restart decodes the latest one and folds only
   the tail; a snapshot that cannot be used (corrupt, another format, ahead of the log, another
   run) is ignored and the view refolded from the start of the log. The driver trims the log only
   below every reactor's latest snapshot (actors/live.py), so the tail is always there.
@@ -47,12 +47,12 @@ from typing import Any
 import ray
 import structlog
 
-from dralab.core.config import build_reactors
-from dralab.core.events import LogDecodeError, RunStarted, decode_record, encode_record
-from dralab.core.reactor import Reactor, decide, expectations
-from dralab.core.reactors.runtime_faults import Effect
-from dralab.core.snapshot_codec import SnapshotError, decode_state, encode_state
-from dralab.core.state import ClusterState
+from dralab.core.cluster.runtime_faults import Effect
+from dralab.core.engine.contract import Reactor, decide, expectations
+from dralab.core.log.events import LogDecodeError, RunStarted, decode_record, encode_record
+from dralab.core.run.config import build_reactors
+from dralab.core.state.cluster import ClusterState
+from dralab.core.state.codec import SnapshotError, decode_state, encode_state
 
 from .bus import Bus, BusUnavailable, Conflict, Entry
 from .bus_factory import BusSpec, open_bus

@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from dralab.core.config import policies
-from dralab.core.events import LogDecodeError, RunStarted, decode_record, encode_record
+from dralab.core.log.events import LogDecodeError, RunStarted, decode_record, encode_record
+from dralab.core.run.config import policies
 
 from .bus import BusUnavailable, Entry
 from .redis_bus import RedisBus, _secrets, redact_url

@@ -26,8 +26,8 @@ from typing import Any
 
 import structlog
 
-from dralab.core.events import LogDecodeError, Record, decode_record
-from dralab.core.state import ClusterState
+from dralab.core.log.events import LogDecodeError, Record, decode_record
+from dralab.core.state.cluster import ClusterState
 
 from .bus import Bus, Entry
 

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing: not needed when installed
     sys.path.insert(0, str(ROOT))
 
-from dralab.core.audit import audit, schedule  # noqa: E402
+from dralab.core.analysis.audit import audit, schedule  # noqa: E402
 from dralab.core.dra.api import parse_documents  # noqa: E402
 from dralab.core.dra.model import Inventory  # noqa: E402
 

@@ -24,7 +24,9 @@ import random
 import time
 from typing import Any
 
-from dralab.core.events import (
+from dralab.core.autoscaler.reactor import Autoscaler
+from dralab.core.controllers.claims import claim_manifest
+from dralab.core.log.events import (
     AnyEvent,
     ClaimAllocated,
     PodBound,
@@ -34,11 +36,9 @@ from dralab.core.events import (
     ResourceClaimCreated,
     pod_key,
 )
-from dralab.core.inputs import setup_record
-from dralab.core.reactors.autoscaler import Autoscaler
-from dralab.core.reactors.claims import claim_manifest
-from dralab.core.scenario import parse_scenario
-from dralab.core.state import ClusterState
+from dralab.core.run.inputs import setup_record
+from dralab.core.scenario.load import parse_scenario
+from dralab.core.state.cluster import ClusterState
 
 DRIVER = "gpu.example.com"
 GPUS_PER_NODE = 8

@@ -46,8 +46,8 @@ from _common import redis_benchmark
 from dralab.actors.live import LiveOptions, LiveRun, live_bus, ray_runtime
 from dralab.actors.reactor_actor import SnapshotPolicy
 from dralab.actors.redis_server import private_redis_server
-from dralab.core.events import Record, ScaleUpRequested
-from dralab.core.scenario import Scenario, parse_scenario
+from dralab.core.log.events import Record, ScaleUpRequested
+from dralab.core.scenario.load import Scenario, parse_scenario
 
 GROUP = "gpu"
 DRIVER = "gpu.example.com"

@@ -22,7 +22,7 @@ from typing import Any
 from day_bench import scenario as day_scenario
 
 from dralab.chaos_cmd import _Progress, run_seeds
-from dralab.core.scenario import parse_scenario
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.chaos import DEFAULT_KINDS, ChaosOptions
 
 

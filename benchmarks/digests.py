@@ -43,7 +43,7 @@ def scenario_files() -> list[Path]:
 def scenario_digests(files: list[Path] | None = None) -> dict[str, str]:
     import msgspec
 
-    from dralab.core.scenario import Policy, load_scenario
+    from dralab.core.scenario.load import Policy, load_scenario
     from dralab.replay.sim import SimulationStuck, Simulator
 
     out: dict[str, str] = {}
@@ -75,7 +75,7 @@ def day_digest(hours: float, nodes: int, seed: int = 1) -> dict[str, str]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from day_bench import scenario
 
-    from dralab.core.scenario import parse_scenario
+    from dralab.core.scenario.load import parse_scenario
     from dralab.replay.sim import Simulator
 
     sc = parse_scenario(scenario(hours, nodes, seed), "day-bench")

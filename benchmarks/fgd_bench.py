@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dralab.core.scenario import parse_scenario
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.fgd import run_seed
 from dralab.replay.fgd_cluster import build_cluster
 from dralab.replay.fgd_policies import POLICY_NAMES

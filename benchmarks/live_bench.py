@@ -46,9 +46,9 @@ from dralab.actors.memory_bus import MemoryBus
 from dralab.actors.reactor_actor import Hosted, ReactorLoop
 from dralab.actors.redis_bus import RedisBus
 from dralab.actors.redis_server import private_redis_server
-from dralab.core.events import PodCreated, Record, RunStarted, encode_record
-from dralab.core.reactor import Decision
-from dralab.core.state import ClusterState
+from dralab.core.engine.contract import Decision
+from dralab.core.log.events import PodCreated, Record, RunStarted, encode_record
+from dralab.core.state.cluster import ClusterState
 
 REACTORS = ["scheduler", "autoscaler", "cloud", "lifecycle", "drivers", "claims"]
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "default"},
@@ -140,7 +140,7 @@ def recorder(url: str, stream: str, total: int, tenure_every: int, ready: Any, o
 
         from dralab.actors.bus_factory import BusSpec
         from dralab.actors.live import LiveOptions, LiveRun
-        from dralab.core.scenario import load_scenario
+        from dralab.core.scenario.load import load_scenario
 
         configure("console", "info")
         bus = await RedisBus.connect(url, stream)

@@ -23,9 +23,9 @@ from typing import Any
 import day_bench
 import scaleup_bench
 
-from dralab.core.events import decode_record
-from dralab.core.scenario import parse_scenario
-from dralab.core.state import ClusterState
+from dralab.core.log.events import decode_record
+from dralab.core.scenario.load import parse_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import Simulator
 from dralab.replay.verify import verify

@@ -15,7 +15,7 @@ import hashlib
 
 from _common import last_cpu_s, timed_run
 
-from dralab.core.scenario import parse_scenario
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.sim import Simulator
 
 GPU_NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {},

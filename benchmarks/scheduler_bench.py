@@ -17,7 +17,7 @@ from typing import Any
 
 from _common import timed_run
 
-from dralab.core.scenario import parse_scenario
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.sim import Simulator
 
 

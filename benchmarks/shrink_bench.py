@@ -34,9 +34,9 @@ from typing import Any
 import day_bench
 from day_bench import _pod
 
-from dralab.core.config import policies, run_config
-from dralab.core.events import Record, decode_record
-from dralab.core.scenario import parse_scenario
+from dralab.core.log.events import Record, decode_record
+from dralab.core.run.config import policies, run_config
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.logfile import make_header, write_log
 from dralab.replay.outcomes import resolve_target
 from dralab.replay.shrink import Shrinker, final_log

@@ -5,7 +5,7 @@
 Simulates day_bench's cluster (its scenario builder, `--hours` of the day from 06:00, `--nodes` nodes,
 invariants off), then times, on the state at the end of the run:
 - refolding the whole log as a restarted actor does today (decode every record, apply it);
-- `encode_state` and `decode_state` (core/snapshot_codec.py), and the snapshot's size;
+- `encode_state` and `decode_state` (core/state/codec.py), and the snapshot's size;
 - a restart from a snapshot taken 90% of the way: decode it, then fold the last 10% of the log.
 Each time is the best of `--repeat` runs. The decoded state is checked to encode to the same bytes.
 """
@@ -19,10 +19,10 @@ from typing import TypeVar
 
 from day_bench import scenario
 
-from dralab.core.events import decode_record
-from dralab.core.scenario import parse_scenario
-from dralab.core.snapshot_codec import decode_state, encode_state
-from dralab.core.state import ClusterState
+from dralab.core.log.events import decode_record
+from dralab.core.scenario.load import parse_scenario
+from dralab.core.state.cluster import ClusterState
+from dralab.core.state.codec import decode_state, encode_state
 from dralab.replay.sim import Simulator
 
 T = TypeVar("T")

@@ -4,7 +4,7 @@
         [--snapshot-every N] [--compression zstd|zlib|none] [--travels 20] [--seed 1] [--out FILE] [--keep]
         [--no-gc] [--profile]
 
-The log is synthesized directly with the event types of core/events.py (the simulator would take hours
+The log is synthesized directly with the event types of core/log/events.py (the simulator would take hours
 to make 10 million events): `--nodes` nodes of 8 GPUs, then cycles in which one pod per node is created
 (8 GPUs), the nodes are cordoned for maintenance (a taint), the scheduler writes each pending pod's
 Unschedulable condition on every attempt while the maintenance controller flaps the taints, the taints
@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dralab.core.events import (
+from dralab.core.log.events import (
     NodeCreated,
     NodeReady,
     NodeTaintsChanged,
@@ -47,7 +47,7 @@ from dralab.core.events import (
     decode_record,
     encode_record,
 )
-from dralab.core.state import ClusterState
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.logfile import DEFAULT_SNAPSHOT_EVERY, LogWriter, make_header
 from dralab.replay.logfile_reader import open_log
 

@@ -52,7 +52,7 @@ def render_table(report: dict[str, Any]) -> str:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from dralab.core.audit import audit
+    from dralab.core.analysis.audit import audit
 
     report = audit(load_inventory(args.files))
     if args.output == "json":
@@ -63,7 +63,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    from dralab.core.audit import schedule
+    from dralab.core.analysis.audit import schedule
 
     emit(schedule(load_inventory(args.files)), args.output)
     return 0

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
-from dralab.core.limits import seed_error
+from dralab.core.kube.limits import seed_error
 
 from .inputs import InputError
 

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from dralab.core.limits import MAX_SEED
+from dralab.core.kube.limits import MAX_SEED
 
 from .inputs import InputError, add_output_format, load_scenario_input, output_dir, resolve_output
 from .pool import finished

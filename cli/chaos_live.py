@@ -33,10 +33,10 @@ from typing import Any
 
 from dralab.actors.live import LiveOptions, LiveResult, ray_runtime, run_live_async
 from dralab.actors.redis_server import redis_server_available
-from dralab.core.events import decode_record
-from dralab.core.invariants_liveness import DEFAULT_BOUND_MS
-from dralab.core.log_check import check_records
-from dralab.core.scenario import Scenario
+from dralab.core.checks.liveness import DEFAULT_BOUND_MS
+from dralab.core.checks.log_check import check_records
+from dralab.core.log.events import decode_record
+from dralab.core.scenario.load import Scenario
 from dralab.replay.chaos import (
     DIVERGENCE,
     RUN_ERROR,

@@ -1,4 +1,4 @@
-"""`dralab check FILE`: every invariant over a recorded log, in one pass (core/log_check.py).
+"""`dralab check FILE`: every invariant over a recorded log, in one pass (core/checks/log_check.py).
 
   --invariant NAME        check only this invariant (repeatable; default: all of them)
   --liveness-bound DUR    how long a pod may fit and stay pending (default 10m; 90s, 5m, 1h30m; bare number: s)
@@ -46,7 +46,7 @@ class _Decoded:
         self.error: str | None = None
 
     def __iter__(self) -> Iterator[Any]:
-        from dralab.core.events import LogDecodeError
+        from dralab.core.log.events import LogDecodeError
 
         try:
             yield from self.logf.records()
@@ -57,8 +57,8 @@ class _Decoded:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from dralab.core.durations import DurationError, parse_duration
-    from dralab.core.log_check import ALL_INVARIANTS, LogCheckError, check_records, unknown_invariants
+    from dralab.core.checks.log_check import ALL_INVARIANTS, LogCheckError, check_records, unknown_invariants
+    from dralab.core.kube.durations import DurationError, parse_duration
 
     unknown = unknown_invariants(args.invariant)
     if unknown:

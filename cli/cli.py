@@ -138,9 +138,9 @@ def _seed(args: argparse.Namespace, scenario: Any) -> int:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
-    from dralab.core.config import policies, run_config
-    from dralab.core.metrics import metrics_from_entries
-    from dralab.core.summary import render_text, summarize
+    from dralab.core.analysis.metrics import metrics_from_entries
+    from dralab.core.analysis.summary import render_text, summarize
+    from dralab.core.run.config import policies, run_config
     from dralab.replay.logfile import make_header, write_log
     from dralab.replay.sim import Simulator
 
@@ -171,8 +171,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dralab.actors.gc_tuning import TENURE_EVERY
     from dralab.actors.live import BadRedisURL, LiveOptions, ServiceUnavailable, StreamInUse, run_live
     from dralab.actors.reactor_actor import SnapshotPolicy
-    from dralab.core.metrics import metrics_from_entries
-    from dralab.core.summary import render_text, summarize
+    from dralab.core.analysis.metrics import metrics_from_entries
+    from dralab.core.analysis.summary import render_text, summarize
 
     scenario = load_scenario_input(args.scenario, args.autoscaler)
     output_file(args.log_file, "--log")  # before anything starts: the file is made once Redis and Ray answer
@@ -256,7 +256,7 @@ def _run_log(args: argparse.Namespace, scenario: Any, seed: int) -> Any:
     if not args.log_file:
         return None
     from dralab.actors.log_sink import RecordSink
-    from dralab.core.config import policies, run_config
+    from dralab.core.run.config import policies, run_config
     from dralab.replay.logfile import LogWriter, make_header
 
     header = make_header(scenario=scenario.name, seed=seed, policy=policies(run_config(scenario)),

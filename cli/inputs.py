@@ -32,7 +32,7 @@ def load_scenario_input(path: str, autoscaler: str | None = None) -> Any:
     """A scenario file (with `--autoscaler` applied, if given), or InputError naming the file and field."""
     import msgspec
 
-    from dralab.core.scenario import Policy, ScenarioError, load_scenario
+    from dralab.core.scenario.load import Policy, ScenarioError, load_scenario
 
     try:
         scenario = load_scenario(path)
@@ -67,7 +67,7 @@ def stream_log_file(path: str) -> Any:
 def reading(path: str) -> Iterator[None]:
     """Where a log is iterated: a record that does not decode, a file refused on the way (its budget) or
     one that cannot be read any more is InputError naming the file (exit 2), not a traceback."""
-    from dralab.core.events import LogDecodeError
+    from dralab.core.log.events import LogDecodeError
     from dralab.replay.logfile import LogFileError
 
     try:

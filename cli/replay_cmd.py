@@ -79,7 +79,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace, logf: Any) -> int:
-    from dralab.core.invariants import check
+    from dralab.core.checks.invariants import check
     from dralab.replay.verify import verify
 
     started = time.perf_counter()
@@ -116,7 +116,7 @@ def _at(args: argparse.Namespace) -> int:
     """Seeks instead of reading the whole file: the nearest snapshot at or before the point, the tail
     folded from there (replay/logfile_reader.py), and a window of the records before the point for what
     each reactor had seen."""
-    from dralab.core.events import decode_record
+    from dralab.core.log.events import decode_record
     from dralab.replay.logfile import LogFileError
     from dralab.replay.logfile_reader import open_log
     from dralab.replay.timetravel import PointError, describe, parse_point, reactors_seen, render
@@ -168,7 +168,7 @@ def _explain(args: argparse.Namespace, logf: Any) -> int:
 
 
 def _whatif(args: argparse.Namespace, logf: Any) -> int:
-    from dralab.core.events import LogDecodeError
+    from dralab.core.log.events import LogDecodeError
     from dralab.replay.logfile import make_header, write_log
     from dralab.replay.whatif_run import SettingError, render_table, run_whatif, side_by_side
 

@@ -76,7 +76,7 @@ def render_text(summary: dict[str, Any]) -> str:
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
-    from dralab.core.config import policies
+    from dralab.core.run.config import policies
     from dralab.replay.logfile import make_header, write_log
     from dralab.replay.outcomes import resolve_target, target_names
     from dralab.replay.shrink import Shrinker, final_log

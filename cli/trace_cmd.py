@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from dralab.core.limits import MAX_CLUSTER_TIME_MS
+from dralab.core.kube.limits import MAX_CLUSTER_TIME_MS
 
 from .bounds import seed_arg
 from .chaos_cmd import cores, parse_seeds
@@ -71,7 +71,7 @@ def load_cluster(nodes: str, pods: str) -> tuple[Any, str]:
 
 def load_trace(nodes: str, pods: str) -> tuple[Any, str, tuple[int, ...]]:
     """:func:`load_cluster` and the cluster's nodes in the trace's node-name order (for `--compat`)."""
-    from dralab.core.scenario import ScenarioError, parse_scenario
+    from dralab.core.scenario.load import ScenarioError, parse_scenario
     from dralab.replay.fgd_cluster import ClusterError, build_cluster, trace_order
     from dralab.replay.openb import OpenbError, read_nodes, read_pods, to_scenario
 
@@ -240,7 +240,7 @@ def add_time_aware_options(p: Any) -> None:
 
 
 def _time_aware_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
-    from dralab.core.durations import parse_duration
+    from dralab.core.kube.durations import parse_duration
     from dralab.replay.trace_runs import openb_document, philly_document, pollux_document
 
     low, _, high = args.provision_delay.partition("-")

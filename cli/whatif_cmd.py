@@ -2,7 +2,7 @@
 
 Reads the dump as `dralab audit` does and a file of candidate node groups (the scenario's `spec.nodeGroups[]`
 entries, as a list or under `nodeGroups:`), runs the real claim controller, scheduler and autoscaler on it
-(dralab.core.whatif) and prints per policy the scale-ups, their cost and which pods would then run. Exit 0;
+(dralab.core.analysis.whatif) and prints per policy the scale-ups, their cost and which pods would then run. Exit 0;
 exit 2 when an input is invalid (file, path to the field, what was expected).
 """
 
@@ -41,10 +41,10 @@ def add_parser(sub: Any) -> None:
 
 def load_node_groups(file: str) -> Any:
     """The node groups of `file`, checked by the scenario's parser; InputError names the file and field."""
-    from dralab.core._fields import FieldError
-    from dralab.core._yaml import YamlError, load_yaml_file
-    from dralab.core.scenario import MAX_FILE_BYTES, ScenarioError
-    from dralab.core.whatif import parse_node_groups
+    from dralab.core.analysis.whatif import parse_node_groups
+    from dralab.core.kube.fields import FieldError
+    from dralab.core.kube.yaml_files import YamlError, load_yaml_file
+    from dralab.core.scenario.load import MAX_FILE_BYTES, ScenarioError
 
     try:
         data = load_yaml_file(file, max_bytes=MAX_FILE_BYTES)
@@ -91,7 +91,7 @@ def render_table(report: dict[str, Any]) -> str:
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    from dralab.core.whatif import whatif
+    from dralab.core.analysis.whatif import whatif
 
     inv = load_inventory(args.files)
     groups = load_node_groups(args.node_groups)

@@ -25,14 +25,13 @@ from typing import Any
 
 import msgspec
 
-from dralab.core.config import policies, run_config
-from dralab.core.durations import format_duration
-from dralab.core.events import Record, decode_record
-from dralab.core.inputs import SOURCE
-from dralab.core.invariants_liveness import DEFAULT_BOUND_MS
-from dralab.core.reactors.nodes import node_name
-from dralab.core.scenario import Scenario
-from dralab.core.scenario_faults import (
+from dralab.core.checks.liveness import DEFAULT_BOUND_MS
+from dralab.core.cluster.nodes import node_name
+from dralab.core.kube.durations import format_duration
+from dralab.core.log.events import Record, decode_record
+from dralab.core.run.config import policies, run_config
+from dralab.core.run.inputs import SOURCE
+from dralab.core.scenario.faults import (
     BUS_KINDS,
     FAULT_KINDS,
     FOREIGN_FORMS,
@@ -42,6 +41,7 @@ from dralab.core.scenario_faults import (
     Fault,
     check_fault,
 )
+from dralab.core.scenario.load import Scenario
 from dralab.replay.logfile import make_header, write_log
 from dralab.replay.sim import SimulationStuck, Simulator
 

@@ -24,9 +24,9 @@ from typing import Any
 from dralab.core.dra.api import parse_documents
 from dralab.core.dra.cel import CelMatcher
 from dralab.core.dra.model import Device
-from dralab.core.resources import pod_requests
-from dralab.core.scenario import Scenario, replica_name
-from dralab.core.scenario_dra import render_slices
+from dralab.core.kube.resources import pod_requests
+from dralab.core.scenario.dra import render_slices
+from dralab.core.scenario.load import Scenario, replica_name
 
 from .fgd_policies import NodeInfo, Shape
 from .openb import DRIVER, GPU_MILLI, GPU_SPEC_ANNOTATION

@@ -27,9 +27,9 @@ from typing import Any, BinaryIO
 import msgspec
 
 from dralab import __version__
-from dralab.core.events import LogDecodeError, Record, decode_record
-from dralab.core.snapshot_codec import SnapshotError, encode_state
-from dralab.core.state import ClusterState
+from dralab.core.log.events import LogDecodeError, Record, decode_record
+from dralab.core.state.cluster import ClusterState
+from dralab.core.state.codec import SnapshotError, encode_state
 
 from . import logfile_blocks as fmt
 from .output_files import commit_part, discard_part, open_part

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any, BinaryIO
 
-from dralab.core.events import decode_record
-from dralab.core.snapshot_codec import SnapshotError, decode_state
-from dralab.core.state import ClusterState
+from dralab.core.log.events import decode_record
+from dralab.core.state.cluster import ClusterState
+from dralab.core.state.codec import SnapshotError, decode_state
 
 from . import logfile_blocks as fmt
 from .logfile import LogFileError, open_file, read_head, read_log, record_time

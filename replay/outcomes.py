@@ -1,7 +1,7 @@
 """Targets of `dralab shrink`: what must still happen in a run for a smaller run to count as failing.
 
 A target is either an invariant (a name of `core.invariants.INVARIANTS`, seen by the simulator's
-monitor after every record; or, when `core/log_check.py` exists, one of its `ALL_INVARIANTS`, checked
+monitor after every record; or, when `core/checks/log_check.py` exists, one of its `ALL_INVARIANTS`, checked
 over the finished log) or a named *outcome*, a function of the simulated log:
 
 - ``double-scale-up``: a `ScaleUpRequested` event names (in its `pods`) a pod that an earlier
@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dralab.core.events import Record, ScaleUpRequested, decode_record
-from dralab.core.invariants import INVARIANTS
-from dralab.core.metrics import metrics_from_entries
-from dralab.core.state import ClusterState
+from dralab.core.analysis.metrics import metrics_from_entries
+from dralab.core.checks.invariants import INVARIANTS
+from dralab.core.log.events import Record, ScaleUpRequested, decode_record
+from dralab.core.state.cluster import ClusterState
 
 
 class Watch:
@@ -82,7 +82,7 @@ class _PodPending(Watch):
 
 
 class _MonitorInvariant(Watch):
-    """An invariant of core/invariants.py: the simulator's monitor reports it as soon as it breaks."""
+    """An invariant of core/checks/invariants.py: the simulator's monitor reports it as soon as it breaks."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -96,7 +96,7 @@ class _MonitorInvariant(Watch):
 
 
 class _LogCheckInvariant(Watch):
-    """An invariant of core/log_check.py (if present): checked over the finished log, where = its first
+    """An invariant of core/checks/log_check.py (if present): checked over the finished log, where = its first
     violation."""
 
     def __init__(self, name: str) -> None:
@@ -124,9 +124,9 @@ OUTCOMES: dict[str, Target] = {
 
 
 def _log_check() -> Any:
-    """core/log_check.py, if this checkout has it (its invariants are accepted as targets too)."""
+    """core/checks/log_check.py, if this checkout has it (its invariants are accepted as targets too)."""
     try:
-        from dralab.core import log_check  # type: ignore[attr-defined,unused-ignore]
+        from dralab.core.checks import log_check  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         return None
     return log_check
@@ -147,5 +147,6 @@ def resolve_target(name: str) -> Target:
         return Target(name, "invariant", True, lambda: _MonitorInvariant(name),
                       (INVARIANTS[name].__doc__ or "").strip().split("\n")[0])
     if name in target_names():
-        return Target(name, "invariant", False, lambda: _LogCheckInvariant(name), "an invariant of core/log_check.py")
+        return Target(name, "invariant", False, lambda: _LogCheckInvariant(name),
+                      "an invariant of core/checks/log_check.py")
     raise KeyError(name)

@@ -1,7 +1,7 @@
 """The series `dralab report` draws, extracted from a run's log in one pass (pure: no clock, no I/O).
 
 Why one pass: a 1,000-node day is hundreds of thousands of records, and folding it once per plot would
-make a report take minutes. :func:`extract` drives the incremental fold behind core/metrics.py (its
+make a report take minutes. :func:`extract` drives the incremental fold behind core/analysis/metrics.py (its
 `MetricsFold`: the same GPU counting, pending reasons and idle definition as the summary's metrics, so the
 report and `dralab sim`'s numbers cannot disagree) and samples what it keeps after every record. A sample
 is taken at the record's cluster time (clamped never to go backwards, as the metrics clamp it); several
@@ -9,10 +9,10 @@ records at one instant give one sample, the state after the last of them; a samp
 one is dropped. So every series is a step function: `values[i]` holds from `t[i]` until `t[i + 1]`.
 
 The headline numbers are the metrics of that same fold (`MetricsFold.result`, the code
-:func:`dralab.core.metrics.compute_metrics` returns through; tests/test_report.py checks they are equal):
+:func:`dralab.core.analysis.metrics.compute_metrics` returns through; tests/test_report.py checks they are equal):
 folding twice would double the time of a big report.
 The run ends at the last record (a log does not say the scenario's duration). The final counts are
-:func:`dralab.core.summary.summarize` of the final state.
+:func:`dralab.core.analysis.summary.summarize` of the final state.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dralab.core.events import Record, ScaleUpFailed, ScaleUpRequested
-from dralab.core.metrics import MetricsFold, RunMetrics
-from dralab.core.state import ClusterState
-from dralab.core.summary import summarize
+from dralab.core.analysis.metrics import MetricsFold, RunMetrics
+from dralab.core.analysis.summary import summarize
+from dralab.core.log.events import Record, ScaleUpFailed, ScaleUpRequested
+from dralab.core.state.cluster import ClusterState
 
 NODE_STATES = ("provisioning", "not ready", "ready")  # live states, stacked; "deleted" is cumulative
 DELETED = "deleted"

@@ -34,7 +34,7 @@ NOTES = {
                "yet). Purple ticks: the autoscaler's scale-up decisions; crosses: scale-ups the cloud refused.",
     "nodes": "Nodes of each node group, stacked by state: provisioning (the cloud is making the VM, no Node "
              "yet), not ready (registered, not Ready), ready. Dashed: nodes deleted so far.",
-    "gpus": "GPUs as core/metrics.py counts them (extended */gpu resources and DRA devices). Paid: GPUs of "
+    "gpus": "GPUs as core/analysis/metrics.py counts them (extended */gpu resources and DRA devices). Paid: GPUs of "
             "every registered node; used: GPUs of bound pods; idle: unused GPUs of Ready nodes that no "
             "pending pod could use, plus GPUs held at Permit. The lower plot: idle / paid, and used / GPUs of "
             "Ready nodes.",

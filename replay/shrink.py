@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dralab.core.events import Record
+from dralab.core.log.events import Record
 from dralab.replay.outcomes import Target, Watch
 from dralab.replay.shrink_units import KINDS, Atom, InputSet
 from dralab.replay.sim import SimResult, SimulationStuck, Simulator

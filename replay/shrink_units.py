@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dralab.core.events import (
+from dralab.core.log.events import (
     AnyEvent,
     NodeCreated,
     NodeGroupDefined,

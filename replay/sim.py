@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dralab.core.config import build_reactors, run_config
-from dralab.core.events import Record, RunStarted, encode_record
-from dralab.core.inputs import scenario_inputs
-from dralab.core.invariants import Violation
-from dralab.core.log_check import RunChecks
-from dralab.core.reactor import Reactor, decide, expectations
-from dralab.core.scenario import Scenario
-from dralab.core.state import ClusterState
+from dralab.core.checks.invariants import Violation
+from dralab.core.checks.log_check import RunChecks
+from dralab.core.engine.contract import Reactor, decide, expectations
+from dralab.core.log.events import Record, RunStarted, encode_record
+from dralab.core.run.config import build_reactors, run_config
+from dralab.core.run.inputs import scenario_inputs
+from dralab.core.scenario.load import Scenario
+from dralab.core.state.cluster import ClusterState
 
 from .sim_faults import RuntimeFaults, runtime_fault_inputs
 from .sim_faults import SimulationStuck as SimulationStuck  # the simulator's error, raised by both settle loops

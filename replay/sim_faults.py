@@ -37,11 +37,11 @@ import random
 from bisect import bisect_right
 from typing import Protocol
 
-from dralab.core.config import build_reactors
-from dralab.core.events import FaultInjected, Record, decode_record
-from dralab.core.reactor import Reactor, decide, expectations
-from dralab.core.reactors.runtime_faults import Effect, is_runtime, runtime_effects, swizzle_pauses
-from dralab.core.state import ClusterState, FaultState
+from dralab.core.cluster.runtime_faults import Effect, is_runtime, runtime_effects, swizzle_pauses
+from dralab.core.engine.contract import Reactor, decide, expectations
+from dralab.core.log.events import FaultInjected, Record, decode_record
+from dralab.core.run.config import build_reactors
+from dralab.core.state.cluster import ClusterState, FaultState
 
 NEVER = 2**62
 

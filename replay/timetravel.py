@@ -20,10 +20,10 @@ from typing import Any
 
 import msgspec
 
-from dralab.core.durations import format_duration, parse_duration
-from dralab.core.events import AnyEvent, Record, ScaleUpRequested
-from dralab.core.state import ClusterState
-from dralab.core.waits import pending_cause
+from dralab.core.analysis.waits import pending_cause
+from dralab.core.kube.durations import format_duration, parse_duration
+from dralab.core.log.events import AnyEvent, Record, ScaleUpRequested
+from dralab.core.state.cluster import ClusterState
 
 _OFFSET = re.compile(r"\d+")
 

@@ -173,9 +173,9 @@ class PolicyRun:
 def run_policy(doc: dict[str, Any], policy: str, seed: int = 0) -> PolicyRun:
     """Simulate `doc` under autoscaler `policy` (the document's own policy replaced) and measure it: the
     metrics over the log up to the scenario's end, as `dralab sim` computes them."""
-    from dralab.core.metrics import metrics_from_entries
-    from dralab.core.scenario import ScenarioError, parse_scenario
-    from dralab.core.waits import percentile
+    from dralab.core.analysis.metrics import metrics_from_entries
+    from dralab.core.analysis.waits import percentile
+    from dralab.core.scenario.load import ScenarioError, parse_scenario
 
     from .sim import Simulator
 
@@ -215,7 +215,7 @@ def run_policy(doc: dict[str, Any], policy: str, seed: int = 0) -> PolicyRun:
 
 def write_run_log(directory: str, run: PolicyRun, seed: int) -> str:
     """`DIR/<scenario>-<policy>.dralog`, with the header `dralab sim --log-file` writes, for `dralab report`."""
-    from dralab.core.config import policies, run_config
+    from dralab.core.run.config import policies, run_config
 
     from .logfile import make_header, write_log
 

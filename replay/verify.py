@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dralab.core.config import build_reactors
-from dralab.core.events import Record, RunStarted, decode_record, encode_record, record_to_builtins
-from dralab.core.reactor import Reactor, decide, expectations
-from dralab.core.state import ClusterState
+from dralab.core.engine.contract import Reactor, decide, expectations
+from dralab.core.log.events import Record, RunStarted, decode_record, encode_record, record_to_builtins
+from dralab.core.run.config import build_reactors
+from dralab.core.state.cluster import ClusterState
 
 
 @dataclass

@@ -23,16 +23,16 @@ from typing import Any
 import msgspec
 import yaml
 
-from dralab.core.config import build_reactors
-from dralab.core.durations import parse_duration
-from dralab.core.events import Record, RunStarted, decode_record
-from dralab.core.metrics import metrics_from_entries
-from dralab.core.state import ClusterState
-from dralab.core.summary import summarize
+from dralab.core.analysis.metrics import metrics_from_entries
+from dralab.core.analysis.summary import summarize
+from dralab.core.kube.durations import parse_duration
+from dralab.core.log.events import Record, RunStarted, decode_record
+from dralab.core.run.config import build_reactors
+from dralab.core.state.cluster import ClusterState
 
 from .sim import Simulator
 
-# Settings that a run config records only when they differ from their default (core/config.py), so a
+# Settings that a run config records only when they differ from their default (core/run/config.py), so a
 # log may lack them; `--with` may still set them.
 OPTIONAL_SETTINGS = {"autoscaler.provisioning_request_claims": "materialize", "drivers_shards": 1}
 # Dicts whose entries are open-ended (any feature gate may be named).

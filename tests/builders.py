@@ -11,7 +11,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from dralab.core.events import (
+from dralab.core.kube.manifests import check_node, check_pod
+from dralab.core.log.events import (
     AnyEvent,
     NodeCreated,
     NodeGroupDefined,
@@ -26,10 +27,9 @@ from dralab.core.events import (
     node_key,
     pod_key,
 )
-from dralab.core.inputs import scenario_inputs
-from dralab.core.manifests import check_node, check_pod
-from dralab.core.scenario import Scenario, parse_scenario
-from dralab.core.state import ClusterState
+from dralab.core.run.inputs import scenario_inputs
+from dralab.core.scenario.load import Scenario, parse_scenario
+from dralab.core.state.cluster import ClusterState
 
 GPU = "nvidia.com/gpu"
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}

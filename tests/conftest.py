@@ -98,7 +98,7 @@ async def quickstart_live(redis_url: str, ray_session: None) -> QuickstartLive:
     """One live quickstart run for tests/test_live.py (end state = the simulator's, the log verifies) and
     tests/test_observability.py (the metrics endpoint scraped during the run, gone after it)."""
     from dralab.actors.live import LiveOptions, LiveRun, run_live_async
-    from dralab.core.scenario import load_scenario
+    from dralab.core.scenario.load import load_scenario
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from dralab.cli import main
-from dralab.core.audit import audit, schedule
+from dralab.core.analysis.audit import audit, schedule
 from dralab.core.dra.api import parse_documents
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "audit"

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from dralab.cli import main
-from dralab.core.audit import audit, queue_order, schedule
+from dralab.core.analysis.audit import audit, queue_order, schedule
+from dralab.core.analysis.audit_snapshot import Snapshot, is_pending
 from dralab.core.dra.api import dump_objects, parse_documents
-from dralab.core.snapshot import Snapshot, is_pending
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "audit"
 GANG = "default/job-1/worker"
@@ -264,7 +264,7 @@ def gang_of(p: dict[str, Any]) -> str | None:
 
 def reference_schedule(docs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The bindings of a pass without gangs, every pod evaluated afresh (no memo, no shared outcomes)."""
-    from dralab.core.audit import Placer, evaluate
+    from dralab.core.analysis.audit import Placer, evaluate
 
     inv = parse_documents(docs)
     snap = Snapshot(inv)

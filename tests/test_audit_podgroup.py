@@ -15,11 +15,11 @@ import yaml
 from test_audit_gang import random_dump
 
 from dralab.cli import main
-from dralab.core.audit import audit, schedule
-from dralab.core.audit_gang import GangId, gang_policy, pod_gang
+from dralab.core.analysis.audit import audit, schedule
+from dralab.core.analysis.audit_gang import GangId, gang_policy, pod_gang
+from dralab.core.analysis.audit_snapshot import is_pending
 from dralab.core.dra.api import dump_objects, parse_documents
-from dralab.core.snapshot import is_pending
-from dralab.core.workloads import POD_GROUP_LABEL
+from dralab.core.kube.workloads import POD_GROUP_LABEL
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "audit"
 

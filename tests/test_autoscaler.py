@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from builders import GPU, GPU_TAINT, GPU_TOLERATION, Log, node_template, pod
 
-from dralab.core.events import NodeCreated, PodUnschedulable, ScaleUpRequested
-from dralab.core.reactor import decision_rng
-from dralab.core.reactors.autoscaler import Autoscaler, binpack
-from dralab.core.reactors.capacity import Simulation
-from dralab.core.reactors.dra_plugin import DraPlugin
-from dralab.core.reactors.scheduler import Scheduler
-from dralab.core.state import ClusterState
+from dralab.core.autoscaler.capacity import Simulation
+from dralab.core.autoscaler.reactor import Autoscaler, binpack
+from dralab.core.engine.contract import decision_rng
+from dralab.core.log.events import NodeCreated, PodUnschedulable, ScaleUpRequested
+from dralab.core.scheduler.dynamic_resources import DraPlugin
+from dralab.core.scheduler.reactor import Scheduler
+from dralab.core.state.cluster import ClusterState
 
 NOW = 20_000
 

@@ -1,6 +1,6 @@
 """Bounds on what sizes a run (issue 18, item 7): seeds, cluster time, node and pod counts, Redis URLs.
 
-Each is refused before any work with exit 2 and the field or option named (core/limits.py, cli/bounds.py).
+Each is refused before any work with exit 2 and the field or option named (core/kube/limits.py, cli/bounds.py).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from dralab import chaos_cmd
 from dralab.cli import main
-from dralab.core.limits import MAX_CLUSTER_TIME_MS, MAX_NODE_COUNT, MAX_POD_COUNT, MAX_SEED
-from dralab.core.scenario import ScenarioError, parse_scenario
+from dralab.core.kube.limits import MAX_CLUSTER_TIME_MS, MAX_NODE_COUNT, MAX_POD_COUNT, MAX_SEED
+from dralab.core.scenario.load import ScenarioError, parse_scenario
 from tests.test_scenario import G0, QUICKSTART, W0, Keys, edit, scenario
 
 TOO_BIG_SEED = "999999999999999999999999999"

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from dralab.core.cluster.nodes import copier
+from dralab.core.controllers.drivers import driver_slices
 from dralab.core.dra.convert import convert_slice
-from dralab.core.dra_state import _slice_shapes, convert_published_slice
-from dralab.core.reactors.drivers import driver_slices
-from dralab.core.reactors.nodes import copier
-from dralab.core.scenario import parse_scenario
-from dralab.core.scenario_dra import render_slice_templates
+from dralab.core.scenario.dra import render_slice_templates
+from dralab.core.scenario.load import parse_scenario
+from dralab.core.state.dra import _slice_shapes, convert_published_slice
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -574,7 +574,7 @@ async def test_an_entry_no_consumer_can_use_holds_its_offset_and_appends_go_on(l
     offset for every reader (in order, no flaw on the bus's side), is set aside once, and the log goes
     on. (RedisBus also meets entries it did not append: tests/test_bus_foreign.py.)"""
     from dralab.actors import wire
-    from dralab.core.state import ClusterState
+    from dralab.core.state.cluster import ClusterState
 
     bus = log.bus
     await bus.create_group("g")

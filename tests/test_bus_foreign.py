@@ -17,9 +17,9 @@ from dralab.actors import wire
 from dralab.actors.bus import Appended, Entry, FlawedEntry
 from dralab.actors.recorder import RecordOptions, header_fields, record
 from dralab.actors.redis_bus import RedisBus
-from dralab.core.events import Record, RunStarted, decode_record, encode_record
-from dralab.core.scenario import load_scenario
-from dralab.core.state import ClusterState
+from dralab.core.log.events import Record, RunStarted, decode_record, encode_record
+from dralab.core.scenario.load import load_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.logfile import LogWriter, make_header, read_log
 from dralab.replay.sim import simulate
 from dralab.replay.verify import verify
@@ -196,7 +196,7 @@ def test_a_lagging_view_folds_a_bad_entry_as_the_no_op() -> None:
     actor: it now folds the no-op every consumer folds."""
     from dralab.actors.live_faults import ActorFaults
     from dralab.actors.redis_bus import _flawed
-    from dralab.core.reactors.runtime_faults import Effect
+    from dralab.core.cluster.runtime_faults import Effect
 
     faults, state = ActorFaults(["scheduler"]), ClusterState()
     state.apply(1, Record(id="in-1", source="scenario", view=-1, t=10, events=()))

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from dralab.actors import wire
 from dralab.actors.bus import Entry, FlawedEntry
 from dralab.actors.redis_bus import RedisBus, _entries, _flawed, _split_beyond
-from dralab.core.events import LogDecodeError, Record, decode_record, encode_record
-from dralab.core.state import ClusterState
+from dralab.core.log.events import LogDecodeError, Record, decode_record, encode_record
+from dralab.core.state.cluster import ClusterState
 
 
 def noop(i: str) -> bytes:

@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from dralab.cli import main
-from dralab.core import invariants
-from dralab.core.events import decode_record
-from dralab.core.log_check import check_records
-from dralab.core.scenario import load_scenario
-from dralab.core.scenario_faults import KINDS, check_fault
+from dralab.core.checks import invariants
+from dralab.core.checks.log_check import check_records
+from dralab.core.log.events import decode_record
+from dralab.core.scenario.faults import KINDS, check_fault
+from dralab.core.scenario.load import load_scenario
 from dralab.replay import chaos as chaos_mod
 from dralab.replay.chaos import (
     DEFAULT_KINDS,
@@ -194,7 +194,7 @@ def test_unreadable_scenario_exit_2(capsys: pytest.CaptureFixture[str], tmp_path
 
 
 def test_liveness_allows_for_the_time_faults_held_the_scheduler_back() -> None:
-    from dralab.core.scenario_faults import Fault
+    from dralab.core.scenario.faults import Fault
 
     sc = load_scenario(NODE_FAIL)  # its own node-fail needs no allowance
     assert chaos_mod.liveness_bound(sc) == 600_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dralab.core.log_check import check_records
+from dralab.core.checks.log_check import check_records
 from dralab.replay.logfile import read_log
 from dralab.replay.verify import verify
 

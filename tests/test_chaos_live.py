@@ -25,10 +25,10 @@ import pytest
 
 from dralab.actors.live_faults import ActorFaults, hits
 from dralab.cli import main
-from dralab.core.events import FaultInjected, Record, RunStarted, encode_record
-from dralab.core.reactors.runtime_faults import Effect
-from dralab.core.scenario import Scenario, load_scenario
-from dralab.core.state import ClusterState
+from dralab.core.cluster.runtime_faults import Effect
+from dralab.core.log.events import FaultInjected, Record, RunStarted, encode_record
+from dralab.core.scenario.load import Scenario, load_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.chaos import LIVE_KINDS as CHAOS_LIVE_KINDS
 from dralab.replay.chaos import chaos_schedule
 from dralab.replay.sim import simulate

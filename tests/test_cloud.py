@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 from builders import GPU_TOLERATION, Log, arrival, group, node_template, pod, scenario_doc, simulated
 
-from dralab.core.events import (
+from dralab.core.cluster.nodes import ZONE_LABEL, delete_node
+from dralab.core.controllers.cloud import Cloud
+from dralab.core.engine.contract import decision_rng
+from dralab.core.log.events import (
     NodeCreated,
     NodeDeleted,
     NodeProvisioning,
@@ -22,11 +25,8 @@ from dralab.core.events import (
     StockWindow,
     decode_record,
 )
-from dralab.core.reactor import decision_rng
-from dralab.core.reactors.cloud import Cloud
-from dralab.core.reactors.nodes import ZONE_LABEL, delete_node
-from dralab.core.scenario import ScenarioError, parse_scenario
-from dralab.core.state import ClusterState
+from dralab.core.scenario.load import ScenarioError, parse_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.sim import SimResult
 
 NOW = 60_000

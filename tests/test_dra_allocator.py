@@ -42,7 +42,7 @@ from dralab.core.dra.model import (
     Toleration,
 )
 from dralab.core.dra.result import share_id
-from dralab.core.quantity import format_quantity
+from dralab.core.kube.quantity import format_quantity
 
 GI = 2**30
 A, B = "driver-a", "driver-b"

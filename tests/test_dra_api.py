@@ -26,8 +26,8 @@ from dralab.core.dra.api import (
     read_documents,
 )
 from dralab.core.dra.model import Attribute, Capacity, CapacityPolicy, DeviceID, NodeSelection, Taint, Toleration
-from dralab.core.quantity import ERR_FORMAT_WRONG
-from dralab.core.scenario import ScenarioError
+from dralab.core.kube.quantity import ERR_FORMAT_WRONG
+from dralab.core.scenario.load import ScenarioError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dra"
 V1 = "resource.k8s.io/v1"

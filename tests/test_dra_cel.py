@@ -23,7 +23,7 @@ from dralab.core.dra import semver
 from dralab.core.dra.cel import MAX_EXPRESSION_BYTES, CelMatcher, SelectorError
 from dralab.core.dra.cel_syntax import CelSyntaxError, emit, parse
 from dralab.core.dra.model import Attribute, Capacity, Device, DeviceID
-from dralab.core.quantity import parse_quantity
+from dralab.core.kube.quantity import parse_quantity
 
 DRIVER = "dra.example.com"
 

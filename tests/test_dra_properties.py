@@ -440,7 +440,7 @@ def shares_from(report: dict[str, Any], scn: Scenario) -> list[Share]:
             consumed = None
             cc = r.get("consumedCapacity") or {}
             if cc:
-                from dralab.core.quantity import parse_quantity
+                from dralab.core.kube.quantity import parse_quantity
 
                 (key, value), = cc.items()
                 assert key.split("/")[-1] == "memory", r

@@ -145,7 +145,7 @@ def parse_report(stdout: str) -> dict[str, Any] | None:
 
 
 def _quantity(value: Any) -> Any:
-    from dralab.core.quantity import parse_quantity
+    from dralab.core.kube.quantity import parse_quantity
 
     return parse_quantity(str(value))
 

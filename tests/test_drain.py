@@ -1,5 +1,5 @@
-"""Scale-down of nodes with pods (core/reactors/drain.py, scale_down.py) and the workload controllers that
-replace evicted pods (core/reactors/workload_controllers.py): upstream's drainability rules, the
+"""Scale-down of nodes with pods (core/autoscaler/drain.py, scale_down.py) and the workload controllers that
+replace evicted pods (core/cluster/workload_controllers.py): upstream's drainability rules, the
 removal simulation (with DRA claims deallocated and allocated again), one drain at a time, eviction,
 replacement, Job backoffLimit."""
 
@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from builders import GPU_TOLERATION, arrival, group, key, node_template, pod, scenario_doc, simulated, sourced_events
 
-from dralab.core.events import (
+from dralab.core.autoscaler.drain import MOVES, STAYS, drainability
+from dralab.core.cluster.workload_controllers import JOB_BACKOFF_LIMIT, replacements
+from dralab.core.log.events import (
     ClaimAllocated,
     NodeDeleted,
     NodeTaintsChanged,
@@ -20,11 +22,9 @@ from dralab.core.events import (
     PodEvicted,
     PodFinished,
 )
-from dralab.core.objects_state import FAILED, REPLACES_ANNOTATION, PodState
-from dralab.core.reactors.drain import MOVES, STAYS, drainability
-from dralab.core.reactors.workload_controllers import JOB_BACKOFF_LIMIT, replacements
-from dralab.core.scenario import ScenarioError, parse_scenario
-from dralab.core.state import ClusterState
+from dralab.core.scenario.load import ScenarioError, parse_scenario
+from dralab.core.state.cluster import ClusterState
+from dralab.core.state.objects import FAILED, REPLACES_ANNOTATION, PodState
 from dralab.replay.sim import SimResult
 
 

@@ -3,7 +3,7 @@
 import msgspec
 import pytest
 
-from dralab.core.events import (
+from dralab.core.log.events import (
     SCHEMA_VERSION,
     LogDecodeError,
     NodeReady,

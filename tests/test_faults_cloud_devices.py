@@ -24,7 +24,10 @@ from builders import (
     sourced_events,
 )
 
-from dralab.core.events import (
+from dralab.core.checks.log_check import check_records
+from dralab.core.controllers.cloud import Cloud
+from dralab.core.engine.contract import decision_rng
+from dralab.core.log.events import (
     FaultApplied,
     FaultInjected,
     NodeProvisioning,
@@ -33,10 +36,7 @@ from dralab.core.events import (
     ScaleUpFailed,
     ScaleUpRequested,
 )
-from dralab.core.log_check import check_records
-from dralab.core.reactor import decision_rng
-from dralab.core.reactors.cloud import Cloud
-from dralab.core.state import ClusterState
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.logfile import LogFile
 
 ROOT = Path(__file__).resolve().parents[1]

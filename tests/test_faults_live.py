@@ -40,12 +40,12 @@ from dralab.actors.memory_bus import MemoryBus
 from dralab.actors.reactor_actor import ReactorLoop, SnapshotPolicy
 from dralab.actors.redis_bus import RedisBus
 from dralab.actors.redis_server import RedisServer, redis_server_available
-from dralab.core.config import build_reactors, run_config
-from dralab.core.events import PodBound, decode_record, encode_record
-from dralab.core.inputs import scenario_inputs
-from dralab.core.scenario import Scenario, parse_scenario
-from dralab.core.snapshot_codec import encode_state
-from dralab.core.state import ClusterState
+from dralab.core.log.events import PodBound, decode_record, encode_record
+from dralab.core.run.config import build_reactors, run_config
+from dralab.core.run.inputs import scenario_inputs
+from dralab.core.scenario.load import Scenario, parse_scenario
+from dralab.core.state.cluster import ClusterState
+from dralab.core.state.codec import encode_state
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import simulate
 from dralab.replay.verify import verify

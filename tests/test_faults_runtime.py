@@ -12,10 +12,18 @@ import msgspec
 import pytest
 from builders import arrival, group, key, node_template, pod, scenario_doc
 
-from dralab.core.events import ClaimAllocated, NodeCreated, NodeDeleted, PodBound, PodFinished, Record, decode_record
-from dralab.core.log_check import check_records
-from dralab.core.scenario import Scenario, load_scenario, parse_scenario
-from dralab.core.state import ClusterState
+from dralab.core.checks.log_check import check_records
+from dralab.core.log.events import (
+    ClaimAllocated,
+    NodeCreated,
+    NodeDeleted,
+    PodBound,
+    PodFinished,
+    Record,
+    decode_record,
+)
+from dralab.core.scenario.load import Scenario, load_scenario, parse_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay import sim_faults
 from dralab.replay.logfile import LogFile
 from dralab.replay.outcomes import resolve_target

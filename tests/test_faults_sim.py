@@ -10,10 +10,10 @@ import pytest
 import yaml
 from builders import arrival, group, key, node_template, pod, scenario_doc, simulated, sourced_events
 
-from dralab.core.events import FaultApplied, FaultInjected, NodeNotReady, NodeReady, NodeTaintsChanged, PodBound
-from dralab.core.inputs import scenario_inputs
-from dralab.core.log_check import check_records
-from dralab.core.scenario import ScenarioError, parse_scenario
+from dralab.core.checks.log_check import check_records
+from dralab.core.log.events import FaultApplied, FaultInjected, NodeNotReady, NodeReady, NodeTaintsChanged, PodBound
+from dralab.core.run.inputs import scenario_inputs
+from dralab.core.scenario.load import ScenarioError, parse_scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.outcomes import resolve_target
 from dralab.replay.shrink import Shrinker
@@ -139,8 +139,8 @@ def test_the_chaos_node_fail_scenario_tells_its_story() -> None:
 def test_snapshots_keep_the_faults() -> None:
     """A reactor restarted from a snapshot must know which faults started and ended, or it would apply
     them again: the snapshot of every prefix decodes to the same state, faults included."""
-    from dralab.core.snapshot_codec import decode_state, encode_state
-    from dralab.core.state import ClusterState
+    from dralab.core.state.cluster import ClusterState
+    from dralab.core.state.codec import decode_state, encode_state
 
     result = simulated(doc([{"at": "1m", "kind": "node-taint", "node": "gpu-0", "for": "2m", "taint": TAINT}]), 6)
     state = ClusterState()

@@ -14,9 +14,9 @@ import yaml
 
 from dralab.actors.live import LiveOptions, run_live_async
 from dralab.actors.redis_bus import RedisBus
-from dralab.core.events import decode_record
-from dralab.core.scenario import parse_scenario
-from dralab.core.scenario_faults import FieldError, check_fault
+from dralab.core.log.events import decode_record
+from dralab.core.scenario.faults import FieldError, check_fault
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.chaos import DEFAULT_KINDS, LIVE_KINDS, chaos_schedule
 from dralab.replay.logfile import make_header, read_log, write_log
 from dralab.replay.verify import verify

@@ -10,8 +10,8 @@ from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenari
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dralab.core.events import PodBound, PodReserved, PodUnreserved, decode_record
-from dralab.core.scenario import parse_scenario
+from dralab.core.log.events import PodBound, PodReserved, PodUnreserved, decode_record
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import simulate
 from dralab.replay.verify import verify

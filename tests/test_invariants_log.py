@@ -1,4 +1,4 @@
-"""The invariants over a whole log (core/log_check.py) and `dralab check FILE`.
+"""The invariants over a whole log (core/checks/log_check.py) and `dralab check FILE`.
 
 Each invariant added by issue 7 fires on a log crafted by hand to break it, stays quiet on the same log
 with the breach taken out, and stays quiet on healthy simulator runs; the incremental monitor reports
@@ -20,7 +20,9 @@ from test_sim_properties import cases
 from test_sim_properties import run as run_case
 
 from dralab.cli import main
-from dralab.core.events import (
+from dralab.core.checks.invariants import INVARIANTS, InvariantMonitor, Violation, check
+from dralab.core.checks.log_check import ALL_INVARIANTS, check_records
+from dralab.core.log.events import (
     ClaimAllocated,
     ClaimReleased,
     NodeReady,
@@ -32,10 +34,8 @@ from dralab.core.events import (
     decode_record,
     encode_record,
 )
-from dralab.core.invariants import INVARIANTS, InvariantMonitor, Violation, check
-from dralab.core.log_check import ALL_INVARIANTS, check_records
-from dralab.core.scenario import Policy, load_scenario
-from dralab.core.state import ClusterState
+from dralab.core.scenario.load import Policy, load_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.logfile import make_header, write_log
 from dralab.replay.sim import Simulator
 
@@ -241,7 +241,7 @@ def test_pending_pod_without_a_reason_after_a_scheduler_decision() -> None:
 
 
 def log_bind(pod_key: str) -> Any:
-    from dralab.core.events import PodBound
+    from dralab.core.log.events import PodBound
     return PodBound(pod=pod_key, node="n1")
 
 

@@ -1,4 +1,4 @@
-"""The provisioning broker (Kueue's ProvisioningRequest admission check, core/reactors/kueue_broker.py) and
+"""The provisioning broker (Kueue's ProvisioningRequest admission check, core/controllers/kueue_broker.py) and
 scheduling gates: pods held by Kueue's gate until a request is Provisioned, retries with backoff, the
 retry limit, pod groups, managed resources, and what the scheduler and the autoscaler do with gated pods.
 Every run keeps the invariants and replays exactly (builders.simulated)."""
@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from dralab.core.config import build_reactors, run_config
-from dralab.core.events import (
+from dralab.core.analysis.metrics import metrics_from_entries
+from dralab.core.controllers.kueue_broker import KueueBroker
+from dralab.core.kube.kueue import ADMISSION_GATE, retry_delay_ms
+from dralab.core.log.events import (
     AdmissionCheckUpdated,
     PodTemplateCreated,
     PodUngated,
@@ -21,11 +23,9 @@ from dralab.core.events import (
     ProvisioningRequestCreated,
     ScaleUpRequested,
 )
-from dralab.core.kueue import ADMISSION_GATE, retry_delay_ms
-from dralab.core.metrics import metrics_from_entries
-from dralab.core.reactors.kueue_broker import KueueBroker
-from dralab.core.scenario import ScenarioError, load_scenario, parse_scenario
-from dralab.core.state import PENDING, RUNNING
+from dralab.core.run.config import build_reactors, run_config
+from dralab.core.scenario.load import ScenarioError, load_scenario, parse_scenario
+from dralab.core.state.cluster import PENDING, RUNNING
 from tests.builders import arrival, group, key, node_template, pod, record, scenario_doc, simulated, sourced_events
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,12 @@ import random
 import pytest
 from builders import GPU, Log, arrival, group, initial_state, node_template, pod, scenario
 
-from dralab.core.events import NodeCreated, NodeProvisioning, NodeReady, PodFinished
-from dralab.core.reactor import decide, decision_rng
-from dralab.core.reactors.cloud import Cloud
-from dralab.core.reactors.lifecycle import Lifecycle
-from dralab.core.reactors.nodes import GROUP_LABEL
-from dralab.core.state import ClusterState
+from dralab.core.cluster.nodes import GROUP_LABEL
+from dralab.core.controllers.cloud import Cloud
+from dralab.core.controllers.lifecycle import Lifecycle
+from dralab.core.engine.contract import decide, decision_rng
+from dralab.core.log.events import NodeCreated, NodeProvisioning, NodeReady, PodFinished
+from dralab.core.state.cluster import ClusterState
 
 NOW = 5_000
 

@@ -14,8 +14,8 @@ from conftest import QuickstartLive
 
 from dralab.actors.live import LiveOptions, LiveRun, run_live_async
 from dralab.actors.redis_bus import RedisBus
-from dralab.core.events import PodBound, decode_record
-from dralab.core.scenario import load_scenario
+from dralab.core.log.events import PodBound, decode_record
+from dralab.core.scenario.load import load_scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import simulate
 from dralab.replay.verify import verify
@@ -113,7 +113,7 @@ async def test_live_gang_times_out_then_binds_whole(redis_url: str, ray_session:
     """scenarios/gang-quickstart.yaml on Redis and Ray: the scheduler actor wakes itself at the gang's
     deadline (no event arrives then), releases the waiting members together, and binds the gang in one
     record once the slow node is Ready; the log verifies."""
-    from dralab.core.events import PodUnreserved
+    from dralab.core.log.events import PodUnreserved
 
     scenario = load_scenario(QUICKSTART.parent / "gang-quickstart.yaml")
     options = LiveOptions(seed=4, redis_url=redis_url, stream=f"t-gang-{uuid.uuid4().hex[:6]}", speed=150.0,

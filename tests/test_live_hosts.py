@@ -22,9 +22,9 @@ from dralab.actors.live import LiveResult, LiveRun, run_live_async
 from dralab.actors.memory_bus import MemoryBus
 from dralab.actors.reactor_actor import ReactorLoop
 from dralab.actors.redis_bus import RedisBus
-from dralab.core.config import build_reactors, run_config
-from dralab.core.events import decode_record, encode_record
-from dralab.core.inputs import scenario_inputs
+from dralab.core.log.events import decode_record, encode_record
+from dralab.core.run.config import build_reactors, run_config
+from dralab.core.run.inputs import scenario_inputs
 
 NAMES = [r.name for r in build_reactors(run_config(_scenario()))]
 

@@ -20,7 +20,7 @@ import redis
 from dralab.actors.live import LiveOptions, LiveRun, run_live_async
 from dralab.actors.log_sink import RecordSink
 from dralab.actors.redis_server import RedisServer
-from dralab.core.config import policies, run_config
+from dralab.core.run.config import policies, run_config
 from dralab.replay.logfile import LogWriter, make_header, read_log
 from dralab.replay.verify import verify
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from builders import Log, node_template, pod
 
-from dralab.core.events import NodeReady, PodBound, Record
-from dralab.core.log_check import RunChecks, check_records
-from dralab.core.state import ClusterState
+from dralab.core.checks.log_check import RunChecks, check_records
+from dralab.core.log.events import NodeReady, PodBound, Record
+from dralab.core.state.cluster import ClusterState
 
 
 def stalled_log(*, gap_s: int, records_before: int = 0) -> Log:

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dralab.core._yaml import load_yaml_all
 from dralab.core.dra.api import ManifestError, parse_documents
-from dralab.core.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from dralab.core.kube.yaml_files import load_yaml_all
+from dralab.core.scenario.load import Scenario, ScenarioError, load_scenario, parse_scenario
 from dralab.inputs import InputError, load_inventory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dralab.cli import main
-from dralab.core.events import PodFinished, Record, encode_record
+from dralab.core.log.events import PodFinished, Record, encode_record
 from dralab.replay import logfile_blocks as fmt
 from dralab.replay.logfile import LogFileError, LogStream, make_header, read_log, write_log
 from dralab.replay.logfile_reader import open_log

@@ -13,10 +13,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from dralab.core import events, snapshot_codec
-from dralab.core.events import LogDecodeError, PodFinished, decode_record
-from dralab.core.snapshot_codec import encode_state
-from dralab.core.state import ClusterState
+from dralab.core.log import events
+from dralab.core.log.events import LogDecodeError, PodFinished, decode_record
+from dralab.core.state import codec as snapshot_codec
+from dralab.core.state.cluster import ClusterState
+from dralab.core.state.codec import encode_state
 from dralab.replay import logfile_blocks as fmt
 from dralab.replay.logfile import LogFileError, LogWriter, make_header, read_log, record_time, write_log
 from dralab.replay.logfile_reader import open_log

@@ -1,4 +1,4 @@
-"""Metrics of a run (core/metrics.py): each one checked exactly on hand-built logs, then end to end."""
+"""Metrics of a run (core/analysis/metrics.py): each one checked exactly on hand-built logs, then end to end."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 from builders import GPU_TOLERATION, Log, node_template, pod
 
-from dralab.core.events import (
+from dralab.core.analysis.metrics import RunMetrics, compute_metrics, sample, template_gpus
+from dralab.core.analysis.summary import render_text, summarize
+from dralab.core.kube.manifests import check_node
+from dralab.core.log.events import (
     ClaimAllocated,
     ClaimReleased,
     Event,
@@ -23,12 +26,9 @@ from dralab.core.events import (
     ScaleUpRequested,
     node_key,
 )
-from dralab.core.manifests import check_node
-from dralab.core.metrics import RunMetrics, compute_metrics, sample, template_gpus
-from dralab.core.scenario import load_scenario
-from dralab.core.scenario_dra import render_slice_templates
-from dralab.core.state import ClusterState
-from dralab.core.summary import render_text, summarize
+from dralab.core.scenario.dra import render_slice_templates
+from dralab.core.scenario.load import load_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.sim import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,8 +244,8 @@ def test_a_node_gone_from_the_state_is_paid_until_then(monkeypatch: pytest.Monke
 
 
 def test_the_logs_own_node_deletion_stops_billing() -> None:
-    """With the log's NodeDeleted (once core/events.py has it): billed until then, its GPUs gone."""
-    from dralab.core import events
+    """With the log's NodeDeleted (once core/log/events.py has it): billed until then, its GPUs gone."""
+    from dralab.core.log import events
 
     deleted = getattr(events, "NodeDeleted", None)
     if deleted is None:
@@ -403,7 +403,7 @@ def test_sample_keeps_first_and_last_and_caps() -> None:
 def test_summary_gains_the_contract_keys_and_agrees_with_itself() -> None:
     scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
     result = Simulator(scenario, 7).run()
-    from dralab.core.metrics import metrics_from_entries
+    from dralab.core.analysis.metrics import metrics_from_entries
 
     m = metrics_from_entries(result.entries, end_ms=scenario.duration_ms)
     plain = summarize(result.state, result.violations)

@@ -13,7 +13,11 @@ from typing import Any
 import pytest
 from builders import Log, arrival, group, node_template, scenario_doc, simulated, sourced_events
 
-from dralab.core.events import (
+from dralab.core.cluster.nodes import delete_node, node_not_ready, set_taints
+from dralab.core.controllers.claims import ClaimController
+from dralab.core.controllers.drivers import Drivers, driver_slices, mark_unhealthy, unhealthy_taint
+from dralab.core.engine.contract import decision_rng
+from dralab.core.log.events import (
     ClaimReleased,
     NodeDeleted,
     NodeReady,
@@ -22,15 +26,11 @@ from dralab.core.events import (
     PodFinished,
     ResourceSlicePublished,
 )
-from dralab.core.inputs import scenario_inputs
-from dralab.core.reactor import decision_rng
-from dralab.core.reactors.claims import ClaimController
-from dralab.core.reactors.drivers import Drivers, driver_slices, mark_unhealthy, unhealthy_taint
-from dralab.core.reactors.nodes import delete_node, node_not_ready, set_taints
-from dralab.core.reactors.scheduler import Scheduler
-from dralab.core.scenario import ScenarioError, parse_scenario
-from dralab.core.scenario_dra import check_slice_templates
-from dralab.core.state import ClusterState
+from dralab.core.run.inputs import scenario_inputs
+from dralab.core.scenario.dra import check_slice_templates
+from dralab.core.scenario.load import ScenarioError, parse_scenario
+from dralab.core.scheduler.reactor import Scheduler
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.sim import SimResult
 
 GPU_DRIVER, NIC_DRIVER = "gpu.example.com", "nic.example.com"
@@ -219,7 +219,7 @@ def test_node_not_ready_keeps_its_pods_and_takes_no_new_ones() -> None:
     room = lg.state.room_offset
     lg.append(NodeReady(name="h100-0"), t=3_000)  # back: room for the pending pod, first Ready time kept
     assert lg.state.room_offset > room and lg.state.nodes["h100-0"].ready_t == 0
-    from dralab.core.invariants import check
+    from dralab.core.checks.invariants import check
 
     assert check(lg.state) == []
 
@@ -300,8 +300,8 @@ def test_driver_fields_are_parsed() -> None:
 
 
 def test_driver_shards_split_the_nodes_and_together_publish_what_one_reactor_does() -> None:
-    from dralab.core.config import build_reactors, run_config
-    from dralab.core.reactors.drivers import shard_of
+    from dralab.core.controllers.drivers import shard_of
+    from dralab.core.run.config import build_reactors, run_config
 
     d = doc([{"name": GPU_DRIVER, "restartAfter": "5m"}], nodes=9, workload=[])
     d["spec"]["nodeGroups"][0]["max"] = 9

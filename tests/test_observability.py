@@ -35,9 +35,9 @@ from dralab.actors.observability import (
     progress,
     progress_text,
 )
-from dralab.core.events import decode_record
-from dralab.core.scenario import load_scenario
-from dralab.core.state import ClusterState
+from dralab.core.log.events import decode_record
+from dralab.core.scenario.load import load_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.sim import simulate
 
 ROOT = Path(__file__).resolve().parents[1]

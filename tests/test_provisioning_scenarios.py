@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from dralab.core.events import ScaleUpRequested, decode_record
-from dralab.core.scenario import Policy, load_scenario
+from dralab.core.log.events import ScaleUpRequested, decode_record
+from dralab.core.scenario.load import Policy, load_scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import SimResult, simulate
 from dralab.replay.verify import verify
@@ -60,7 +60,7 @@ def test_topology_mismatch_dra_adds_the_right_nodes(policy: str) -> None:
 
 
 def conditions(result: SimResult, request: str = "default/pretrain") -> list[tuple[int, str, str, str]]:
-    from dralab.core.events import ProvisioningRequestCondition
+    from dralab.core.log.events import ProvisioningRequestCondition
 
     return [(decode_record(p, o).t, e.condition, e.status, e.reason) for o, p in result.entries
             for e in decode_record(p, o).events if isinstance(e, ProvisioningRequestCondition) and e.request == request]
@@ -89,8 +89,8 @@ def events(result: SimResult, kind: type) -> list[tuple[int, Any]]:
 
 @pytest.mark.parametrize("policy", ["count", "dra", "atomic"])
 def test_provision_timeout_the_late_node_arrives_billed_and_idle(policy: str) -> None:
-    from dralab.core.events import NodeReady, ScaleUpTimedOut
-    from dralab.core.metrics import metrics_from_entries
+    from dralab.core.analysis.metrics import metrics_from_entries
+    from dralab.core.log.events import NodeReady, ScaleUpTimedOut
 
     result = run("provision-timeout", policy)
     assert [(t, e.group) for t, e in events(result, ScaleUpTimedOut)] == [(970_000, "spot-slow")]
@@ -104,7 +104,7 @@ def test_provision_timeout_the_late_node_arrives_billed_and_idle(policy: str) ->
 
 @pytest.mark.parametrize("policy", ["count", "dra", "atomic"])
 def test_scale_down_race_kills_the_pod_bound_after_the_taint(policy: str) -> None:
-    from dralab.core.events import NodeDeleted, PodFinished
+    from dralab.core.log.events import NodeDeleted, PodFinished
 
     result = run("scale-down-race", policy)
     assert [(t, e.pod, e.phase) for t, e in events(result, PodFinished)] == [(640_000, "pod/default/a", "Failed")]
@@ -115,8 +115,8 @@ def test_scale_down_race_kills_the_pod_bound_after_the_taint(policy: str) -> Non
 def test_scale_down_race_does_not_happen_with_either_default_protection(protection: str) -> None:
     import yaml
 
-    from dralab.core.events import NodeDeleted
-    from dralab.core.scenario import parse_scenario
+    from dralab.core.log.events import NodeDeleted
+    from dralab.core.scenario.load import parse_scenario
 
     doc = yaml.safe_load((SCENARIOS / "scale-down-race.yaml").read_text())
     if protection == "recheck":
@@ -130,8 +130,8 @@ def test_scale_down_race_does_not_happen_with_either_default_protection(protecti
 
 
 def test_partial_gang_dra_pays_for_five_nodes_no_pod_runs_on() -> None:
-    from dralab.core.events import ScaleUpFailed
-    from dralab.core.metrics import metrics_from_entries
+    from dralab.core.analysis.metrics import metrics_from_entries
+    from dralab.core.log.events import ScaleUpFailed
 
     result = run("partial-gang", "dra")
     assert added(result) == {"h100": 5}
@@ -144,7 +144,7 @@ def test_partial_gang_dra_pays_for_five_nodes_no_pod_runs_on() -> None:
 
 
 def test_partial_gang_atomic_pays_for_nothing() -> None:
-    from dralab.core.events import ScaleUpFailed
+    from dralab.core.log.events import ScaleUpFailed
 
     result = run("partial-gang", "atomic")
     requested = scale_ups(result)
@@ -157,7 +157,7 @@ def test_partial_gang_atomic_pays_for_nothing() -> None:
 def test_partial_gang_through_a_best_effort_atomic_request_pays_for_nothing() -> None:
     import yaml
 
-    from dralab.core.scenario import parse_scenario
+    from dralab.core.scenario.load import parse_scenario
 
     doc = yaml.safe_load((SCENARIOS / "partial-gang.yaml").read_text())
     worker = doc["spec"]["workload"][0]["pod"]
@@ -185,7 +185,7 @@ def test_booking_theft_with_capacity_revoked_provisions_again_and_the_trainers_r
     scale-up, and the trainers run."""
     import yaml
 
-    from dralab.core.scenario import parse_scenario
+    from dralab.core.scenario.load import parse_scenario
 
     doc = yaml.safe_load((SCENARIOS / "booking-theft.yaml").read_text())
     doc["spec"]["autoscaler"] = {"capacityRevoked": True}
@@ -205,9 +205,9 @@ def test_booking_theft_with_reserved_bookings_the_trainers_get_their_nodes() -> 
     the taints are lifted."""
     import yaml
 
-    from dralab.core.events import NodeTaintsChanged, PodBound
-    from dralab.core.provreq import BOOKING_TAINT
-    from dralab.core.scenario import parse_scenario
+    from dralab.core.kube.provreq import BOOKING_TAINT
+    from dralab.core.log.events import NodeTaintsChanged, PodBound
+    from dralab.core.scenario.load import parse_scenario
 
     doc = yaml.safe_load((SCENARIOS / "booking-theft.yaml").read_text())
     doc["spec"]["autoscaler"] = {"reserveBookings": True}

@@ -1,4 +1,4 @@
-"""ProvisioningRequests through the autoscaler (core/reactors/provreq_broker.py): check-capacity,
+"""ProvisioningRequests through the autoscaler (core/autoscaler/provreq_broker.py): check-capacity,
 best-effort-atomic, retry backoff, noRetry, booking consumed, the 7-day expiry and garbage collection,
 and bad input named by path."""
 
@@ -9,16 +9,8 @@ from typing import Any
 import pytest
 from builders import GPU_TOLERATION, Log, arrival, group, node_template, pod, scenario_doc
 
-from dralab.core.events import (
-    AnyEvent,
-    PodTemplateCreated,
-    ProvisioningRequestCondition,
-    ProvisioningRequestCreated,
-    ProvisioningRequestDeleted,
-    ScaleUpRequested,
-    decode_record,
-)
-from dralab.core.provreq import (
+from dralab.core.autoscaler.provreq_broker import Broker
+from dralab.core.kube.provreq import (
     BOOKING_MS,
     EXPIRATION_MS,
     MAX_UPDATED,
@@ -27,8 +19,16 @@ from dralab.core.provreq import (
     check_provisioning_request,
     retry_backoff_ms,
 )
-from dralab.core.reactors.provreq_broker import Broker
-from dralab.core.scenario import ScenarioError, parse_scenario
+from dralab.core.log.events import (
+    AnyEvent,
+    PodTemplateCreated,
+    ProvisioningRequestCondition,
+    ProvisioningRequestCreated,
+    ProvisioningRequestDeleted,
+    ScaleUpRequested,
+    decode_record,
+)
+from dralab.core.scenario.load import ScenarioError, parse_scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import SimResult, simulate
 from dralab.replay.verify import verify

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 from builders import GPU_TAINT, GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
 
-from dralab.core.config import build_reactors, run_config
-from dralab.core.events import decode_record
-from dralab.core.reactor import decide, decision_rng
-from dralab.core.scenario import Scenario, load_scenario, parse_scenario
-from dralab.core.state import ClusterState
+from dralab.core.engine.contract import decide, decision_rng
+from dralab.core.log.events import decode_record
+from dralab.core.run.config import build_reactors, run_config
+from dralab.core.scenario.load import Scenario, load_scenario, parse_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import Simulator
 from dralab.replay.verify import verify
@@ -222,7 +222,7 @@ def test_seed_matters_only_through_the_rng(sc: Scenario) -> None:
 
 _CHILD = """
 import hashlib, json, sys
-from dralab.core.scenario import load_scenario, parse_scenario
+from dralab.core.scenario.load import load_scenario, parse_scenario
 from dralab.replay.sim import simulate
 arg = sys.argv[1]
 sc = load_scenario(arg) if arg.endswith(".yaml") else parse_scenario(json.loads(arg))

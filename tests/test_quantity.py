@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dralab.core.quantity import (
+from dralab.core.kube.quantity import (
     ERR_FORMAT_WRONG,
     ERR_SUFFIX,
     MAX_INT64,

@@ -11,11 +11,11 @@ import msgspec
 import pytest
 
 from dralab.cli import main
-from dralab.core.events import ScaleUpRequested
-from dralab.core.reactors.autoscaler import Autoscaler
-from dralab.core.reactors.scheduler import Scheduler
-from dralab.core.scenario import Policy, load_scenario
-from dralab.core.state import ClusterState
+from dralab.core.autoscaler.reactor import Autoscaler
+from dralab.core.log.events import ScaleUpRequested
+from dralab.core.scenario.load import Policy, load_scenario
+from dralab.core.scheduler.reactor import Scheduler
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.logfile import make_header, read_log, write_log
 from dralab.replay.sim import simulate
 from dralab.replay.timetravel import PointError, parse_point

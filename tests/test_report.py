@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from dralab.cli import main
-from dralab.core.config import policies, run_config
-from dralab.core.events import Record, ScaleUpRequested, decode_record
-from dralab.core.metrics import compute_metrics
-from dralab.core.state import ClusterState
-from dralab.core.waits import pending_cause
+from dralab.core.analysis.metrics import compute_metrics
+from dralab.core.analysis.waits import pending_cause
+from dralab.core.log.events import Record, ScaleUpRequested, decode_record
+from dralab.core.run.config import policies, run_config
+from dralab.core.state.cluster import ClusterState
 from dralab.inputs import load_scenario_input
 from dralab.replay.logfile import make_header, write_log
 from dralab.replay.report_data import RunData, Steps, extract, resample

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dralab.core.resources import _pod_requests, pod_requests
+from dralab.core.kube.resources import _pod_requests, pod_requests
 
 
 def spec(**fields: Any) -> dict[str, Any]:

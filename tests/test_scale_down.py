@@ -1,4 +1,4 @@
-"""Scale-down (core/reactors/scale_down.py) and failed scale-ups (core/reactors/backoff.py): empty nodes
+"""Scale-down (core/autoscaler/scale_down.py) and failed scale-ups (core/autoscaler/backoff.py): empty nodes
 deleted after 10 min unneeded with taint then delete, never below min, not soon after a scale-up;
 the re-check before deleting, and the race without it; backoff durations."""
 
@@ -8,11 +8,11 @@ from typing import Any
 
 from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
 
-from dralab.core.events import NodeDeleted, NodeTaintsChanged, PodFinished, decode_record
-from dralab.core.group_state import NodeGroupState
-from dralab.core.reactors.backoff import backoff_until
-from dralab.core.reactors.scale_down import TAINT_KEY
-from dralab.core.scenario import parse_scenario
+from dralab.core.autoscaler.backoff import backoff_until
+from dralab.core.autoscaler.scale_down import TAINT_KEY
+from dralab.core.log.events import NodeDeleted, NodeTaintsChanged, PodFinished, decode_record
+from dralab.core.scenario.load import parse_scenario
+from dralab.core.state.groups import NodeGroupState
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import SimResult, simulate
 from dralab.replay.verify import verify

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dralab.core._fields import FieldError
-from dralab.core.durations import DurationError, format_duration, parse_duration
-from dralab.core.manifests import check_node, check_pod, node_allocatable, pod_requests
-from dralab.core.quantity import ERR_FORMAT_WRONG, ERR_SUFFIX
-from dralab.core.scenario import (
+from dralab.core.kube.durations import DurationError, format_duration, parse_duration
+from dralab.core.kube.fields import FieldError
+from dralab.core.kube.manifests import check_node, check_pod, node_allocatable, pod_requests
+from dralab.core.kube.quantity import ERR_FORMAT_WRONG, ERR_SUFFIX
+from dralab.core.scenario.load import (
     MAX_FILE_BYTES,
     Arrival,
     AutoscalerSettings,

@@ -12,8 +12,8 @@ from dralab.core.dra.allocator import AllocatedState, Allocator
 from dralab.core.dra.api import claim_from_template, parse_documents
 from dralab.core.dra.cel import CelMatcher
 from dralab.core.dra.model import Node
-from dralab.core.scenario import NodeGroup, Scenario, ScenarioError, load_scenario, parse_scenario, render_slices
-from dralab.core.scenario_dra import OBJECT_KINDS, slice_name
+from dralab.core.scenario.dra import OBJECT_KINDS, slice_name
+from dralab.core.scenario.load import NodeGroup, Scenario, ScenarioError, load_scenario, parse_scenario, render_slices
 
 ROOT = Path(__file__).resolve().parents[1]
 DRA_QUICKSTART = ROOT / "scenarios" / "dra-quickstart.yaml"

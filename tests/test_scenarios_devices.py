@@ -14,9 +14,9 @@ import msgspec
 import pytest
 import yaml
 
-from dralab.core.events import NodeReady, PodBound, PodFinished, ScaleUpRequested, decode_record
-from dralab.core.metrics import RunMetrics, metrics_from_entries
-from dralab.core.scenario import Policy, Scenario, load_scenario, parse_scenario
+from dralab.core.analysis.metrics import RunMetrics, metrics_from_entries
+from dralab.core.log.events import NodeReady, PodBound, PodFinished, ScaleUpRequested, decode_record
+from dralab.core.scenario.load import Policy, Scenario, load_scenario, parse_scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import SimResult, simulate
 from dralab.replay.verify import verify

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from builders import GPU, GPU_TAINT, GPU_TOLERATION, Log, key, node_template, pod
 
-from dralab.core.events import PodBound, PodUnschedulable
-from dralab.core.reactor import decide, decision_rng
-from dralab.core.reactors.scheduler import Scheduler, pending_cause, unschedulable_message
-from dralab.core.state import ClusterState
+from dralab.core.engine.contract import decide, decision_rng
+from dralab.core.log.events import PodBound, PodUnschedulable
+from dralab.core.scheduler.reactor import Scheduler, pending_cause, unschedulable_message
+from dralab.core.state.cluster import ClusterState
 
 NOW = 1_000
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from dralab.core.events import (
+from dralab.core.log.events import (
     ClaimAllocated,
     ClaimReleased,
     PodUnschedulable,
@@ -18,7 +18,7 @@ from dralab.core.events import (
     ScaleUpRequested,
     decode_record,
 )
-from dralab.core.scenario import parse_scenario
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import simulate
 from dralab.replay.verify import verify

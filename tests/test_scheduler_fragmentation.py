@@ -12,8 +12,8 @@ import pytest
 import yaml
 from builders import GPU_TOLERATION, arrival, group, key, node_template, pod, scenario_doc
 
-from dralab.core.reactors.fragmentation import expected_fragmentation, fragmentation_score
-from dralab.core.scenario import parse_scenario
+from dralab.core.scenario.load import parse_scenario
+from dralab.core.scheduler.fragmentation import expected_fragmentation, fragmentation_score
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import simulate
 from dralab.replay.verify import verify

@@ -12,7 +12,9 @@ import pytest
 import yaml
 from builders import GPU_TOLERATION, arrival, group, key, node_template, pod, record, scenario_doc
 
-from dralab.core.events import (
+from dralab.core.analysis.summary import summarize
+from dralab.core.checks.invariants import check
+from dralab.core.log.events import (
     ClaimAllocated,
     NodeCreated,
     NodeReady,
@@ -25,10 +27,8 @@ from dralab.core.events import (
     WorkloadCreated,
     decode_record,
 )
-from dralab.core.invariants import check
-from dralab.core.scenario import ScenarioError, parse_scenario
-from dralab.core.state import ClusterState
-from dralab.core.summary import summarize
+from dralab.core.scenario.load import ScenarioError, parse_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import simulate
 from dralab.replay.verify import verify

@@ -1,4 +1,4 @@
-"""The scheduling queue's timing (core/reactors/queue.py): a pod that failed waits in the unschedulable
+"""The scheduling queue's timing (core/scheduler/queue.py): a pod that failed waits in the unschedulable
 pool until an event can make it schedulable or five minutes pass, then for its backoff (1 s doubling to
 10 s per failed attempt); the scheduler wakes itself for both."""
 
@@ -8,8 +8,8 @@ import random
 
 from builders import Log, node_template, pod
 
-from dralab.core.reactors.queue import MAX_IN_UNSCHEDULABLE_MS, backoff_ms, due
-from dralab.core.reactors.scheduler import Scheduler
+from dralab.core.scheduler.queue import MAX_IN_UNSCHEDULABLE_MS, backoff_ms, due
+from dralab.core.scheduler.reactor import Scheduler
 
 
 def test_backoff_doubles_from_one_second_to_ten() -> None:

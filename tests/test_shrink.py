@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from dralab.cli import main
-from dralab.core.events import PodCreated, Record, ScaleUpRequested, decode_record, encode_record
-from dralab.core.inputs import scenario_inputs
-from dralab.core.scenario import load_scenario, parse_scenario
+from dralab.core.log.events import PodCreated, Record, ScaleUpRequested, decode_record, encode_record
+from dralab.core.run.inputs import scenario_inputs
+from dralab.core.scenario.load import load_scenario, parse_scenario
 from dralab.replay.logfile import LogFile, read_log, write_log
 from dralab.replay.outcomes import OUTCOMES, resolve_target, target_names
 from dralab.replay.shrink import Shrinker, final_log, run_trial
@@ -152,8 +152,8 @@ def test_shrink_to_an_invariant_stops_where_the_monitor_sees_it() -> None:
 
 
 def test_invariants_of_the_log_checker_are_targets_too() -> None:
-    """core/log_check.py's invariants (judged over the finished log): the same record appended twice."""
-    pytest.importorskip("dralab.core.log_check")
+    """core/checks/log_check.py's invariants (judged over the finished log): the same record appended twice."""
+    pytest.importorskip("dralab.core.checks.log_check")
     scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
     inputs = scenario_inputs(scenario, 0)
     again = Record(id=inputs[1].id, source="scenario", view=-1, t=5_000, events=inputs[1].events)

@@ -14,9 +14,9 @@ from builders import GPU_TAINT, GPU_TOLERATION, arrival, group, node_template, p
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dralab.core.events import PodBound, PodCreated, decode_record
-from dralab.core.invariants import check
-from dralab.core.scenario import EXPANDERS, SCORE_STRATEGIES, Scenario
+from dralab.core.checks.invariants import check
+from dralab.core.log.events import PodBound, PodCreated, decode_record
+from dralab.core.scenario.load import EXPANDERS, SCORE_STRATEGIES, Scenario
 from dralab.replay.logfile import LogFile
 from dralab.replay.sim import SimResult, Simulator
 from dralab.replay.verify import verify

@@ -1,4 +1,4 @@
-"""State snapshots (core/snapshot_codec.py): fold(prefix) -> encode -> decode -> fold(tail) is fold(all).
+"""State snapshots (core/state/codec.py): fold(prefix) -> encode -> decode -> fold(tail) is fold(all).
 
 Every scenario under every autoscaler policy is simulated, its log decoded as a restarted actor reads
 it, and cut at many offsets. At each cut the decoded state must equal the folded one (encoded bytes
@@ -21,13 +21,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dralab.core import snapshot_codec as codec
-from dralab.core._yaml import load_yaml_file
-from dralab.core.config import build_reactors, run_config
-from dralab.core.events import Record, decode_record, encode_record
-from dralab.core.reactor import decide
-from dralab.core.scenario import Policy, Scenario, load_scenario, parse_scenario
-from dralab.core.snapshot_codec import (
+from dralab.core.engine.contract import decide
+from dralab.core.kube.yaml_files import load_yaml_file
+from dralab.core.log.events import Record, decode_record, encode_record
+from dralab.core.run.config import build_reactors, run_config
+from dralab.core.scenario.load import Policy, Scenario, load_scenario, parse_scenario
+from dralab.core.state import codec
+from dralab.core.state.cluster import ClusterState
+from dralab.core.state.codec import (
     SnapshotError,
     SnapshotTooLarge,
     SnapshotVersionError,
@@ -35,7 +36,6 @@ from dralab.core.snapshot_codec import (
     encode_state,
     read_header,
 )
-from dralab.core.state import ClusterState
 from dralab.replay.sim import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]

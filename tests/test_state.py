@@ -7,7 +7,7 @@ import copy
 import pytest
 from builders import GPU, Log, checked_pod, fold, node_template, pod, record
 
-from dralab.core.events import (
+from dralab.core.log.events import (
     AnyEvent,
     NodeCreated,
     NodeReady,
@@ -18,7 +18,7 @@ from dralab.core.events import (
     RunStarted,
     ScaleUpRequested,
 )
-from dralab.core.state import PENDING, RUNNING, SUCCEEDED, ClusterState
+from dralab.core.state.cluster import PENDING, RUNNING, SUCCEEDED, ClusterState
 
 
 def assert_indexes_consistent(state: ClusterState) -> None:

@@ -12,7 +12,7 @@ import pytest
 from traces_path import absent, needs, real_trace
 
 from dralab.cli import main
-from dralab.core.scenario import parse_scenario
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.fgd import MARKS, PyDraws, arrival_order, medians, run_seed, typical_pods
 from dralab.replay.fgd_cluster import Cluster, build_cluster
 from dralab.replay.fgd_policies import Context, NodeInfo, Shape, bestfit, fgd, node_fragment, packing

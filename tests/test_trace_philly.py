@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from traces_path import needs, real_trace
 
-from dralab.core.scenario import parse_scenario
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.philly import PhillyError, load_philly, philly_scenario, pods_of, select
 from dralab.replay.sim import Simulator
 

@@ -13,7 +13,7 @@ import pytest
 from traces_path import needs, real_trace
 
 from dralab.cli import main
-from dralab.core.scenario import parse_scenario
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.philly import load_philly
 from dralab.replay.pollux import PolluxError, draw_durations, load_workload, matched_counts, pollux_scenario
 from dralab.replay.sim import Simulator

@@ -13,8 +13,8 @@ import pytest
 from traces_path import needs, real_trace
 
 from dralab.cli import main
-from dralab.core.events import PodFinished, decode_record
-from dralab.core.scenario import parse_scenario
+from dralab.core.log.events import PodFinished, decode_record
+from dralab.core.scenario.load import parse_scenario
 from dralab.replay.openb import read_nodes, read_pod_times, read_pods, timed_scenario
 from dralab.replay.trace_runs import ROW_KEYS, run_policy
 
@@ -133,7 +133,7 @@ def test_philly_gangs_are_placed_whole(tmp_path: Path, capsys: pytest.CaptureFix
     assert report["window"]["jobs"] == 5 and report["window"]["gangs"] == 2 and report["window"]["pods"] == 8
     for r in report["policies"]:
         assert r["pods"] == 8 and r["pods_never_scheduled"] == 0 and r["invariant_violations"] == 0
-    from dralab.core.events import PodBound
+    from dralab.core.log.events import PodBound
 
     bound: dict[str, int] = {}
     for offset, raw in _log_entries(logs / "philly-vc1-atomic.dralog"):

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from dralab.core._fields import FieldError
+from dralab.core.analysis.dump import dump_record
+from dralab.core.analysis.whatif import parse_node_groups, whatif
 from dralab.core.dra.api import load_objects
-from dralab.core.dump_state import dump_record
-from dralab.core.state import ClusterState
-from dralab.core.whatif import parse_node_groups, whatif
+from dralab.core.kube.fields import FieldError
+from dralab.core.state.cluster import ClusterState
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "whatif"
 DUMP = FIXTURES / "topology-dump.yaml"

@@ -23,10 +23,10 @@ from dralab.actors.bus_factory import BusSpec
 from dralab.actors.live import LiveOptions, LiveRun
 from dralab.actors.reactor_actor import ReactorActor, ReactorLoop
 from dralab.actors.redis_bus import RedisBus
-from dralab.core.events import SCHEMA_VERSION, Record, decode_record, encode_record
-from dralab.core.metrics import metrics_from_entries
-from dralab.core.scenario import load_scenario
-from dralab.core.state import ClusterState
+from dralab.core.analysis.metrics import metrics_from_entries
+from dralab.core.log.events import SCHEMA_VERSION, Record, decode_record, encode_record
+from dralab.core.scenario.load import load_scenario
+from dralab.core.state.cluster import ClusterState
 from dralab.replay.sim import simulate
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from ..quantity import parse_quantity
+from ..kube.quantity import parse_quantity
 from .model import Claim, DeviceID
 
 

@@ -22,10 +22,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .._fields import FieldError, expect_list, index, join, sanitize, type_name
-from .._yaml import YamlError, load_yaml_all
-from ..errors import ScenarioError
-from ..workloads import (
+from ..kube.errors import ScenarioError
+from ..kube.fields import FieldError, expect_list, index, join, sanitize, type_name
+from ..kube.workloads import (
     POD_GROUP_API_VERSION,
     POD_GROUP_KIND,
     WORKLOAD_API_VERSION,
@@ -34,6 +33,7 @@ from ..workloads import (
     check_workload,
     check_workload_ref,
 )
+from ..kube.yaml_files import YamlError, load_yaml_all
 from .claims import convert_claim, convert_pod, convert_template
 from .convert import convert_device_class, convert_node, convert_slice
 from .model import Claim, Inventory

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from ..quantity import MAX_INT64, QuantityError, parse_quantity
+from ..kube.quantity import MAX_INT64, QuantityError, parse_quantity
 from . import semver as semverlib
 
 __all__ = ["QUANTITY_KEY", "SEMVER_KEY", "Library", "encode_quantity", "encode_semver", "type_name"]

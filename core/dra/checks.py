@@ -2,7 +2,7 @@
 tolerations, binding conditions, CEL selectors, opaque configuration, object metadata.
 
 Messages and limits as in :mod:`dralab.core.dra.validation`; every check raises
-:class:`~dralab.core._fields.FieldError` with the path of the offending field.
+:class:`~dralab.core.kube.fields.FieldError` with the path of the offending field.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._fields import expect_int, expect_map, expect_str, index, join, qualified_name_error
+from ..kube.fields import expect_int, expect_map, expect_str, index, join, qualified_name_error
 from .model import Taint, Toleration
 from .validation import (
     BINDING_CONDITIONS_MAX_SIZE,

@@ -3,15 +3,15 @@
 A claim's spec becomes :class:`~dralab.core.dra.model.Claim` requests, constraints and config (defaults
 filled in: allocationMode ExactCount, count 1, toleration operator Equal); ``status.allocation`` and
 ``status.reservedFor`` are checked and kept as given. Templates and pods stay plain manifests (checked).
-Errors are :class:`~dralab.core._fields.FieldError` with the path of the field.
+Errors are :class:`~dralab.core.kube.fields.FieldError` with the path of the field.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .._fields import expect_int, expect_map, expect_str, index, join
-from ..manifests import check_pod
+from ..kube.fields import expect_int, expect_map, expect_str, index, join
+from ..kube.manifests import check_pod
 from .checks import check_device_configuration, check_labels, check_metadata, check_selectors, check_tolerations
 from .claimstatus import (
     RequestNames,
@@ -236,7 +236,7 @@ def _constraint(item: object, path: str, names: RequestNames) -> Constraint:
 
 
 def convert_pod(obj: dict[str, Any], path: str) -> tuple[str, str]:
-    """Check a v1 Pod (as :func:`dralab.core.manifests.check_pod` does, plus ``spec.resourceClaims`` and the
+    """Check a v1 Pod (as :func:`dralab.core.kube.manifests.check_pod` does, plus ``spec.resourceClaims`` and the
     containers' ``resources.claims``); return its (namespace, name). ``obj`` is not modified."""
     pod = check_pod(obj, path)  # checks a copy
     spec_path = join(path, "spec")

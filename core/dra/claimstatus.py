@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._fields import expect_map, index, join
+from ..kube.fields import expect_map, index, join
 from .checks import (
     check_binding_conditions,
     check_device_configuration,

@@ -1,17 +1,17 @@
 """ResourceSlice, DeviceClass and Node manifests to the DRA model, checked as the 1.35 API server would.
 
-Each function takes one object (plain data, already through :func:`~dralab.core._fields.sanitize`) and the
+Each function takes one object (plain data, already through :func:`~dralab.core.kube.fields.sanitize`) and the
 path of that object in its file, and returns the model object; the manifest itself is kept, unchanged, in
-the model's ``manifest`` field. Errors are :class:`~dralab.core._fields.FieldError`.
+the model's ``manifest`` field. Errors are :class:`~dralab.core.kube.fields.FieldError`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .._fields import expect_bool, expect_int, expect_map, expect_str, index, join
-from ..manifests import _check_taints, _resource_list
-from ..resources import is_extended_resource
+from ..kube.fields import expect_bool, expect_int, expect_map, expect_str, index, join
+from ..kube.manifests import _check_taints, _resource_list
+from ..kube.resources import is_extended_resource
 from .checks import (
     check_binding_conditions,
     check_device_configuration,

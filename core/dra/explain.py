@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..quantity import format_quantity
+from ..kube.quantity import format_quantity
 from .consumable import published_capacity
 from .model import Claim, Request
 from .pools import device_matches_node

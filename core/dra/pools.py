@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ..nodeselector import node_selector_matches
+from ..kube.nodeselector import node_selector_matches
 from .model import Device, Node, NodeSelection, Slice
 
 PoolKey = tuple[str, str]  # (driver, pool name)

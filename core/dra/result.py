@@ -25,7 +25,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..quantity import format_quantity
+from ..kube.quantity import format_quantity
 from .model import Claim, Node, NodeSelection
 from .prepare import AllocationError, ReqData
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from .._fields import expect_map, index, join
+from ..kube.fields import expect_map, index, join
 from .model import Capacity, CapacityPolicy, CounterConsumption
 from .validation import (
     CAPACITY_REQUEST_POLICY_DISCRETE_MAX_OPTIONS,

@@ -4,7 +4,7 @@ The rules and limits are those of Kubernetes 1.35 (``pkg/apis/resource/validatio
 ``k8s.io/api/resource/v1``). Messages follow the API server's shape (``Required value``, ``Invalid value:
 "x": ...``, ``Too many: 129: must have at most 128 items``, ``Duplicate value: "x"``, ``Unsupported value:
 ...``, ``Forbidden: ...``); type errors use dralab's own (``expected int, got str``). Every check raises
-:class:`~dralab.core._fields.FieldError` with the path of the offending field; the loader adds the file.
+:class:`~dralab.core.kube.fields.FieldError` with the path of the offending field; the loader adds the file.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from .._fields import (
+from ..kube.fields import (
     FieldError,
     check_fields,
     dns1123_label_error,
@@ -30,7 +30,7 @@ from .._fields import (
     qualified_name_error,
     type_name,
 )
-from ..quantity import QuantityError, parse_quantity
+from ..kube.quantity import QuantityError, parse_quantity
 
 # --- limits (k8s.io/api/resource/v1 at v0.35.0) ----------------------------------------------------------
 RESOURCE_SLICE_MAX_DEVICES = 128

@@ -1,0 +1,90 @@
+"""Why pods are pending, from a cluster dump: `dralab audit` and `dralab schedule`.
+
+:func:`audit` tries every pending pod on every node (see :mod:`dralab.core.analysis.audit_snapshot` for the filters),
+classifies why it does not fit from the node that came closest (fewest failing filters, then most DRA
+progress, then name), and counts devices: total, allocated, free and stranded (free, but no pending pod
+can use them). :func:`schedule` runs one greedy scheduling pass over the same snapshot in queue order.
+
+Reasons: ``capacity`` (no node has enough free matching devices), ``topology`` (a node has them but a
+constraint cannot be met), ``fragmentation`` (enough free matching devices across the nodes the pod may
+use, but not on one node), ``resources`` (cpu/memory/pods/extended resources), ``taint``, ``selector``,
+``not-ready`` (node not Ready or cordoned, or its devices not fully published), ``missing`` (a referenced
+claim, template, class, Workload, pod group or PodGroup does not exist), ``gang`` (a KEP-4671 Workload
+gang or a scheduler-plugins PodGroup: fewer than ``minCount``/``minMember`` pods of its gang exist, a
+PodGroup's ``minResources`` are not free, or no room for ``minCount`` of them at once; see
+:mod:`dralab.core.analysis.audit_gang`), ``gated`` (the pod has scheduling gates, e.g. Kueue's
+``kueue.x-k8s.io/admission``: the scheduler does not try it, and cluster-autoscaler does not scale up for
+it, until they are removed). A pending pod that fits somewhere has reason None.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dra.model import Inventory
+from .audit_gang import GangIndex, audit_gang, schedule_gang
+from .audit_pods import Placer, PodVerdict, device_totals, evaluate, gated, pod_names, queue_order
+from .audit_shape import Shape
+from .audit_snapshot import Snapshot, is_pending, pod_key
+
+__all__ = ["Placer", "PodVerdict", "audit", "evaluate", "queue_order", "schedule"]
+
+
+def audit(inv: Inventory) -> dict[str, Any]:
+    snap = Snapshot(inv)
+    gangs = GangIndex(inv)
+    verdicts: dict[str, PodVerdict] = {}
+    memo: dict[tuple[str, str], Shape] = {}
+    for key, pod in inv.pods.items():
+        if is_pending(pod):
+            verdicts[key] = gated(pod) or gangs.held(snap, pod) or evaluate(snap, pod, memo, share_nodes=True)
+        else:
+            ns, name = pod_names(pod)
+            node = (pod.get("spec") or {}).get("nodeName")
+            verdicts[key] = PodVerdict(ns, name, node, None, "", {"node": node, "missing": []})
+    if gangs.groups:  # after every other pod: each gang is tried in a scratch state, then rolled back
+        placer = Placer(snap)
+        for gang in gangs.distinct():
+            if gangs.held(snap, gang.pending[0]) is None:  # held: every member already says why
+                audit_gang(placer, gang, verdicts)
+    ordered = sorted(verdicts.values(), key=lambda v: (v.namespace, v.name))
+    return {"pods": [v.to_json() for v in ordered], "devices": device_totals(snap, ordered)}
+
+
+def schedule(inv: Inventory) -> dict[str, Any]:
+    """One greedy pass in queue order. A gang (KEP-4671 Workload or scheduler-plugins PodGroup) is placed
+    when its first pending pod's turn comes, all-or-nothing (see :mod:`dralab.core.analysis.audit_gang`)."""
+    snap = Snapshot(inv)
+    placer = Placer(snap)
+    gangs = GangIndex(inv)
+    bindings: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    done: set[str] = set()  # pods of gangs already tried
+    for pod in queue_order(p for p in inv.pods.values() if is_pending(p)):
+        key = pod_key(pod)
+        if key in done:
+            continue
+        if (held_back := gated(pod)) is not None:
+            pending.append(held_back.to_json())
+            continue
+        gang = gangs.groups.get(key)
+        held = gangs.held(snap, pod)  # a PodGroup's minResources: on the snapshot as this pass left it
+        if held is not None and gang is None:
+            pending.append(held.to_json())
+            continue
+        if held is not None and gang is not None:  # the check is group-wide: every member is held now
+            done.update(pod_key(p) for p in gang.pending)
+            pending += [(gangs.held(snap, p) or held).to_json() for p in gang.pending]
+            continue
+        if gang is not None:
+            done.update(pod_key(p) for p in gang.pending)
+            placed, waiting = schedule_gang(placer, gang)
+            bindings += placed
+            pending += [v.to_json() for v in waiting]
+            continue
+        verdict = placer.evaluate(pod)
+        if verdict.reason is not None:
+            pending.append(verdict.to_json())
+            continue
+        bindings.append(placer.bind(pod, verdict))
+    return {"bindings": bindings, "pending": pending}

@@ -1,0 +1,107 @@
+"""The end-of-run summary: a pure function of the final state (and the violations seen).
+
+The JSON shape is a contract that scripts rely on: later work adds keys, never renames them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from ..checks.invariants import Violation
+from ..run.config import policies
+from ..state.cluster import ClusterState
+from .waits import pending_cause, schedule_waits, time_to_schedule
+
+if TYPE_CHECKING:
+    from .metrics import RunMetrics
+
+
+def summarize(state: ClusterState, violations: list[Violation], *, seed: int | None = None,
+              metrics: RunMetrics | None = None) -> dict[str, Any]:
+    """The summary of the final state; with `metrics` (computed over the run's log, core/analysis/metrics.py) it
+    gains the four top-level metric keys and a `metrics` object with the rest."""
+    run = state.run
+    config = run.config if run else {}
+    pending = state.pending_pods()
+    by_reason = Counter(pending_cause(state, p) for p in pending)
+    added: dict[str, int] = {name: g.created - g.initial for name, g in sorted(state.node_groups.items())}
+    gangs = state.gang.gangs()
+    summary = {
+        "scenario": run.scenario if run else None,
+        "seed": run.seed if run else seed,
+        "policy": policies(config),
+        "pods": {
+            "total": len(state.pods),
+            "scheduled": sum(1 for p in state.pods.values() if p.bound_t >= 0),
+            "pending": len(pending),
+            "pending_by_reason": dict(sorted(by_reason.items())),
+            "failed": len(state.pods_by_phase["Failed"]),  # ended as Failed (e.g. their node was deleted)
+        },
+        "gangs": {
+            "total": len(gangs),
+            "bound": sum(1 for g in gangs if g in state.gang.bound),
+            "waiting": len({r.gang for r in state.gang.reservations.values()}),
+            "timeouts": state.gang.timeouts,
+        },
+        "nodes_added": added,
+        "nodes_deleted": {name: g.deleted for name, g in sorted(state.node_groups.items()) if g.deleted},
+        "time_to_schedule_s": time_to_schedule(schedule_waits(state)),
+        "events": state.events_applied,
+        "invariant_violations": [v.to_json() for v in violations],
+        "records": state.offset,
+        "sim_time_s": state.t / 1000,
+    }
+    if metrics is not None:
+        summary.update(metrics.contract())
+        summary["metrics"] = metrics.details()
+    return summary
+
+
+def render_text(summary: dict[str, Any]) -> str:
+    """The summary a person reads at a glance."""
+    pods, tts = summary["pods"], summary["time_to_schedule_s"]
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}s"
+
+    lines = [
+        f"scenario {summary['scenario']}  seed {summary['seed']}  autoscaler policy {summary['policy']['autoscaler']}",
+        f"pods       {pods['scheduled']}/{pods['total']} scheduled, {pods['pending']} pending"
+        + (f" ({', '.join(f'{k}: {v}' for k, v in pods['pending_by_reason'].items())})" if pods["pending"] else "")
+        + (f", {pods['failed']} failed" if pods.get("failed") else ""),
+        *([f"gangs      {summary['gangs']['bound']}/{summary['gangs']['total']} bound, "
+           f"{summary['gangs']['waiting']} waiting at Permit, {summary['gangs']['timeouts']} member(s) timed out"]
+          if summary.get("gangs", {}).get("total") else []),
+        "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
+        f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
+        *_metric_lines(summary),
+        f"log        {summary['events']} events in {summary['records']} records, "
+        f"{summary['sim_time_s']:.0f}s of cluster time",
+    ]
+    violations = summary["invariant_violations"]
+    lines.append(
+        "invariants all held"
+        if not violations
+        else "invariants VIOLATED:\n"
+        + "\n".join(f"  - {v['invariant']} @ {v['offset']}: {v['message']}" for v in violations)
+    )
+    return "\n".join(lines)
+
+
+def _metric_lines(summary: dict[str, Any]) -> list[str]:
+    """Two lines of the run's metrics, when the summary has them: what the GPUs cost and what pods waited."""
+    if "gpu_hours_paid" not in summary:
+        return []
+    details = summary.get("metrics") or {}
+    ratio = (details.get("gpu_allocation_ratio") or {}).get("mean")
+    n = summary["scale_ups_without_pod"]
+    gpus = (f"GPUs       {summary['gpu_hours_paid']:.1f} GPU-h paid, {summary['gpu_hours_idle']:.1f} idle, "
+            f"{details.get('gpu_hours_unready', 0.0):.1f} not ready"
+            + (f", {ratio:.0%} allocated" if ratio is not None else "")
+            + (f"; {n} scale-up{'' if n == 1 else 's'} brought no pod" if n else ""))
+    waited = summary["pending_pod_seconds_by_reason"]
+    total = sum(waited.values())
+    pending = (f"pending    {total:.0f} pod-seconds ("
+               + ", ".join(f"{k} {v:.0f}" for k, v in sorted(waited.items(), key=lambda kv: -kv[1])) + ")")
+    return [gpus, *([pending] if total else [])]

@@ -1,0 +1,169 @@
+"""Scale-down, as cluster-autoscaler does it (core/scaledown: planner, unneeded nodes, actuation).
+
+A node is a candidate when its group is above its min size, it is ready, and its utilization is below
+the threshold (0.5): for a node with GPUs, GPU utilization only (extended resources, or for DRA the
+share of the node's devices allocated); else max(cpu, memory) requested over allocatable. It must stay
+a candidate for `unneededTime` (10 min), and no scale-up may have happened in the last `delayAfterAdd`
+(10 min). Actuation taints it `ToBeDeletedByClusterAutoscaler:NoSchedule` (the value is the time, as
+upstream writes it), then `deleteDelayAfterTaint` (5 s) later deletes it.
+
+A node with pods is scaled down too when every pod is either left behind (DaemonSet and mirror pods) or
+may move and fits on another node (drain.py: upstream's drainability rules and removal simulation):
+at most `--scale-down-non-empty-candidates-count` (30) such nodes are simulated per loop and one is
+drained at a time (`--max-drain-parallelism` 1). After the taint and `deleteDelayAfterTaint` the pods
+are evicted (`PodEvicted`; a zero grace period: they are gone at once) and the node deleted in the same
+record; their controllers replace them (workload_controllers.py), and the scheduler places the
+replacements. A node stays unneeded from the last time a pod was bound to it, left it or was reserved
+on it (`busy_t`); upstream's timer restarts whenever a loop finds it needed, which for a non-empty node
+also happens when the pods stop fitting elsewhere for a while: dralab does not keep that memory (a
+reactor decides from the log), so it may drain such a node sooner.
+
+Before deleting, cluster-autoscaler looks at the node again; with `recheckBeforeDelete: false` dralab
+deletes on the judgment it made when tainting, which is the race of autoscaler#3886: a pod bound in
+between (one the scheduler had already reserved the node for, invisible without a nominated node name)
+is killed with the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cluster.nodes import delete_node, set_taints
+from ..log.events import AnyEvent
+from ..state.cluster import ClusterState, NodeState, PodState
+from .capacity import SimNode, Simulation
+from .drain import RemovalSimulator, pods_to_move
+
+Snapshot = Callable[[], tuple[Simulation, list[SimNode]]]
+
+TAINT_KEY = "ToBeDeletedByClusterAutoscaler"
+MAX_PARALLELISM = 10  # --max-scale-down-parallelism (empty nodes deleted per loop)
+MAX_DRAIN_PARALLELISM = 1  # --max-drain-parallelism (nodes with pods drained at once)
+NON_EMPTY_CANDIDATES = 30  # --scale-down-non-empty-candidates-count (drain simulations per loop)
+
+
+@dataclass(frozen=True)
+class ScaleDown:
+    enabled: bool = True
+    utilization_threshold: float = 0.5
+    unneeded_time_ms: int = 600_000
+    delay_after_add_ms: int = 600_000
+    delete_delay_after_taint_ms: int = 5_000
+    recheck_before_delete: bool = True
+    # A cache, never an answer: node -> the pod that blocked its drain (drainability depends on the pod
+    # alone, so while that pod is on the node the node stays blocked).
+    _blocker: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def decide(self, view: ClusterState, now: int, ready: Callable[[NodeState], bool],
+               occupied: set[str], snapshot: Snapshot | None = None) -> list[AnyEvent]:
+        """This loop's scale-down events. `occupied`: nodes with pods nominated to them. `snapshot`:
+        makes the autoscaler's simulation and its ready nodes, for draining nodes with pods (none: only
+        empty nodes are scaled down)."""
+        if not self.enabled:
+            return []
+        events: list[AnyEvent] = []
+        leaving: set[str] = set()  # nodes deleted or tainted for deletion: no destination for moved pods
+        removal: list[RemovalSimulator] = []  # made once, when a drain needs it
+
+        def removal_sim() -> RemovalSimulator:
+            if not removal:
+                assert snapshot is not None
+                removal.append(RemovalSimulator(view, *snapshot(), removed=leaving))
+            return removal[0]
+
+        draining = 0
+        for node in view.nodes.values():  # (events are only returned: the view does not change meanwhile)
+            spec = node.manifest.get("spec")
+            if not spec or not spec.get("taints"):
+                continue  # most nodes: no taints at all (read without the property: this runs every loop)
+            taint = None
+            for t in spec["taints"]:  # node.taints, without the property and a generator (GPU nodes' taint)
+                if t.get("key") == TAINT_KEY:
+                    taint = t
+                    break
+            if taint is None:
+                continue
+            leaving.add(node.name)
+            tainted_at = int(str(taint.get("value") or "0") or 0)
+            # pods there when it was tainted: a drain; pods bound since: a race with the scheduler
+            drain = snapshot is not None and any(view.pods[k].bound_t <= tainted_at for k in node.pods)
+            if now < tainted_at + self.delete_delay_after_taint_ms:
+                draining += drain
+                continue
+            moving = pods_to_move(view, node) if drain else []
+            if self.recheck_before_delete and not self._still_removable(node, drain, moving, occupied,
+                                                                        removal_sim):
+                events += set_taints(view, node.name, [t for t in node.taints if t.get("key") != TAINT_KEY])
+                continue  # still counted as leaving in this loop, as the view shows it tainted
+            evict = [p.key for p in moving] if isinstance(moving, list) else []
+            events += delete_node(view, node.name, reason="scale-down: unneeded", evict=evict)
+        last_add = max((t for t, _, _ in view.scale_ups), default=None)
+        if last_add is not None and now < last_add + self.delay_after_add_ms:
+            return events
+        sizes = {g: sum(1 for n in members if n in view.nodes and n not in leaving)
+                 for g, members in view.nodes_by_group.items()}
+        tainted = simulated = 0
+        since = now - self.unneeded_time_ms  # now < t + unneeded_time, for integers: t > since
+        for node in view.nodes.values():
+            # the cheap checks first, the one that excludes most nodes (in use lately) at the head: every
+            # one of them only excludes, so their order changes nothing
+            if node.busy_t > since or node.ready_t > since or tainted >= MAX_PARALLELISM:
+                continue
+            group = view.node_groups.get(node.group)
+            if group is None or sizes.get(node.group, 0) <= group.min:
+                continue
+            if node.name in leaving or not ready(node) or node.name in occupied:
+                continue
+            if node.pods:  # the drain's cheap exclusions before the utilization
+                if snapshot is None or draining >= MAX_DRAIN_PARALLELISM or simulated >= NON_EMPTY_CANDIDATES:
+                    continue
+                if self._blocker.get(node.name) in node.pods:
+                    continue  # the pod that blocked its drain is still there: still blocked
+                moving = pods_to_move(view, node)
+                if isinstance(moving, tuple):
+                    self._blocker[node.name] = moving[1]
+                    continue
+                if utilization(view, node) >= self.utilization_threshold:
+                    continue
+                if moving:  # else only DaemonSet and mirror pods: empty, as upstream counts it
+                    simulated += 1
+                    if not removal_sim().try_remove(node, moving):
+                        continue
+                    draining += 1
+            elif utilization(view, node) >= self.utilization_threshold:
+                continue
+            taints: list[dict[str, Any]] = [*node.taints,
+                                            {"key": TAINT_KEY, "value": str(now), "effect": "NoSchedule"}]
+            events += set_taints(view, node.name, taints)
+            leaving.add(node.name)
+            sizes[node.group] -= 1
+            tainted += 1
+        return events
+
+    @staticmethod
+    def _still_removable(node: NodeState, drain: bool, moving: list[PodState] | tuple[str, str], occupied: set[str],
+                         removal_sim: Callable[[], RemovalSimulator]) -> bool:
+        """cluster-autoscaler's look before deleting: an empty node is still empty; a drained node's
+        pods may still all move, and fit elsewhere."""
+        if node.name in occupied:
+            return False
+        if not drain:
+            return not node.pods
+        if isinstance(moving, tuple):
+            return False
+        return not moving or removal_sim().try_remove(node, moving)
+
+
+def utilization(view: ClusterState, node: NodeState) -> float:
+    """GPU utilization for a node with GPUs (extended `*/gpu` or DRA devices of its own slices), else
+    max(cpu, memory)."""
+    gpus = {r: a for r, a in node.allocatable.items() if r.endswith("/gpu") and a}
+    if gpus:
+        return max(node.used.get(r, 0) / a for r, a in gpus.items())
+    devices = [d.id for _, slc in view.dra.slice_index().by_node.get(node.name, ()) for d in slc.devices]
+    if devices:
+        return sum(1 for d in devices if d in view.dra.allocated.devices) / len(devices)
+    return max((node.used.get(r, 0) / node.allocatable[r] for r in ("cpu", "memory") if node.allocatable.get(r)),
+               default=0.0)

@@ -1,0 +1,63 @@
+"""The resourceclaim controller (kube-controller-manager, pkg/controller/resourceclaim), as a reactor.
+
+It creates a pod's claims from its ResourceClaimTemplates, named as upstream does (generateName
+`<pod>-<pod claim name>-` with both parts shortened to fit, then five random characters, drawn from
+the decision's seeded source), owned by the pod, annotated with the pod claim's name, and recorded
+in the pod's status (resourceClaimStatuses) through the event's `pod`/`pod_claim` fields. When a
+pod is done it takes the pod out of each claim's reservedFor, and deallocates a claim nobody uses
+any more, so its devices are free again.
+
+The same reactor hosts the workload controllers' part that matters here (workload_controllers.py): a
+replicated pod that failed or was evicted gets a replacement. Both are kube-controller-manager.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ..cluster.pod_claims import claim_manifest, generate_name
+from ..cluster.workload_controllers import replacements
+from ..engine.contract import Decision, Trigger
+from ..log.events import AnyEvent, ClaimReleased, ResourceClaimCreated
+from ..state.cluster import FAILED, PENDING, SUCCEEDED, ClusterState, PodState
+
+
+@dataclass
+class ClaimController:
+    name: str = "claims"
+    trigger: Trigger = "events"
+
+    def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
+        events: list[AnyEvent] = []
+        for key in view.pods_by_phase[PENDING]:
+            events.extend(self._create_claims(view, view.pods[key], rng))
+        pods = view.pods  # not a set of every finished pod per decision: that grows all day long
+        for claim_key, state in view.dra.claims.items():
+            if state.reserved_for:
+                gone = [p for p in state.reserved_for if p in pods and pods[p].phase in (SUCCEEDED, FAILED)]
+                for i, pod_key in enumerate(gone):
+                    last = i == len(gone) - 1 and len(state.reserved_for) == len(gone)
+                    events.append(ClaimReleased(claim=claim_key, pod=pod_key, deallocate=last))
+        events.extend(replacements(view, rng))  # after the claims: their names' random draws come first
+        return Decision(tuple(events))
+
+    def _create_claims(self, view: ClusterState, pod: PodState, rng: random.Random) -> list[AnyEvent]:
+        out: list[AnyEvent] = []
+        entries = pod.manifest.get("spec", {}).get("resourceClaims")
+        if not entries:
+            return out  # most pods: no claims (every pending pod is looked at in every decision)
+        have = view.dra.pod_claims.get(pod.key, {})
+        namespace = pod.key.split("/")[1]
+        pod_name = pod.key.split("/", 2)[2]
+        for entry in entries:
+            template_name = entry.get("resourceClaimTemplateName")
+            if not template_name or entry.get("name") in have:
+                continue
+            template = view.dra.templates.get(f"{namespace}/{template_name}")
+            if template is None:
+                continue  # the scheduler reports the pod as waiting for the missing template
+            name = generate_name(pod_name, entry["name"], rng)
+            out.append(ResourceClaimCreated(manifest=claim_manifest(template, pod, entry["name"], name),
+                                            pod=pod.key, pod_claim=entry["name"]))
+        return out

@@ -1,0 +1,54 @@
+"""Node lifecycle (the kubelet's part of a node's and a pod's life), as a reactor, and node operations.
+
+The cloud (cloud.py) decides when a VM it accepted registers and turns Ready; this reactor replays it:
+at `register_at` the Node object appears (`NodeCreated`, NotReady), at `ready_at` it turns Ready
+(`NodeReady`). Its device drivers publish after that (drivers.py). Pods that were given a run time
+finish after it (`PodFinished`).
+
+The other changes of a node are functions that return the events, for whoever decides them (the
+autoscaler's scale-down, fault injection): `node_not_ready`, `set_taints` and `delete_node`, which
+fails the pods still on the node before it goes, as the pod garbage collector does for the pods of a
+deleted node (their claims are then released by the resourceclaim controller).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ..engine.contract import Decision, Trigger
+from ..log.events import AnyEvent, NodeCreated, NodeReady, PodFinished
+from ..state.cluster import ClusterState
+
+__all__ = ["Lifecycle"]
+
+
+@dataclass
+class Lifecycle:
+    name: str = "lifecycle"
+    trigger: Trigger = "events"
+
+    def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
+        events: list[AnyEvent] = []
+        wake: list[int] = []
+        for vm in view.provisioning_nodes.values():
+            if vm.register_at > now:
+                wake.append(vm.register_at)
+                continue
+            events.append(NodeCreated(name=vm.name, group=vm.group, node=vm.node, ready_at=vm.ready_at))
+            if vm.ready_at <= now:
+                events.append(NodeReady(name=vm.name))
+            else:
+                wake.append(vm.ready_at)
+        for name in view.never_ready:  # the nodes never Ready yet, in the order of view.nodes
+            node = view.nodes[name]
+            if node.ready_t < 0 and not node.ready and node.ready_at >= 0:
+                if node.ready_at <= now:
+                    events.append(NodeReady(name=node.name))
+                else:
+                    wake.append(node.ready_at)
+        done, later = view.finishing(now)  # running pods with a run time, in running order
+        events.extend(PodFinished(pod=key) for key in done)
+        if later is not None:
+            wake.append(later)
+        return Decision(tuple(events), min(wake) if wake else None)

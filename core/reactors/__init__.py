@@ -1,1 +1,0 @@
-"""The reactors: scheduler, autoscaler, cloud, node lifecycle, device drivers, claim controller (pure)."""

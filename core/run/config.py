@@ -1,0 +1,80 @@
+"""Run configuration: what the reactors of a run are, as plain data recorded in `RunStarted`.
+
+Verify and what-if replays rebuild the reactors from this record alone, so every setting that can
+change a decision must live here (and nowhere else: no environment variables, no globals).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..autoscaler.reactor import Autoscaler
+from ..controllers.chaos import Chaos
+from ..controllers.claims import ClaimController
+from ..controllers.cloud import Cloud
+from ..controllers.drivers import Drivers
+from ..controllers.kueue_broker import KueueBroker
+from ..controllers.lifecycle import Lifecycle
+from ..engine.contract import Reactor
+from ..kube.kueue import broker_config
+from ..scenario.load import Scenario
+from ..scheduler.reactor import Scheduler
+
+
+def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]:
+    """`drivers_shards`: a deployment choice of live runs (how many processes host the device drivers),
+    recorded only when above 1, so that a replay rebuilds the same reactors."""
+    return {
+        **({"drivers_shards": drivers_shards} if drivers_shards > 1 else {}),
+        "duration_ms": scenario.duration_ms,
+        # Kueue's ProvisioningRequest admission checks, when the scenario has any (core/kube/kueue.py)
+        **({"broker": broker} if (broker := broker_config(scenario.objects)) is not None else {}),
+        # the chaos reactor, when the scenario injects faults (core/controllers/chaos.py)
+        **({"chaos": {}} if scenario.faults else {}),
+        "scheduler": {
+            "score": scenario.scheduler.score,
+            "gang_timeout_ms": scenario.scheduler.gang_timeout_ms,
+            "feature_gates": dict(scenario.scheduler.feature_gates),
+        },
+        "autoscaler": {
+            "policy": scenario.policy.autoscaler,
+            "scan_interval_ms": scenario.autoscaler.scan_interval_ms,
+            "max_node_provision_time_ms": scenario.autoscaler.max_node_provision_time_ms,
+            "max_node_startup_time_ms": scenario.autoscaler.max_node_startup_time_ms,
+            "expander": scenario.autoscaler.expander,
+            "scale_down": msgspec.to_builtins(scenario.autoscaler.scale_down),
+            "capacity_revoked": scenario.autoscaler.capacity_revoked,
+            "reserve_bookings": scenario.autoscaler.reserve_bookings,
+            # recorded only when not the default, so logs written before the setting existed read the same
+            **({"provisioning_request_claims": scenario.autoscaler.provisioning_request_claims}
+               if scenario.autoscaler.provisioning_request_claims != "materialize" else {}),
+        },
+    }
+
+
+def build_reactors(config: dict[str, Any]) -> list[Reactor]:
+    """The reactors of a run, in a fixed order (the simulator shuffles it with its own seed)."""
+    return [
+        Scheduler(**config.get("scheduler", {})),
+        Autoscaler(**config.get("autoscaler", {})),
+        Cloud(),
+        Lifecycle(),
+        *drivers_shards(int(config.get("drivers_shards", 1))),
+        ClaimController(),
+        *([KueueBroker(**config["broker"])] if "broker" in config else []),
+        *([Chaos(**config["chaos"])] if "chaos" in config else []),
+    ]
+
+
+def drivers_shards(shards: int) -> list[Drivers]:
+    """One `drivers` reactor, or `shards` of them (`drivers-0`...), each hosting a share of the nodes."""
+    if shards <= 1:
+        return [Drivers()]
+    return [Drivers(name=f"drivers-{i}", shard=i, shards=shards) for i in range(shards)]
+
+
+def policies(config: dict[str, Any]) -> dict[str, str]:
+    """The `policy` object of the summary."""
+    return {"autoscaler": str(config.get("autoscaler", {}).get("policy", "count"))}

@@ -1,0 +1,294 @@
+"""The DRA parts of a scenario: objects present at t=0, ResourceSlice templates, pod claims.
+
+- ``spec.objects``: resource.k8s.io/v1 DeviceClasses, ResourceClaimTemplates and ResourceClaims (shared
+  claims), and scheduling.k8s.io/v1alpha1 Workloads (gangs), that exist when the run starts;
+- ``spec.nodeGroups[].resourceSlices``: the ResourceSlices the device drivers of every node of the group
+  publish, as templates (:func:`render_slices` makes one node's concrete slices);
+- ``spec.workload[].pod``: ``spec.resourceClaims`` and the containers' ``resources.claims``.
+
+Every manifest is checked by the DRA manifest loader (:func:`dralab.core.dra.api.parse_documents`), and
+an error names the field's path in the scenario (``spec.objects[2].spec.devices.requests[0].exactly.count``).
+References between objects (a pod's template, a claim's DeviceClass) are not checked here: a pod whose
+claim cannot be resolved stays pending with reason ``missing``, as the scheduler reports it.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..dra.claims import convert_pod
+from ..dra.model import Node as DraNode
+from ..dra.model import Slice
+from ..dra.pools import SliceIndex, gather_pools
+from ..dra.validation import check_driver_name, required
+from ..kube.fields import FieldError, expect_list, expect_map, expect_str, index, join, type_name
+from ..kube.kueue import ADMISSION_CHECK_KIND, CONFIG_KIND, KUEUE_API_VERSIONS, KUEUE_KINDS, check_kueue_object
+from ..kube.provreq import (
+    POD_TEMPLATE_KIND,
+    PROVREQ_API_VERSION,
+    PROVREQ_KIND,
+    check_pod_template,
+    check_provisioning_request,
+)
+from ..kube.workloads import WORKLOAD_API_VERSION, WORKLOAD_KIND, check_workload
+
+if TYPE_CHECKING:
+    from .model import NodeGroup
+
+__all__ = [
+    "DRA_API_VERSION",
+    "OBJECT_KINDS",
+    "check_objects",
+    "check_pod_claims",
+    "check_slice_templates",
+    "render_slice_templates",
+    "render_slices",
+    "slice_name",
+    "slice_names",
+]
+
+DRA_API_VERSION = "resource.k8s.io/v1"
+DRA_KINDS = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
+OBJECT_KINDS = (*DRA_KINDS, WORKLOAD_KIND, POD_TEMPLATE_KIND, PROVREQ_KIND)
+# the API version each kind must have, and the checker of the kinds outside resource.k8s.io
+_API_VERSIONS = {**dict.fromkeys(DRA_KINDS, DRA_API_VERSION), WORKLOAD_KIND: WORKLOAD_API_VERSION,
+                 POD_TEMPLATE_KIND: "v1", PROVREQ_KIND: PROVREQ_API_VERSION}
+_CHECKERS = {WORKLOAD_KIND: check_workload, POD_TEMPLATE_KIND: check_pod_template,
+             PROVREQ_KIND: check_provisioning_request}
+_NAMESPACED = ("ResourceClaimTemplate", "ResourceClaim", WORKLOAD_KIND, POD_TEMPLATE_KIND, PROVREQ_KIND)
+_ELSEWHERE = {
+    "ResourceSlice": "ResourceSlices are published by the nodes: put them in `spec.nodeGroups[].resourceSlices`",
+    "Pod": "pods arrive through `spec.workload`",
+    "Node": "nodes come from `spec.nodeGroups` and `spec.nodes`",
+}
+# The fields of a slice template the emulator fills for each node, and why they may not be given.
+_PER_NODE = "each node of the group publishes its own slices; dralab fills it with the node's name"
+_NODE_LOCAL = (
+    "a node group's slices describe the node's own devices (dralab sets `spec.nodeName` to each node's "
+    "name); leave it out"
+)
+_DOCUMENTS = re.compile(r"documents\[\d+\]\.?")
+
+
+def slice_name(node_name: str, driver: str, i: int) -> str:
+    """The name of the ``i``-th slice (0-based, counted per driver) that ``node_name`` publishes for
+    ``driver``: ``<node>-<driver>-<i>`` (the driver in lower case: driver names ignore case)."""
+    return f"{node_name}-{driver.lower()}-{i}"
+
+
+def render_slices(group: NodeGroup, node_name: str) -> list[dict[str, Any]]:
+    """The ResourceSlice manifests the drivers of node ``node_name`` of ``group`` publish, in template
+    order: deep copies of the group's templates with ``metadata.name`` (``<node>-<driver>-<i>``),
+    ``spec.nodeName`` and ``spec.pool.name`` (the node's name) filled in."""
+    return render_slice_templates(group.resource_slices, node_name)
+
+
+def slice_names(templates: Sequence[dict[str, Any]], node_name: str) -> list[str]:
+    """The names :func:`render_slice_templates` gives the slices of ``node_name``, without rendering them
+    (the autoscaler asks this of every node on every loop)."""
+    seen: dict[str, int] = {}
+    out = []
+    for template in templates:
+        driver: str = template["spec"]["driver"]
+        i = seen.get(driver, 0)
+        seen[driver] = i + 1
+        out.append(slice_name(node_name, driver, i))
+    return out
+
+
+def render_slice_templates(templates: Sequence[dict[str, Any]], node_name: str,
+                           copiers: Sequence[Callable[[], dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    """:func:`render_slices` for checked templates as :class:`~dralab.core.scenario.load.NodeGroup` holds them
+    (``resource_slices``), for code that keeps the templates without the group. ``copiers``: one per
+    template, each returning a deep copy of it (a decision rendering many nodes makes them once,
+    ``reactors.nodes.copier``); by default ``copy.deepcopy``."""
+    out: list[dict[str, Any]] = []
+    for i, (template, name) in enumerate(zip(templates, slice_names(templates, node_name), strict=True)):
+        driver: str = template["spec"]["driver"]
+        manifest = copiers[i]() if copiers is not None else copy.deepcopy(template)
+        manifest["metadata"] = {"name": name, **manifest["metadata"]}
+        pool = {"name": node_name, **manifest["spec"]["pool"]}
+        manifest["spec"] = {"driver": driver, "pool": pool, "nodeName": node_name, **manifest["spec"]}
+        manifest["spec"]["pool"] = pool
+        out.append(manifest)
+    return out
+
+
+# --- checks ---------------------------------------------------------------------------------------------
+
+
+def _parse(manifest: dict[str, Any], path: str) -> Any:
+    """Check one manifest with the DRA loader; its errors are re-raised at ``path`` in the scenario."""
+    from ..dra.api import ManifestError, parse_documents  # dra.api imports this package's scenario module
+
+    try:
+        return parse_documents([manifest], "<scenario>")
+    except ManifestError as e:
+        inner = _DOCUMENTS.sub("", e.path, count=1) if e.path.startswith("documents[") else e.path
+        if not inner:
+            raise FieldError(path, e.message) from None
+        raise FieldError(path + inner if inner.startswith("[") else join(path, inner), e.message) from None
+
+
+def _type_meta(obj: dict[str, Any], path: str) -> tuple[str, str]:
+    out: list[str] = []
+    for field in ("apiVersion", "kind"):
+        value = obj.get(field)
+        if value is None or value == "":
+            raise FieldError(join(path, field), "missing required field")
+        out.append(expect_str(value, join(path, field)))
+    return out[0], out[1]
+
+
+def check_objects(value: object, path: str = "spec.objects") -> list[dict[str, Any]]:
+    """Check ``spec.objects`` (plain data, see :func:`~dralab.core.kube.fields.sanitize`); return copies of
+    the manifests with ``metadata.namespace`` filled in (``default``) for claims and templates."""
+    if value is None:
+        return []
+    out: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], str] = {}
+    allowed = (", ".join(f"`{k}`" for k in DRA_KINDS)
+               + f" ({DRA_API_VERSION}), `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION}), `{POD_TEMPLATE_KIND}` (v1), "
+               f"`{PROVREQ_KIND}` ({PROVREQ_API_VERSION}) and Kueue's `{ADMISSION_CHECK_KIND}` and `{CONFIG_KIND}` "
+               f"({KUEUE_API_VERSIONS[0]})")
+    for i, item in enumerate(expect_list(value, path)):
+        o_path = index(path, i)
+        if not isinstance(item, dict):
+            raise FieldError(o_path, f"expected a Kubernetes object (a map), got {type_name(item)}")
+        obj = copy.deepcopy(item)
+        api_version, kind = _type_meta(obj, o_path)
+        if kind in KUEUE_KINDS:
+            obj = check_kueue_object(obj, o_path)
+            key = obj["metadata"]["name"]
+            if (kind, key) in seen:
+                raise FieldError(join(o_path, "metadata.name"), f"duplicate {kind} `{key}` (also {seen[(kind, key)]})")
+            seen[(kind, key)] = o_path
+            out.append(obj)
+            continue
+        if kind not in OBJECT_KINDS:
+            hint = _ELSEWHERE.get(kind)
+            raise FieldError(
+                join(o_path, "kind"),
+                f"unsupported kind `{kind}`; expected one of {allowed}"
+                + (f": {hint}" if hint else ""),
+            )
+        expected = _API_VERSIONS[kind]
+        if api_version != expected:
+            raise FieldError(
+                join(o_path, "apiVersion"), f"expected `{expected}` (Kubernetes 1.35), got `{api_version}`"
+            )
+        if kind == "ResourceClaim" and obj.get("status") is not None:
+            raise FieldError(
+                join(o_path, "status"),
+                "a claim of the scenario starts unallocated (the scheduler allocates it); leave `status` out",
+            )
+        checker = _CHECKERS.get(kind)
+        if checker is not None:
+            obj = checker(obj, o_path)
+        else:
+            _parse(obj, o_path)
+        meta = obj["metadata"]
+        key = meta["name"]
+        if kind in _NAMESPACED:
+            meta["namespace"] = meta.get("namespace") or "default"
+            key = f"{meta['namespace']}/{key}"
+        first = seen.get((kind, key))
+        if first is not None:
+            raise FieldError(join(o_path, "metadata.name"), f"duplicate {kind} `{key}` (also {first})")
+        seen[(kind, key)] = o_path
+        out.append(obj)
+    return out
+
+
+def check_slice_templates(value: object, path: str, group: str) -> list[dict[str, Any]]:
+    """Check ``spec.nodeGroups[g].resourceSlices`` of node group ``group``; return copies of the templates
+    with ``apiVersion``, ``kind``, ``spec.pool.generation`` (1) and ``spec.pool.resourceSliceCount`` (the
+    number of templates of the driver) filled in."""
+    if value is None:
+        return []
+    templates: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+    for i, item in enumerate(expect_list(value, path)):
+        t_path = index(path, i)
+        template = copy.deepcopy(expect_map(item, t_path))
+        for field, expected in (("apiVersion", DRA_API_VERSION), ("kind", "ResourceSlice")):
+            given = template.get(field)
+            if given is None:
+                template[field] = expected
+            elif expect_str(given, join(t_path, field)) != expected:
+                raise FieldError(join(t_path, field), f"expected `{expected}`, got `{given}`")
+        meta_path = join(t_path, "metadata")
+        meta = expect_map(template.get("metadata") or {}, meta_path)
+        template["metadata"] = meta
+        for field in ("name", "generateName"):
+            if meta.get(field) is not None:
+                raise FieldError(join(meta_path, field), f"leave it out: {_PER_NODE} (`<node>-<driver>-<i>`)")
+        spec_path = join(t_path, "spec")
+        if template.get("spec") is None:
+            raise FieldError(spec_path, "missing required field")
+        spec = expect_map(template["spec"], spec_path)
+        if spec.get("nodeName") is not None:
+            raise FieldError(join(spec_path, "nodeName"), f"leave it out: {_PER_NODE}")
+        for field in ("nodeSelector", "allNodes", "perDeviceNodeSelection"):
+            if spec.get(field) is not None:
+                raise FieldError(join(spec_path, field), _NODE_LOCAL)
+        if spec.get("driver") in (None, ""):
+            raise required(join(spec_path, "driver"))
+        driver = check_driver_name(expect_str(spec["driver"], join(spec_path, "driver")), join(spec_path, "driver"))
+        pool_path = join(spec_path, "pool")
+        pool = expect_map(spec.get("pool") or {}, pool_path)
+        if pool.get("name") is not None:
+            raise FieldError(join(pool_path, "name"), f"leave it out: {_PER_NODE}")
+        spec["pool"] = pool
+        counts[driver] = counts.get(driver, 0) + 1
+        # The usual order of a manifest's fields, so that a rendered slice reads as `kubectl` prints one.
+        ordered = {k: template[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        templates.append({**ordered, **template})
+    for template in templates:
+        pool = template["spec"]["pool"]
+        pool.setdefault("generation", 1)
+        pool.setdefault("resourceSliceCount", counts[template["spec"]["driver"]])
+    _check_rendered(templates, path, f"{group}-0")
+    return templates
+
+
+def _check_rendered(templates: list[dict[str, Any]], path: str, node: str) -> None:
+    """Check the slices one node of the group would publish, as the loader and the allocator see them."""
+    slices: list[Slice] = []
+    devices: dict[tuple[str, str], str] = {}  # (driver, device) -> where
+    counters: dict[tuple[str, str], str] = {}  # (driver, counter set) -> where
+    for i, manifest in enumerate(render_slice_templates(templates, node)):
+        t_path = index(path, i)
+        [slc] = _parse(manifest, t_path).slices.values()
+        slices.append(slc)
+        spec = manifest["spec"]
+        for what, field, seen in (("device", "devices", devices), ("counter set", "sharedCounters", counters)):
+            for j, entry in enumerate(spec.get(field) or []):
+                where = join(index(join(join(t_path, "spec"), field), j), "name")
+                first = seen.get((slc.driver, entry["name"]))
+                if first is not None:
+                    raise FieldError(
+                        where,
+                        f"duplicate {what} name `{entry['name']}` in the pool of driver `{slc.driver}` (also {first}); "
+                        "the slices of one driver on a node form one pool",
+                    )
+                seen[(slc.driver, entry["name"])] = where
+    for pool in gather_pools(SliceIndex.build(slices), DraNode(name=node)):
+        if pool.invalid:
+            raise FieldError(path, f"the slices of driver `{pool.driver}` make an invalid pool: {pool.invalid_reason}")
+
+
+def check_pod_claims(pod: dict[str, Any], path: str) -> None:
+    """Check a (checked) pod's ``spec.resourceClaims`` and its containers' ``resources.claims``. The claims,
+    templates and classes they name need not exist."""
+    spec = pod["spec"]
+    if spec.get("resourceClaims") is None and not any(
+        isinstance(c, dict) and isinstance(c.get("resources"), dict) and c["resources"].get("claims") is not None
+        for kind in ("containers", "initContainers")
+        for c in spec.get(kind) or []
+    ):
+        return
+    convert_pod(pod, path)

@@ -1,0 +1,113 @@
+"""The scenario as typed data: what a checked scenario file becomes (scenario.py loads and checks it).
+
+Apart from the loader so that the loader's helpers (dra.py, cloud.py) and everything
+downstream can name these types without importing the loader, which imports them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+import msgspec
+
+from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
+from ..log.events import DriverSpec, StockWindow
+from .faults import Fault
+
+API_VERSION = "dralab.io/v1alpha1"
+KIND = "Scenario"
+
+AutoscalerPolicy = Literal["count", "dra", "atomic"]
+ScoreStrategy = Literal["most-allocated", "least-allocated", "fragmentation"]
+Expander = Literal["least-waste", "most-pods", "price", "priority", "random"]
+AUTOSCALER_POLICIES: tuple[str, ...] = get_args(AutoscalerPolicy)
+SCORE_STRATEGIES: tuple[str, ...] = get_args(ScoreStrategy)
+EXPANDERS: tuple[str, ...] = get_args(Expander)
+
+
+class Policy(msgspec.Struct, frozen=True, kw_only=True):
+    autoscaler: AutoscalerPolicy = "count"
+
+
+class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True):
+    score: ScoreStrategy = "most-allocated"
+    gang_timeout_ms: int = DEFAULT_GANG_TIMEOUT_MS  # the Permit deadline of a gang (upstream: fixed 5m)
+    feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)  # kube-scheduler feature gates set
+
+
+class ScaleDownSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """cluster-autoscaler's scale-down flags and their defaults."""
+
+    enabled: bool = True
+    utilization_threshold: float = 0.5  # --scale-down-utilization-threshold (GPU nodes: GPU utilization)
+    unneeded_time_ms: int = 600_000  # --scale-down-unneeded-time
+    delay_after_add_ms: int = 600_000  # --scale-down-delay-after-add
+    delete_delay_after_taint_ms: int = 5_000  # --node-delete-delay-after-taint
+    recheck_before_delete: bool = True  # False: delete on the judgment made before tainting (the race)
+
+
+class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
+    scan_interval_ms: int = 10_000
+    max_node_provision_time_ms: int = 900_000
+    max_node_startup_time_ms: int = 900_000
+    expander: Expander = "least-waste"
+    scale_down: ScaleDownSettings = msgspec.field(default_factory=ScaleDownSettings)
+    capacity_revoked: bool = False  # ProvisioningRequests: revoke a booking whose capacity is gone
+    reserve_bookings: bool = False  # ProvisioningRequests: the scheduler honours a booking (a reservation)
+    # ProvisioningRequests' virtual pods: claims from templates made in memory (the fix of autoscaler#10065)
+    # or left unresolved, so such pods never fit (the bug); see core/autoscaler/virtual_claims.py
+    provisioning_request_claims: str = "materialize"
+
+
+class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    min: int
+    max: int
+    provision_delay_ms: tuple[int, int]  # (low, high); equal when fixed
+    cost_per_hour: float = 0.0
+    template: dict[str, Any]  # the v1 Node manifest as loaded (apiVersion/kind filled in)
+    # ResourceSlice templates (apiVersion/kind, spec.pool.generation and resourceSliceCount filled in;
+    # metadata.name, spec.nodeName and spec.pool.name left for render_slices to fill per node)
+    resource_slices: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # the cloud and the drivers (core/scenario/cloud.py): defaults as the events' (no limits, no faults)
+    zones: tuple[str, ...] = ()
+    quota: int = -1  # -1: no quota
+    stock: tuple[StockWindow, ...] = ()
+    failure_rate: float = 0.0
+    not_ready_ms: int = 0
+    drivers: tuple[DriverSpec, ...] = ()
+
+
+class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):
+    group: str
+    count: int
+
+
+class Arrival(msgspec.Struct, frozen=True, kw_only=True):
+    at_ms: int
+    count: int
+    pod: dict[str, Any]  # the v1 Pod manifest as loaded (apiVersion/kind/metadata.namespace filled in)
+    run_for_ms: int | None = None
+
+
+class Scenario(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    seed: int | None
+    duration_ms: int
+    policy: Policy
+    scheduler: SchedulerSettings
+    autoscaler: AutoscalerSettings
+    node_groups: list[NodeGroup]
+    nodes: list[InitialNodes]
+    workload: list[Arrival]
+    source: str
+    # resource.k8s.io/v1 DeviceClasses, ResourceClaimTemplates and ResourceClaims present at t=0, as loaded
+    # (metadata.namespace filled in for claims and templates)
+    objects: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # faults injected at a time (core/scenario/faults.py), external inputs like the arrivals
+    faults: list[Fault] = msgspec.field(default_factory=list)
+
+
+def replica_name(base: str, count: int, i: int) -> str:
+    """The name of replica ``i`` of an arrival of ``count`` pods named ``base``: ``base`` itself when the
+    arrival has one pod, else ``base-i``. The loader refuses a scenario in which two pods share a name."""
+    return base if count == 1 else f"{base}-{i}"

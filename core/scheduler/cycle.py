@@ -1,0 +1,128 @@
+"""A scheduling cycle's state (kube-scheduler's CycleState and assume cache), apart from the scheduler
+reactor (scheduler.py) so that its plugins (gang.py, the DRA plugin) can take it without importing the
+reactor: what one decision has taken so far, on which nodes, and the events it will append."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ..dra.allocated import AllocatedState
+from ..log.events import AnyEvent, ClaimAllocated, ClaimReserved, PodBound, PodUnschedulable
+from ..state.cluster import ClusterState, PodState
+from ..state.gangs import Reservation
+from .dynamic_resources import Held, PodClaims
+from .fragmentation import FreeDevices, workload_histogram
+
+
+def pod_has_claims(pod: PodState) -> bool:
+    return bool(pod.manifest.get("spec", {}).get("resourceClaims"))
+
+
+class Used:
+    """Each node's usage in a decision: the view's, copied on the first write (the assume cache)."""
+
+    __slots__ = ("_nodes", "_own")
+
+    def __init__(self, view: ClusterState) -> None:
+        self._nodes = view.nodes
+        self._own: dict[str, dict[str, int]] = {}
+
+    def __getitem__(self, name: str) -> dict[str, int]:
+        """Read only: the view's own dict when the decision has not changed the node."""
+        own = self._own.get(name)
+        return own if own is not None else self._nodes[name].used
+
+    def own_map(self) -> dict[str, dict[str, int]]:
+        """The nodes the decision has changed (read only; others: the node's own `used`)."""
+        return self._own
+
+    def own(self, name: str) -> dict[str, int]:
+        """The decision's copy, to change."""
+        own = self._own.get(name)
+        if own is None:
+            own = self._own[name] = dict(self._nodes[name].used)
+        return own
+
+
+class Cycle:
+    """One decision's scratch state: the assume cache (resources and devices taken by the bindings
+    made earlier in this decision) and the events so far."""
+
+    def __init__(self, view: ClusterState, rng: random.Random, held: list[Reservation] | None = None) -> None:
+        self.view = view
+        self.rng = rng
+        self.used = Used(view)
+        self._allocated: AllocatedState | None = None
+        self.assumed: dict[str, dict[str, Any]] = {}  # claim key -> allocation made in this decision
+        self.held: Held = {}  # claim key -> (gang, allocation) of gang members waiting at Permit
+        # (node, claims shape) pairs that failed DRA in this decision; devices only get scarcer within
+        # a decision (bindings take, nothing frees), so a failure stays a failure until the cycle ends.
+        self.dra_failed: set[tuple[str, str]] = set()
+        self.static: dict[str, list[tuple[str, str | None]]] = {}  # static_shape -> per-node static filter
+        self.generation = -1  # the scheduler's node generation (Scheduler._static_nodes), once looked at
+        self.cursor = [view.offset]  # where the next node search starts (upstream: nextStartNodeIndex)
+        self._free: FreeDevices | None = None
+        self._histogram: dict[int, float] | None = None
+        self.events: list[AnyEvent] = []
+        self.changed: list[str] = []  # nodes whose usage the decision changed, in order (feasibility_cache.py)
+        # (static shape, requests, len(changed)) -> (static list's length, message, cause, detail) of a
+        # claim-free pod that failed: the answer for its likes until the next binding (Scheduler._schedule)
+        self.failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, str, str, str]] = {}
+        for reservation in held or ():
+            self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
+            self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())
+
+    @property
+    def allocated(self) -> AllocatedState:
+        if self._allocated is None:
+            self._allocated = self.view.dra.allocated.copy()
+        return self._allocated
+
+    @property
+    def free_devices(self) -> FreeDevices:
+        if self._free is None:
+            self._free = FreeDevices(self.view, self.allocated)
+        return self._free
+
+    def histogram(self, demand: dict[str, int]) -> dict[int, float]:
+        """The workload's device demand, once per decision (fragmentation score)."""
+        if self._histogram is None:
+            self._histogram = workload_histogram(self.view, demand)
+        return self._histogram
+
+    def bind(self, pod: PodState, node: str, claims: PodClaims, allocations: dict[str, dict[str, Any]]) -> None:
+        self.events.append(PodBound(pod=pod.key, node=node))
+        for key, allocation in allocations.items():
+            self.events.append(ClaimAllocated(claim=key, allocation=allocation, pod=pod.key))
+            self.assumed[key] = allocation
+        for key, _ in claims.allocated:
+            state = self.view.dra.claims[key]
+            if pod.key not in state.reserved_for:
+                self.events.append(ClaimReserved(claim=key, pod=pod.key))
+        self._take(pod, node, allocations)
+
+    def hold(self, pod: PodState, node: str, allocations: dict[str, dict[str, Any]], gang: str) -> None:
+        """Reserve without binding: a gang member waiting at Permit (see gang.py)."""
+        self._take(pod, node, allocations)
+        self.held.update((k, (gang, a)) for k, a in allocations.items())
+
+    def _take(self, pod: PodState, node: str, allocations: dict[str, dict[str, Any]]) -> None:
+        for allocation in allocations.values():
+            self.allocated.add_allocation(allocation)
+        if allocations and self._free is not None:
+            self._free.forget(node)
+        node_used = self.used.own(node)
+        self.changed.append(node)
+        for resource, amount in pod.requests.items():
+            node_used[resource] = node_used.get(resource, 0) + amount
+        node_used["pods"] = node_used.get("pods", 0) + 1
+
+    def pending(self, pod: PodState, reason: str, message: str, cause: str, detail: str) -> None:
+        """Write the PodScheduled condition: always after a failed attempt (`Unschedulable`, which counts
+        attempts and times the backoff), only when it changed for a PreEnqueue rejection."""
+        cond = pod.condition
+        if cond is None or reason == "Unschedulable" or (
+                cond.reason, cond.message, cond.cause, cond.detail) != (reason, message, cause, detail):
+            self.events.append(PodUnschedulable(pod=pod.key, reason=reason, message=message, cause=cause,
+                                                detail=detail))

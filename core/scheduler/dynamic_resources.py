@@ -1,0 +1,145 @@
+"""The DynamicResources plugin of the scheduler reactor (kube-scheduler 1.35, pkg/scheduler/framework/
+plugins/dynamicresources): resolve a pod's claims, allocate the unallocated ones on a node with the
+structured allocator (all together, all-or-nothing), and say why not.
+
+Per pod, one Allocator is built over every slice and class (as PreFilter builds one per cycle), and
+asked node by node (Filter). Already-allocated claims only constrain the node (their nodeSelector)
+and get one more consumer in reservedFor. The caller keeps an assume cache: allocations made earlier
+in the same decision are counted as in use, like upstream's in-flight map.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dra.allocated import AllocatedState
+from ..dra.allocator import AllocationError, Allocator
+from ..dra.cel import CelMatcher, SelectorError
+from ..dra.model import Claim
+from ..dra.model import Node as DraNode
+from ..kube.nodeselector import node_selector_matches
+from ..log.events import claim_key
+from ..state.cluster import ClusterState, NodeState, PodState
+from ..state.dra import RESERVED_FOR_MAX
+
+DRA_FAILURE = "cannot allocate all claims"
+Held = dict[str, tuple[str, dict[str, Any]]]  # claim key -> (gang key, allocation) of members waiting at Permit
+# Allocator explanation kinds -> dralab's pending reasons.
+EXPLANATION_CAUSE = {
+    "capacity": "capacity",
+    "counters": "capacity",
+    "consumable-capacity": "capacity",
+    "topology": "topology",
+    "taint": "taint",
+    "incomplete-pool": "not-ready",
+    "invalid-pool": "not-ready",
+    "no-class": "missing",
+}
+
+
+@dataclass
+class PodClaims:
+    """What PreFilter found: claims to allocate, claims already allocated, or why the pod cannot go on."""
+
+    to_allocate: list[Claim] = field(default_factory=list)
+    allocated: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (claim key, allocation)
+    missing: str | None = None  # a referenced object that does not exist: the pod is pending, reason missing
+    waiting: bool = False  # a claim from a template is not created yet (the claim controller will)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.to_allocate or self.allocated)
+
+    def shape(self) -> str:
+        """What the DRA filter's answer depends on, names aside: claims with the same requests and
+        constraints, and the same already-allocated node constraints, get the same answer on a node."""
+        return repr(([(c.requests, c.constraints) for c in self.to_allocate],
+                     [a.get("nodeSelector") for _, a in self.allocated]))
+
+
+class DraPlugin:
+    """Holds the compiled-selector cache across decisions; a cache only, it never changes an answer."""
+
+    def __init__(self) -> None:
+        self.matcher = CelMatcher()
+
+    def prefilter(self, view: ClusterState, pod: PodState, assumed: dict[str, dict[str, Any]],
+                  held: Held | None = None, gang: str | None = None) -> PodClaims:
+        """Resolve the pod's claims. A claim that a gang member waiting at Permit allocated (in flight,
+        not yet written) is usable by members of the same gang only; other pods wait for it."""
+        out = PodClaims()
+        namespace = pod.key.split("/")[1]
+        generated = view.dra.pod_claims.get(pod.key, {})
+        for entry in pod.manifest.get("spec", {}).get("resourceClaims") or []:
+            if entry.get("resourceClaimName"):
+                key = claim_key(namespace, entry["resourceClaimName"])
+                if key not in view.dra.claims:
+                    out.missing = f"ResourceClaim {namespace}/{entry['resourceClaimName']} does not exist"
+                    return out
+            else:
+                template = entry.get("resourceClaimTemplateName", "")
+                if f"{namespace}/{template}" not in view.dra.templates:
+                    out.missing = f"ResourceClaimTemplate {namespace}/{template} does not exist"
+                    return out
+                if entry.get("name") not in generated:
+                    out.waiting = True
+                    continue
+                key = generated[entry["name"]]
+            state = view.dra.claims[key]
+            if held and key in held:
+                holder, in_flight = held[key]
+                if holder != gang:
+                    out.waiting = True
+                    continue
+                out.allocated.append((key, in_flight))
+                continue
+            allocation = assumed.get(key, state.allocation)
+            if allocation is not None:
+                if pod.key not in state.reserved_for and len(state.reserved_for) >= RESERVED_FOR_MAX:
+                    out.missing = f"ResourceClaim {key[6:]} already has {RESERVED_FOR_MAX} consumers"
+                    return out
+                out.allocated.append((key, allocation))
+            else:
+                for request in state.claim.requests:
+                    for sub in request.choices():
+                        if sub.device_class not in view.dra.classes:
+                            out.missing = f"DeviceClass {sub.device_class} (claim {key[6:]}) does not exist"
+                            return out
+                out.to_allocate.append(state.claim)
+        return out
+
+    def allocator(self, view: ClusterState, allocated: AllocatedState) -> Allocator:
+        return Allocator([], view.dra.classes, allocated, self.matcher, index=view.dra.slice_index())
+
+    def filter(
+        self, allocator: Allocator | None, claims: PodClaims, node: NodeState
+    ) -> tuple[dict[str, dict[str, Any]] | None, str | None]:
+        """The allocations for this node (claim key -> allocation), or the failure reason."""
+        for _, allocation in claims.allocated:
+            if not node_selector_matches(allocation.get("nodeSelector"), node.labels, node.name):
+                return None, "node(s) didn't match a ResourceClaim's allocation"
+        if not claims.to_allocate or allocator is None:
+            return {}, None
+        try:
+            outcome = allocator.allocate(dra_node(node), claims.to_allocate, explain=False)
+        except (AllocationError, SelectorError) as exc:
+            return None, f"{DRA_FAILURE}: {exc}"
+        if outcome.outcome != "allocated":
+            return None, DRA_FAILURE
+        return {claim_key(c.namespace, c.name): outcome.allocations[c.key] for c in claims.to_allocate}, None
+
+    def explain(self, allocator: Allocator, claims: PodClaims, node: NodeState) -> tuple[str, str]:
+        """Why the claims do not fit on this node: (pending cause, message)."""
+        try:
+            outcome = allocator.allocate(dra_node(node), claims.to_allocate, explain=True)
+        except (AllocationError, SelectorError) as exc:
+            return "missing", str(exc)
+        if not outcome.explanations:
+            return "capacity", outcome.message
+        first = outcome.explanations[0]
+        return EXPLANATION_CAUSE.get(first.kind, "capacity"), first.message
+
+
+def dra_node(node: NodeState) -> DraNode:
+    return DraNode(name=node.name, labels=node.labels, manifest=node.manifest)

@@ -1,0 +1,173 @@
+"""The scheduler's node filters and what its failures say, apart from the reactor (scheduler.py).
+
+Filters are kube-scheduler's filter plugins (pkg/scheduler/framework/plugins) as small pure functions
+of (pod, node, usage) that return a failure reason or None; the failure helpers turn the reasons
+counted over nodes into upstream's FitError message and dralab's pending cause. They live here, not in
+the reactor, because they hold no decision state and others use them too (the autoscaler's capacity
+simulation runs the same filters, the snapshot the same toleration check). scheduler.py re-exports
+the names callers import from it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..kube.nodeselector import node_selector_matches
+from ..kube.provreq import BOOKING_TAINT, booking_value, consumed_request
+from ..state.cluster import ClusterState, NodeState, PodState
+from .dynamic_resources import DRA_FAILURE
+
+Filter = Callable[[PodState, NodeState, dict[str, int]], str | None]
+
+
+class NodeUsage(Protocol):
+    """Each node's usage by name (a plain dict, or the scheduler's decision overlay `Used`)."""
+
+    def __getitem__(self, name: str, /) -> dict[str, int]: ...
+
+
+def node_ready(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+    if not node.ready:
+        return "node(s) were not ready"
+    if node.manifest.get("spec", {}).get("unschedulable"):
+        return "node(s) were unschedulable"
+    return None
+
+
+def node_selector(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+    """NodeAffinity: spec.nodeSelector and requiredDuringSchedulingIgnoredDuringExecution."""
+    labels = node.labels
+    for key, value in pod.node_selector.items():
+        if labels.get(key) != value:
+            return "node(s) didn't match Pod's node affinity/selector"
+    affinity = (pod.manifest.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None and not node_selector_matches(required, labels, node.name):
+        return "node(s) didn't match Pod's node affinity/selector"
+    return None
+
+
+def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
+    """v1 Toleration.ToleratesTaint (k8s.io/api/core/v1/toleration.go)."""
+    for tol in tolerations:
+        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+            continue
+        if tol.get("key") and tol.get("key") != taint.get("key"):
+            continue
+        if tol.get("operator", "Equal") == "Exists":
+            return True
+        if tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def taints(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+    for taint in node.taints:
+        # a ProvisioningRequest's reserved capacity (autoscaler.reserveBookings): its consumers only
+        if taint.get("key") == BOOKING_TAINT and booking_value(consumed_request(pod.manifest)) == taint.get("value"):
+            continue
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint, pod.tolerations):
+            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+    return None
+
+
+def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+    """NodeResourcesFit: every requested resource, plus one pod slot, within allocatable."""
+    if used.get("pods", 0) + 1 > node.allocatable.get("pods", 110):
+        return "Too many pods"
+    for resource, amount in sorted(pod.requests.items()):
+        if amount and used.get(resource, 0) + amount > node.allocatable.get(resource, 0):
+            return f"Insufficient {resource}"
+    return None
+
+
+FILTERS: tuple[Filter, ...] = (node_ready, node_selector, taints, fits_resources)
+# The filters whose answer depends only on the node and the pod's placement constraints, not on
+# what is in use: within one decision they are evaluated once per distinct set of constraints.
+STATIC_FILTERS: tuple[Filter, ...] = (node_ready, node_selector, taints)
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int) -> int:
+    """percentageOfNodesToScore's adaptive default (pkg/scheduler/schedule_one.go,
+    numFeasibleNodesToFind): all nodes below 100, else 50% - nodes/125 (at least 5%), at least 100."""
+    if num_all_nodes < 100:
+        return num_all_nodes
+    percentage = max(50 - num_all_nodes // 125, 5)
+    return max(num_all_nodes * percentage // 100, 100)
+
+
+def static_shape(pod: PodState) -> str:
+    spec = pod.manifest.get("spec", {})
+    return repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity"), pod.tolerations,
+                 consumed_request(pod.manifest)))
+
+
+def fragmented(view: ClusterState, pod: PodState, used: NodeUsage) -> bool:
+    """Enough free extended resource in total over Ready nodes, but no node has enough (`used`: the
+    decision's usage, bindings made earlier in it included): refines a `capacity` pending cause."""
+    wanted = {r: a for r, a in pod.requests.items() if "/" in r and a > 0}
+    if not wanted:
+        return False
+    ready = [n for n in view.nodes.values() if n.ready]
+    for resource, amount in wanted.items():
+        free = [n.allocatable.get(resource, 0) - used[n.name].get(resource, 0) for n in ready]
+        if sum(free) >= amount and max(free, default=0) < amount:
+            return True
+    return False
+
+
+class ShapeMemo:
+    """`static_shape` per pod across decisions, a cache a reactor holds.
+
+    Why: the scheduler and the autoscaler need every pending pod's shape in every decision, and it is a
+    repr of the pod's placement constraints. It depends on the pod's manifest alone, which the fold
+    replaces (PodUngated), never changes in place: an answer is kept with the manifest it came from
+    and used only while the pod still has that very manifest."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[dict[str, Any], str]] = {}
+
+    def __call__(self, pod: PodState) -> str:
+        hit = self._memo.get(pod.key)
+        if hit is not None and hit[0] is pod.manifest:
+            return hit[1]
+        shape = static_shape(pod)
+        if len(self._memo) > 65_536:
+            self._memo.clear()
+        self._memo[pod.key] = (pod.manifest, shape)
+        return shape
+
+
+def unschedulable_message(total: int, reasons: Counter[str]) -> str:
+    """Upstream's FitError text (pkg/scheduler/framework/types.go, FitError.Error): the
+    '<count> <reason>' strings sorted as strings (sort.Strings), e.g.
+    '0/3 nodes are available: 1 node(s) had untolerated taint {a: b}, 2 Insufficient cpu.'."""
+    parts = ", ".join(sorted(f"{n} {reason}" for reason, n in reasons.items()))
+    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+
+
+# The stage at which a node failed, from furthest to closest: a pod that failed a later filter on
+# some node came closer there, so that node's failure is the pod's pending reason.
+def _stage(reason: str) -> tuple[int, str]:
+    if reason.startswith(DRA_FAILURE):
+        return 5, "capacity"
+    if reason.startswith("Insufficient") or reason == "Too many pods":
+        extended = "/" in reason.removeprefix("Insufficient ")
+        return 4, "capacity" if extended else "resources"
+    if reason.startswith("node(s) had untolerated taint"):
+        return 3, "taint"
+    if reason.startswith("node(s) didn't match"):
+        return 2, "selector"
+    return 1, "not-ready"
+
+
+def pending_cause(reasons: Counter[str]) -> str:
+    """dralab's structured pending reason (issue 4's categories) from the per-node failures:
+    the category of the node that came closest; `capacity` on a cluster with no node at all."""
+    if not reasons:
+        return "capacity"
+    return max(_stage(r) for r in reasons)[1]
