@@ -25,7 +25,7 @@ from dralab.core.log.events import (
 from dralab.core.scenario.load import ScenarioError, parse_scenario
 from dralab.core.state.cluster import ClusterState
 from dralab.core.state.objects import FAILED, REPLACES_ANNOTATION, PodState
-from dralab.replay.sim import SimResult
+from dralab.replay.simulation.sim import SimResult
 
 
 def owned(manifest: dict[str, Any], kind: str = "ReplicaSet", name: str = "web-5d8f") -> dict[str, Any]:

@@ -29,9 +29,9 @@ from dralab.core.log.events import (
     decode_record,
 )
 from dralab.core.scenario.load import ScenarioError, parse_scenario
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import SimResult, simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import SimResult, simulate
+from dralab.replay.simulation.verify import verify
 
 
 def template(gpu: int = 8) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from dralab.core.autoscaler.scale_down import TAINT_KEY
 from dralab.core.log.events import NodeDeleted, NodeTaintsChanged, PodFinished, decode_record
 from dralab.core.scenario.load import parse_scenario
 from dralab.core.state.groups import NodeGroupState
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import SimResult, simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import SimResult, simulate
+from dralab.replay.simulation.verify import verify
 
 
 def run(d: dict[str, Any], seed: int = 1) -> SimResult:
