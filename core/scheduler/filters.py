@@ -18,6 +18,7 @@ from ..kube.nodeselector import node_selector_matches
 from ..kube.provreq import BOOKING_TAINT, booking_value, consumed_request
 from ..state.cluster import ClusterState, NodeState, PodState
 from .dynamic_resources import DRA_FAILURE
+from .plugins.node_resources_fit import TOO_MANY_PODS, fit_failure
 
 Filter = Callable[[PodState, NodeState, dict[str, int]], str | None]
 
@@ -74,13 +75,9 @@ def taints(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
 
 
 def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
-    """NodeResourcesFit: every requested resource, plus one pod slot, within allocatable."""
-    if used.get("pods", 0) + 1 > node.allocatable.get("pods", 110):
-        return "Too many pods"
-    for resource, amount in sorted(pod.requests.items()):
-        if amount and used.get(resource, 0) + amount > node.allocatable.get(resource, 0):
-            return f"Insufficient {resource}"
-    return None
+    """NodeResourcesFit (plugins/node_resources_fit.py): every requested resource, plus one pod slot,
+    within allocatable."""
+    return fit_failure(sorted(pod.requests.items()), used, node.allocatable)
 
 
 FILTERS: tuple[Filter, ...] = (node_ready, node_selector, taints, fits_resources)
@@ -155,7 +152,7 @@ def unschedulable_message(total: int, reasons: Counter[str]) -> str:
 def _stage(reason: str) -> tuple[int, str]:
     if reason.startswith(DRA_FAILURE):
         return 5, "capacity"
-    if reason.startswith("Insufficient") or reason == "Too many pods":
+    if reason.startswith("Insufficient") or reason == TOO_MANY_PODS:
         extended = "/" in reason.removeprefix("Insufficient ")
         return 4, "capacity" if extended else "resources"
     if reason.startswith("node(s) had untolerated taint"):

@@ -44,6 +44,7 @@ from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
 from .fragmentation import dra_fragmentation, fragmentation_score, pod_demand
 from .gang import GangCycle, Placed
+from .plugins.node_resources_fit import failure_message, lacking
 from .queue import NOT_READY, due
 
 # what a node's static filter answers depend on, its name aside (read as two lists, not a tuple per node:
@@ -219,11 +220,10 @@ class Scheduler:
         order = nodes[start:] + nodes[:start]
         scanned = 0
         dra_nodes: list[str] = []
-        # fits_resources and the score inlined (the hot loop): the same checks in the same order, and
-        # for most-/least-allocated with at most two requested resources the same float arithmetic as
-        # _utilisation (one or two additions round the same whatever sum() does).
+        # NodeResourcesFit's check (`lacking`) and the score inlined (the hot loop): for most-/least-
+        # allocated with at most two requested resources the same float arithmetic as _utilisation (one
+        # or two additions round the same whatever sum() does).
         requests = sorted(pod.requests.items())
-        insufficient = {r: f"Insufficient {r}" for r, _ in requests}
         inline = self.score != "fragmentation" and len(pod.requests) <= 2
         least = self.score == "least-allocated"
         in_order = list(pod.requests.items())
@@ -245,14 +245,10 @@ class Scheduler:
                         mine = own.get(name)
                         node_used = node.used if mine is None else mine
                     alloc = node.allocatable
-                    if node_used.get("pods", 0) + 1 > alloc.get("pods", 110):
-                        failure = "Too many pods"
+                    missing = lacking(requests, node_used, alloc)
+                    if missing:
+                        failure = failure_message(missing[0])
                     else:
-                        for resource, amount in requests:
-                            if amount and node_used.get(resource, 0) + amount > alloc.get(resource, 0):
-                                failure = insufficient[resource]
-                                break
-                    if failure is None:
                         if inline:
                             value, k = 0.0, 0
                             for resource, amount in in_order:
