@@ -18,9 +18,17 @@ from ..kube.nodeselector import node_selector_matches
 from ..kube.provreq import BOOKING_TAINT, booking_value, consumed_request
 from ..state.cluster import ClusterState, NodeState, PodState
 from .dynamic_resources import DRA_FAILURE
-from .plugins.node_resources_fit import TOO_MANY_PODS, fit_failure
+from .framework import Code, Status, unresolvable
+from .plugins.node_resources_fit import TOO_MANY_PODS, fit_status
 
-Filter = Callable[[PodState, NodeState, dict[str, int]], str | None]
+# A Filter extension point: None (Success) or why the pod cannot go on this node (framework.py).
+Filter = Callable[[PodState, NodeState, dict[str, int]], Status | None]
+# dralab's pending causes that no room freed or node of the same kind added could resolve: the filters
+# that answer them return UnschedulableAndUnresolvable, as upstream's.
+UNRESOLVABLE_CAUSES = frozenset({"not-ready", "selector", "taint"})
+_NOT_READY = unresolvable("node(s) were not ready", "not-ready", "NodeUnschedulable")
+_CORDONED = unresolvable("node(s) were unschedulable", "not-ready", "NodeUnschedulable")
+_SELECTOR = unresolvable("node(s) didn't match Pod's node affinity/selector", "selector", "NodeAffinity")
 
 
 class NodeUsage(Protocol):
@@ -29,24 +37,25 @@ class NodeUsage(Protocol):
     def __getitem__(self, name: str, /) -> dict[str, int]: ...
 
 
-def node_ready(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+def node_ready(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
+    """NodeUnschedulable (and the not-ready taint's TaintToleration): a NotReady or cordoned node."""
     if not node.ready:
-        return "node(s) were not ready"
+        return _NOT_READY
     if node.manifest.get("spec", {}).get("unschedulable"):
-        return "node(s) were unschedulable"
+        return _CORDONED
     return None
 
 
-def node_selector(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+def node_selector(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
     """NodeAffinity: spec.nodeSelector and requiredDuringSchedulingIgnoredDuringExecution."""
     labels = node.labels
     for key, value in pod.node_selector.items():
         if labels.get(key) != value:
-            return "node(s) didn't match Pod's node affinity/selector"
+            return _SELECTOR
     affinity = (pod.manifest.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is not None and not node_selector_matches(required, labels, node.name):
-        return "node(s) didn't match Pod's node affinity/selector"
+        return _SELECTOR
     return None
 
 
@@ -64,20 +73,32 @@ def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
     return False
 
 
-def taints(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+def taints(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
+    """TaintToleration: a NoSchedule or NoExecute taint the pod does not tolerate."""
     for taint in node.taints:
         # a ProvisioningRequest's reserved capacity (autoscaler.reserveBookings): its consumers only
         if taint.get("key") == BOOKING_TAINT and booking_value(consumed_request(pod.manifest)) == taint.get("value"):
             continue
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint, pod.tolerations):
-            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+            return unresolvable(f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}",
+                                "taint", "TaintToleration")
     return None
 
 
-def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
     """NodeResourcesFit (plugins/node_resources_fit.py): every requested resource, plus one pod slot,
     within allocatable."""
-    return fit_failure(sorted(pod.requests.items()), used, node.allocatable)
+    return fit_status(sorted(pod.requests.items()), used, node.allocatable)
+
+
+def first_failure(filters: tuple[Filter, ...], pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+    """The reason (upstream's FitError text) of the first filter that rejects the node, or None: what the
+    scheduler's node lists keep per node (a Diagnosis counts reasons, not Statuses)."""
+    for f in filters:
+        status = f(pod, node, used)
+        if status is not None:
+            return status.message
+    return None
 
 
 FILTERS: tuple[Filter, ...] = (node_ready, node_selector, taints, fits_resources)
@@ -160,6 +181,15 @@ def _stage(reason: str) -> tuple[int, str]:
     if reason.startswith("node(s) didn't match"):
         return 2, "selector"
     return 1, "not-ready"
+
+
+def fit_error(total: int, reasons: Counter[str]) -> Status:
+    """The pod's Status after no node passed the filters (upstream's FitError): the FitError text and the
+    pending cause; UnschedulableAndUnresolvable when the node that came closest failed a filter that
+    answers so (then every node did: those filters come first), else Unschedulable."""
+    cause = pending_cause(reasons)
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if cause in UNRESOLVABLE_CAUSES else Code.UNSCHEDULABLE
+    return Status(code, unschedulable_message(total, reasons), cause)
 
 
 def pending_cause(reasons: Counter[str]) -> str:

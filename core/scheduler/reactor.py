@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import attrgetter
 from typing import Any
@@ -34,7 +34,7 @@ from .cycle import Cycle, Used, pod_has_claims
 from .dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .feasibility_cache import FeasibilityCache
 from .filters import FILTERS as FILTERS
-from .filters import STATIC_FILTERS, ShapeMemo, num_feasible_nodes_to_find
+from .filters import STATIC_FILTERS, ShapeMemo, first_failure, fit_error, num_feasible_nodes_to_find
 from .filters import fits_resources as fits_resources
 from .filters import fragmented as fragmented
 from .filters import node_ready as node_ready
@@ -150,10 +150,10 @@ class Scheduler:
             if not claims.any and self.score != "fragmentation" else None
         failed = cycle.failed.get(again) if again is not None else None
         if failed is not None:
-            n, message, cause, detail = failed
+            n, status = failed
             if n:
                 cycle.cursor[0] = cycle.cursor[0] % n + n
-            cycle.pending(pod, "Unschedulable", message, cause, detail)
+            cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
             return
         node_name, reasons, allocations, dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
         if node_name is not None:
@@ -163,8 +163,8 @@ class Scheduler:
                 cycle.hold(pod, node_name, allocations, gang)
                 gangs.place(gang, Placed(pod, node_name, allocations))
             return
-        message = unschedulable_message(len(view.nodes), reasons)
-        cause, detail = pending_cause(reasons), ""
+        status = fit_error(len(view.nodes), reasons)
+        cause, detail = status.cause, ""
         if dra_nodes and allocator is not None:
             cause, detail = self._dra.explain(allocator, claims, view.nodes[dra_nodes[0]])
             if cause == "capacity":
@@ -173,9 +173,10 @@ class Scheduler:
                     cause, detail = "fragmentation", split
         elif cause == "capacity" and fragmented(view, pod, cycle.used):
             cause = "fragmentation"
+        status = replace(status, cause=cause, detail=detail)
         if again is not None:
-            cycle.failed[again] = (len(cycle.static[again[0]]), message, cause, detail)
-        cycle.pending(pod, "Unschedulable", message, cause, detail)
+            cycle.failed[again] = (len(cycle.static[again[0]]), status)
+        cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
 
     def schedule_one(
         self, cycle: Cycle, pod: PodState, claims: PodClaims, allocator: Allocator | None
@@ -378,7 +379,7 @@ class Scheduler:
         empty: dict[str, int] = {}
         if memo is None or cache is None:
             out = [
-                (name, next((r for f in STATIC_FILTERS if (r := f(pod, node, empty)) is not None), None))
+                (name, first_failure(STATIC_FILTERS, pod, node, empty))
                 for name, node in view.nodes.items()
             ]
         else:
@@ -389,7 +390,7 @@ class Scheduler:
             for name, node in view.nodes.items():
                 hit = known.get(name)
                 if hit is None or hit[0] is not node.manifest or hit[1] is not node.ready:
-                    failure = next((r for f in STATIC_FILTERS if (r := f(pod, node, empty)) is not None), None)
+                    failure = first_failure(STATIC_FILTERS, pod, node, empty)
                     known[name] = hit = (node.manifest, node.ready, failure)
                 out.append((name, hit[2]))
         if cache is not None:

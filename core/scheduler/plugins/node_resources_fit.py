@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..framework import Status, unschedulable
+
+NAME = "NodeResourcesFit"
+
 # The kubelet's --max-pods default: the pods a node runs when its allocatable does not say.
 KUBELET_MAX_PODS_DEFAULT = 110
 
@@ -55,3 +59,15 @@ def fit_failure(checks: Sequence[tuple[str, int]], used: Mapping[str, int],
     """The filter's answer: the first lacking resource's reason, or None when the pod fits."""
     missing = lacking(checks, used, allocatable)
     return failure_message(missing[0]) if missing else None
+
+
+def fit_status(checks: Sequence[tuple[str, int]], used: Mapping[str, int],
+               allocatable: Mapping[str, int]) -> Status | None:
+    """The Filter extension point: None (Success) when the pod fits, else Unschedulable (room may be
+    freed or added) with dralab's pending cause: `capacity` for an extended resource (a device counted,
+    `vendor/name`), `resources` for the rest."""
+    missing = lacking(checks, used, allocatable)
+    if not missing:
+        return None
+    cause = "capacity" if "/" in missing[0] else "resources"
+    return unschedulable(failure_message(missing[0]), cause, NAME)
