@@ -44,6 +44,7 @@ from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
 from .fragmentation import dra_fragmentation, fragmentation_score, pod_demand
 from .gang import GangCycle, Placed
+from .plain import schedule_pod
 from .plugins.node_resources_fit import failure_message, lacking
 from .queue import NOT_READY, due
 
@@ -78,6 +79,9 @@ class Scheduler:
     feature_gates: dict[str, bool] = field(default_factory=dict)
     name: str = "scheduler"
     trigger: Trigger = "events"
+    # False: no feasibility cache, failure memos, kept node lists or inlined loop (plain.py), for the
+    # property test that checks them; not a constructor argument, so no run's configuration can set it.
+    fast_paths: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.score not in SCORE_POLICIES:
@@ -147,7 +151,7 @@ class Scheduler:
         # the same failure (schedule_one's answer depends on the shape, the requests and the decision's
         # usage only; its one side effect, the rotating start, is replayed). Most failed attempts.
         again = (self._shapes(pod), tuple(pod.requests.items()), len(cycle.changed)) \
-            if not claims.any and self.score != "fragmentation" else None
+            if not claims.any and self.score != "fragmentation" and self.fast_paths else None
         failed = cycle.failed.get(again) if again is not None else None
         if failed is not None:
             n, status = failed
@@ -196,6 +200,9 @@ class Scheduler:
         nodes scanned, the same best nodes in the same order, so the same choice from the same
         random draws, or the same failures counted; the node-by-node loop below is for the rest.
         """
+        if not self.fast_paths:
+            return schedule_pod(cycle, pod, self._scorer(cycle, pod),
+                                partial(self._pick, cycle, claims=claims, allocator=allocator, memo=False))
         view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
         shape = self._shapes(pod)
@@ -272,7 +279,7 @@ class Scheduler:
                 failed[failure] = failed.get(failure, 0) + 1
             reasons.update(failed)
             cycle.cursor[0] = start + scanned
-            chosen, allocations = self._pick(cycle, scored, claims, allocator, reasons, dra_nodes)
+            chosen, allocations = self._pick(cycle, scored, reasons, dra_nodes, claims=claims, allocator=allocator)
             if chosen is not None:
                 return chosen, reasons, allocations, []
         return None, reasons, {}, dra_nodes
@@ -312,13 +319,16 @@ class Scheduler:
         self,
         cycle: Cycle,
         scored: dict[float, list[str]],
-        claims: PodClaims,
-        allocator: Allocator | None,
         reasons: Counter[str],
         dra_nodes: list[str],
+        *,
+        claims: PodClaims,
+        allocator: Allocator | None,
+        memo: bool = True,
     ) -> tuple[str | None, dict[str, dict[str, Any]]]:
         """The best-scored node among `scored` whose claims can be allocated (random among equals);
-        the nodes where DRA failed are appended to `dra_nodes`."""
+        the nodes where DRA failed are appended to `dra_nodes`. `memo`: answer from, and add to, the
+        decision's DRA failures (cycle.dra_failed)."""
         for score in sorted(scored, reverse=True):
             group = scored[score]
             if len(group) > 1:
@@ -328,7 +338,7 @@ class Scheduler:
                 return group[0], {}
             shape = claims.shape()
             for name in group:
-                if (name, shape) in cycle.dra_failed:
+                if memo and (name, shape) in cycle.dra_failed:
                     reasons[DRA_FAILURE] += 1  # same claims failed on this unchanged node earlier in the cycle
                     dra_nodes.append(name)
                     continue
