@@ -1,94 +1,40 @@
-"""The scheduler's node filters and what its failures say, apart from the reactor (scheduler.py).
+"""The scheduler's filter chain and what its failures say, apart from the reactor (reactor.py).
 
-Filters are kube-scheduler's filter plugins (pkg/scheduler/framework/plugins) as small pure functions
-of (pod, node, usage) that return a failure reason or None; the failure helpers turn the reasons
-counted over nodes into upstream's FitError message and dralab's pending cause. They live here, not in
-the reactor, because they hold no decision state and others use them too (the autoscaler's capacity
-simulation runs the same filters, the snapshot the same toleration check). scheduler.py re-exports
-the names callers import from it.
+Filters are kube-scheduler's filter plugins, each in its module under plugins/ (NodeUnschedulable,
+NodeAffinity, TaintToleration, NodeResourcesFit), small pure functions of (pod, node, usage) that answer
+with a Status (framework.py) or None; FILTERS is their order. The failure helpers here turn the reasons
+counted over nodes into upstream's FitError (message, pending cause, code). They live apart from the
+reactor because they hold no decision state and others use them too (the autoscaler's capacity
+simulation runs the same filters, the snapshot the same toleration check). reactor.py re-exports the
+names callers import from it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..kube.nodeselector import node_selector_matches
-from ..kube.provreq import BOOKING_TAINT, booking_value, consumed_request
+from ..kube.provreq import consumed_request
 from ..state.cluster import ClusterState, NodeState, PodState
 from .dynamic_resources import DRA_FAILURE
-from .framework import Code, Status, unresolvable
-from .plugins.node_resources_fit import TOO_MANY_PODS, fit_status
+from .framework import Code, FilterPlugin, Status
+from .plugins.node_affinity import node_selector
+from .plugins.node_resources_fit import TOO_MANY_PODS
+from .plugins.node_resources_fit import fits_resources as fits_resources
+from .plugins.node_unschedulable import node_ready as node_ready
+from .plugins.taint_toleration import taints
+from .plugins.taint_toleration import tolerates as tolerates
 
-# A Filter extension point: None (Success) or why the pod cannot go on this node (framework.py).
-Filter = Callable[[PodState, NodeState, dict[str, int]], Status | None]
+Filter = FilterPlugin  # None (Success) or why the pod cannot go on this node (framework.py)
 # dralab's pending causes that no room freed or node of the same kind added could resolve: the filters
 # that answer them return UnschedulableAndUnresolvable, as upstream's.
 UNRESOLVABLE_CAUSES = frozenset({"not-ready", "selector", "taint"})
-_NOT_READY = unresolvable("node(s) were not ready", "not-ready", "NodeUnschedulable")
-_CORDONED = unresolvable("node(s) were unschedulable", "not-ready", "NodeUnschedulable")
-_SELECTOR = unresolvable("node(s) didn't match Pod's node affinity/selector", "selector", "NodeAffinity")
 
 
 class NodeUsage(Protocol):
     """Each node's usage by name (a plain dict, or the scheduler's decision overlay `Used`)."""
 
     def __getitem__(self, name: str, /) -> dict[str, int]: ...
-
-
-def node_ready(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
-    """NodeUnschedulable (and the not-ready taint's TaintToleration): a NotReady or cordoned node."""
-    if not node.ready:
-        return _NOT_READY
-    if node.manifest.get("spec", {}).get("unschedulable"):
-        return _CORDONED
-    return None
-
-
-def node_selector(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
-    """NodeAffinity: spec.nodeSelector and requiredDuringSchedulingIgnoredDuringExecution."""
-    labels = node.labels
-    for key, value in pod.node_selector.items():
-        if labels.get(key) != value:
-            return _SELECTOR
-    affinity = (pod.manifest.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is not None and not node_selector_matches(required, labels, node.name):
-        return _SELECTOR
-    return None
-
-
-def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    """v1 Toleration.ToleratesTaint (k8s.io/api/core/v1/toleration.go)."""
-    for tol in tolerations:
-        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-            continue
-        if tol.get("key") and tol.get("key") != taint.get("key"):
-            continue
-        if tol.get("operator", "Equal") == "Exists":
-            return True
-        if tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
-def taints(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
-    """TaintToleration: a NoSchedule or NoExecute taint the pod does not tolerate."""
-    for taint in node.taints:
-        # a ProvisioningRequest's reserved capacity (autoscaler.reserveBookings): its consumers only
-        if taint.get("key") == BOOKING_TAINT and booking_value(consumed_request(pod.manifest)) == taint.get("value"):
-            continue
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint, pod.tolerations):
-            return unresolvable(f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}",
-                                "taint", "TaintToleration")
-    return None
-
-
-def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
-    """NodeResourcesFit (plugins/node_resources_fit.py): every requested resource, plus one pod slot,
-    within allocatable."""
-    return fit_status(sorted(pod.requests.items()), used, node.allocatable)
 
 
 def first_failure(filters: tuple[Filter, ...], pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:

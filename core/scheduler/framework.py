@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Protocol
+
+from ..state.cluster import NodeState, PodState
 
 
 class Code(IntEnum):
@@ -59,3 +62,17 @@ def unschedulable(message: str, cause: str, plugin: str, detail: str = "") -> St
 
 def unresolvable(message: str, cause: str, plugin: str, detail: str = "") -> Status:
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, message, cause, detail, plugin)
+
+
+class FilterPlugin(Protocol):
+    """The Filter extension point: can the pod go on this node at this usage? None is Success. The
+    filters (plugins/) are plain functions of this shape, run in filters.FILTERS' order."""
+
+    def __call__(self, pod: PodState, node: NodeState, used: dict[str, int], /) -> Status | None: ...
+
+
+class ScorePlugin(Protocol):
+    """The Score extension point for one score policy (most-/least-allocated, fragmentation): the higher
+    the better; ties are broken at random, as selectHost does."""
+
+    def __call__(self, pod: PodState, node: NodeState, used: dict[str, int], /) -> float: ...

@@ -18,15 +18,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from ..state.cluster import NodeState, PodState
+from ..state.cluster import PodState
 from .cycle import Cycle
 from .filters import FILTERS, num_feasible_nodes_to_find
+from .framework import ScorePlugin
 
 Pick = Callable[[dict[float, list[str]], Counter[str], list[str]], tuple[str | None, dict[str, dict[str, Any]]]]
 
 
-def schedule_pod(cycle: Cycle, pod: PodState, score: Callable[[PodState, NodeState, dict[str, int]], float],
-                 pick: Pick) -> tuple[str | None, Counter[str], dict[str, dict[str, Any]], list[str]]:
+def schedule_pod(cycle: Cycle, pod: PodState, score: ScorePlugin, pick: Pick
+                 ) -> tuple[str | None, Counter[str], dict[str, dict[str, Any]], list[str]]:
     """Scheduler.schedule_one's answer, computed plainly: the node (or None), the reasons counted over the
     nodes visited, the chosen node's DRA allocations, and the nodes that failed only on DRA."""
     nodes, used = cycle.view.nodes, cycle.used

@@ -43,6 +43,7 @@ from .filters import static_shape as static_shape
 from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
 from .fragmentation import dra_fragmentation, fragmentation_score, pod_demand
+from .framework import ScorePlugin
 from .gang import GangCycle, Placed
 from .plain import schedule_pod
 from .plugins.node_resources_fit import failure_message, lacking
@@ -65,7 +66,7 @@ def _utilisation(pod: PodState, node: NodeState, used: dict[str, int]) -> float:
     return sum(fractions) / len(fractions) if fractions else 0.0
 
 
-SCORERS: dict[str, Callable[[PodState, NodeState, dict[str, int]], float]] = {
+SCORERS: dict[str, ScorePlugin] = {
     "most-allocated": _utilisation,
     "least-allocated": lambda pod, node, used: 1.0 - _utilisation(pod, node, used),
 }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ...state.cluster import NodeState, PodState
 from ..framework import Status, unschedulable
 
 NAME = "NodeResourcesFit"
@@ -71,3 +72,8 @@ def fit_status(checks: Sequence[tuple[str, int]], used: Mapping[str, int],
         return None
     cause = "capacity" if "/" in missing[0] else "resources"
     return unschedulable(failure_message(missing[0]), cause, NAME)
+
+
+def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
+    """The plugin's Filter: every requested resource, plus one pod slot, within allocatable."""
+    return fit_status(sorted(pod.requests.items()), used, node.allocatable)
