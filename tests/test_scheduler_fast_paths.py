@@ -8,6 +8,10 @@ decision after decision on the same log, and must write the same events: the sam
 order, and the same pending reasons, messages and causes. Between decisions the cluster moves (pods
 arrive and finish, nodes come, turn NotReady or Ready, get tainted), so the caches kept across decisions
 are exercised too.
+
+It was seen to fail on each of these deliberate breaks: the feasibility cache or the failure memo keyed
+without the pod's requests, the kept node lists never renewed, the fold's journal ignored by the
+feasibility cache, its block scan off by one, the DRA failure memo keyed without the node.
 """
 
 from __future__ import annotations

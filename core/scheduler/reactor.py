@@ -1,8 +1,8 @@
 """The scheduler reactor: binds pending pods to Ready nodes, one scheduling cycle per view.
 
-Shaped like kube-scheduler's framework (pkg/scheduler/framework): small filter functions that
-return a failure reason or None (filters.py, with the failure messages and pending causes), a score
-function, a pure `schedule_one`. Devices come two ways:
+Shaped like kube-scheduler's framework (pkg/scheduler/framework): small filter plugins (plugins/, in
+filters.py's order, with the FitError helpers) that answer with a Status or None (framework.py), a score
+function, a pure `schedule_one` with fast paths that plain.py checks. Devices come two ways:
 as extended resources (`nvidia.com/gpu`, counted) and through DRA claims, allocated with the
 structured allocator (dynamic_resources.py) after the other filters pass, all of a pod's claims together.
 
