@@ -24,6 +24,7 @@ from ..dra.model import Claim, DeviceID, Inventory, Node, Slice
 from ..dra.pools import SliceIndex
 from ..kube.nodeselector import node_selector_matches
 from ..kube.resources import node_allocatable, pod_requests
+from ..scheduler.plugins.node_resources_fit import lacking
 from ..scheduler.reactor import tolerates
 from .audit_devices import DeviceCatalog
 from .audit_journal import ChangeJournal, Checkpoint
@@ -363,13 +364,8 @@ class Snapshot:
 
     def resource_failures(self, pod: dict[str, Any], node: str, *,
                           requests: dict[str, int] | None = None) -> list[Failure]:
-        used, alloc = self.used[node], self.allocatable[node]
-        missing = []
-        if used.get("pods", 0) + 1 > alloc.get("pods", 110):
-            missing.append("pods")
-        for res, amount in sorted((pod_requests(pod) if requests is None else requests).items()):
-            if amount and used.get(res, 0) + amount > alloc.get(res, 0):
-                missing.append(res)
+        checks = sorted((pod_requests(pod) if requests is None else requests).items())
+        missing = lacking(checks, self.used[node], self.allocatable[node], every=True)
         if not missing:
             return []
         return [Failure("resources", f"node {node}: Insufficient {', '.join(missing)}")]

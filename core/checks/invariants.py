@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..scheduler.plugins.node_resources_fit import allocatable_of
 from ..state.cluster import ClusterState, NodeState
 from .dra import CounterWatch, counter_violations, counters_within_capacity
 
@@ -32,7 +33,7 @@ def _overcommit(node: NodeState) -> list[str]:
     out = []
     for resource in sorted(node.used.keys() | node.reserved.keys()):
         used = node.used.get(resource, 0) + node.reserved.get(resource, 0)
-        limit = node.allocatable.get(resource, 110 if resource == "pods" else 0)
+        limit = allocatable_of(node.allocatable, resource)
         if used > limit:
             held = f" ({node.reserved[resource]} held for waiting gang members)" if node.reserved.get(
                 resource) else ""

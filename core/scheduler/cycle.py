@@ -13,6 +13,7 @@ from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
 from .dynamic_resources import Held, PodClaims
 from .fragmentation import FreeDevices, workload_histogram
+from .framework import Status
 
 
 def pod_has_claims(pod: PodState) -> bool:
@@ -66,9 +67,9 @@ class Cycle:
         self._histogram: dict[int, float] | None = None
         self.events: list[AnyEvent] = []
         self.changed: list[str] = []  # nodes whose usage the decision changed, in order (feasibility_cache.py)
-        # (static shape, requests, len(changed)) -> (static list's length, message, cause, detail) of a
-        # claim-free pod that failed: the answer for its likes until the next binding (Scheduler._schedule)
-        self.failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, str, str, str]] = {}
+        # (static shape, requests, len(changed)) -> (static list's length, the pod's Status) of a claim-free
+        # pod that failed: the answer for its likes until the next binding (Scheduler._schedule)
+        self.failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, Status]] = {}
         for reservation in held or ():
             self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
             self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from ..state.cluster import ClusterState, NodeState
+from .plugins.node_resources_fit import failure_message, lacking
 
 NEG = float("-inf")  # the score of a node that does not fit (real scores are finite)
 BLOCK = 32
@@ -60,14 +61,13 @@ class Layout:
 class ShapeIndex:
     """One pod shape's answers on every node (see the module docstring)."""
 
-    __slots__ = ("_checks", "_insufficient", "_score", "_layout", "_fit", "_why", "_journal", "_journal_pos",
+    __slots__ = ("_checks", "_score", "_layout", "_fit", "_why", "_journal", "_journal_pos",
                  "_cycle", "_cycle_pos", "_overlaid", "_static", "_names", "_pos", "_scores", "_count", "_best",
                  "_reason", "_fails", "_static_fails")
 
     def __init__(self, requests: dict[str, int], score: Score, layout: Layout | None = None) -> None:
         self._layout = Layout() if layout is None else layout  # shared by the indexes of one static shape
         self._checks = sorted(requests.items())  # NodeResourcesFit's order (fits_resources)
-        self._insufficient = {r: f"Insufficient {r}" for r, _ in self._checks}
         self._score = score
         self._fit: dict[str, float] = {}  # node -> its score if the pod fits its usage, else NEG
         self._why: dict[str, str] = {}  # node -> why the pod does not fit its usage (NEG in _fit)
@@ -89,15 +89,11 @@ class ShapeIndex:
         self._static_fails: Counter[str] = Counter()
 
     def _eval(self, node: NodeState, used: dict[str, int]) -> float:
-        """fits_resources, then the score: the node-by-node loop's checks in the same order."""
-        alloc = node.allocatable
-        if used.get("pods", 0) + 1 > alloc.get("pods", 110):
-            self._why[node.name] = "Too many pods"
+        """NodeResourcesFit (`lacking`), then the score: the node-by-node loop's checks in the same order."""
+        missing = lacking(self._checks, used, node.allocatable)
+        if missing:
+            self._why[node.name] = failure_message(missing[0])
             return NEG
-        for resource, amount in self._checks:
-            if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
-                self._why[node.name] = self._insufficient[resource]
-                return NEG
         return self._score(node, used)
 
     def sync(self, view: ClusterState, static: list[tuple[str, str | None]], cycle: object,

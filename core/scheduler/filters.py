@@ -1,25 +1,34 @@
-"""The scheduler's node filters and what its failures say, apart from the reactor (scheduler.py).
+"""The scheduler's filter chain and what its failures say, apart from the reactor (reactor.py).
 
-Filters are kube-scheduler's filter plugins (pkg/scheduler/framework/plugins) as small pure functions
-of (pod, node, usage) that return a failure reason or None; the failure helpers turn the reasons
-counted over nodes into upstream's FitError message and dralab's pending cause. They live here, not in
-the reactor, because they hold no decision state and others use them too (the autoscaler's capacity
-simulation runs the same filters, the snapshot the same toleration check). scheduler.py re-exports
-the names callers import from it.
+Filters are kube-scheduler's filter plugins, each in its module under plugins/ (NodeUnschedulable,
+NodeAffinity, TaintToleration, NodeResourcesFit), small pure functions of (pod, node, usage) that answer
+with a Status (framework.py) or None; FILTERS is their order. The failure helpers here turn the reasons
+counted over nodes into upstream's FitError (message, pending cause, code). They live apart from the
+reactor because they hold no decision state and others use them too (the autoscaler's capacity
+simulation runs the same filters, the snapshot the same toleration check). reactor.py re-exports the
+names callers import from it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..kube.nodeselector import node_selector_matches
-from ..kube.provreq import BOOKING_TAINT, booking_value, consumed_request
+from ..kube.provreq import consumed_request
 from ..state.cluster import ClusterState, NodeState, PodState
 from .dynamic_resources import DRA_FAILURE
+from .framework import Code, FilterPlugin, Status
+from .plugins.node_affinity import node_selector
+from .plugins.node_resources_fit import TOO_MANY_PODS
+from .plugins.node_resources_fit import fits_resources as fits_resources
+from .plugins.node_unschedulable import node_ready as node_ready
+from .plugins.taint_toleration import taints
+from .plugins.taint_toleration import tolerates as tolerates
 
-Filter = Callable[[PodState, NodeState, dict[str, int]], str | None]
+Filter = FilterPlugin  # None (Success) or why the pod cannot go on this node (framework.py)
+# dralab's pending causes that no room freed or node of the same kind added could resolve: the filters
+# that answer them return UnschedulableAndUnresolvable, as upstream's.
+UNRESOLVABLE_CAUSES = frozenset({"not-ready", "selector", "taint"})
 
 
 class NodeUsage(Protocol):
@@ -28,58 +37,13 @@ class NodeUsage(Protocol):
     def __getitem__(self, name: str, /) -> dict[str, int]: ...
 
 
-def node_ready(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
-    if not node.ready:
-        return "node(s) were not ready"
-    if node.manifest.get("spec", {}).get("unschedulable"):
-        return "node(s) were unschedulable"
-    return None
-
-
-def node_selector(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
-    """NodeAffinity: spec.nodeSelector and requiredDuringSchedulingIgnoredDuringExecution."""
-    labels = node.labels
-    for key, value in pod.node_selector.items():
-        if labels.get(key) != value:
-            return "node(s) didn't match Pod's node affinity/selector"
-    affinity = (pod.manifest.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is not None and not node_selector_matches(required, labels, node.name):
-        return "node(s) didn't match Pod's node affinity/selector"
-    return None
-
-
-def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    """v1 Toleration.ToleratesTaint (k8s.io/api/core/v1/toleration.go)."""
-    for tol in tolerations:
-        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-            continue
-        if tol.get("key") and tol.get("key") != taint.get("key"):
-            continue
-        if tol.get("operator", "Equal") == "Exists":
-            return True
-        if tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
-def taints(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
-    for taint in node.taints:
-        # a ProvisioningRequest's reserved capacity (autoscaler.reserveBookings): its consumers only
-        if taint.get("key") == BOOKING_TAINT and booking_value(consumed_request(pod.manifest)) == taint.get("value"):
-            continue
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint, pod.tolerations):
-            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
-    return None
-
-
-def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
-    """NodeResourcesFit: every requested resource, plus one pod slot, within allocatable."""
-    if used.get("pods", 0) + 1 > node.allocatable.get("pods", 110):
-        return "Too many pods"
-    for resource, amount in sorted(pod.requests.items()):
-        if amount and used.get(resource, 0) + amount > node.allocatable.get(resource, 0):
-            return f"Insufficient {resource}"
+def first_failure(filters: tuple[Filter, ...], pod: PodState, node: NodeState, used: dict[str, int]) -> str | None:
+    """The reason (upstream's FitError text) of the first filter that rejects the node, or None: what the
+    scheduler's node lists keep per node (a Diagnosis counts reasons, not Statuses)."""
+    for f in filters:
+        status = f(pod, node, used)
+        if status is not None:
+            return status.message
     return None
 
 
@@ -155,7 +119,7 @@ def unschedulable_message(total: int, reasons: Counter[str]) -> str:
 def _stage(reason: str) -> tuple[int, str]:
     if reason.startswith(DRA_FAILURE):
         return 5, "capacity"
-    if reason.startswith("Insufficient") or reason == "Too many pods":
+    if reason.startswith("Insufficient") or reason == TOO_MANY_PODS:
         extended = "/" in reason.removeprefix("Insufficient ")
         return 4, "capacity" if extended else "resources"
     if reason.startswith("node(s) had untolerated taint"):
@@ -163,6 +127,15 @@ def _stage(reason: str) -> tuple[int, str]:
     if reason.startswith("node(s) didn't match"):
         return 2, "selector"
     return 1, "not-ready"
+
+
+def fit_error(total: int, reasons: Counter[str]) -> Status:
+    """The pod's Status after no node passed the filters (upstream's FitError): the FitError text and the
+    pending cause; UnschedulableAndUnresolvable when the node that came closest failed a filter that
+    answers so (then every node did: those filters come first), else Unschedulable."""
+    cause = pending_cause(reasons)
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if cause in UNRESOLVABLE_CAUSES else Code.UNSCHEDULABLE
+    return Status(code, unschedulable_message(total, reasons), cause)
 
 
 def pending_cause(reasons: Counter[str]) -> str:

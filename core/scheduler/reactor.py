@@ -1,8 +1,8 @@
 """The scheduler reactor: binds pending pods to Ready nodes, one scheduling cycle per view.
 
-Shaped like kube-scheduler's framework (pkg/scheduler/framework): small filter functions that
-return a failure reason or None (filters.py, with the failure messages and pending causes), a score
-function, a pure `schedule_one`. Devices come two ways:
+Shaped like kube-scheduler's framework (pkg/scheduler/framework): small filter plugins (plugins/, in
+filters.py's order, with the FitError helpers) that answer with a Status or None (framework.py), a score
+function, a pure `schedule_one` with fast paths that plain.py checks. Devices come two ways:
 as extended resources (`nvidia.com/gpu`, counted) and through DRA claims, allocated with the
 structured allocator (dynamic_resources.py) after the other filters pass, all of a pod's claims together.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import attrgetter
 from typing import Any
@@ -34,7 +34,7 @@ from .cycle import Cycle, Used, pod_has_claims
 from .dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .feasibility_cache import FeasibilityCache
 from .filters import FILTERS as FILTERS
-from .filters import STATIC_FILTERS, ShapeMemo, num_feasible_nodes_to_find
+from .filters import STATIC_FILTERS, ShapeMemo, first_failure, fit_error, num_feasible_nodes_to_find
 from .filters import fits_resources as fits_resources
 from .filters import fragmented as fragmented
 from .filters import node_ready as node_ready
@@ -43,7 +43,10 @@ from .filters import static_shape as static_shape
 from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
 from .fragmentation import dra_fragmentation, fragmentation_score, pod_demand
+from .framework import ScorePlugin
 from .gang import GangCycle, Placed
+from .plain import schedule_pod
+from .plugins.node_resources_fit import failure_message, lacking
 from .queue import NOT_READY, due
 
 # what a node's static filter answers depend on, its name aside (read as two lists, not a tuple per node:
@@ -63,7 +66,7 @@ def _utilisation(pod: PodState, node: NodeState, used: dict[str, int]) -> float:
     return sum(fractions) / len(fractions) if fractions else 0.0
 
 
-SCORERS: dict[str, Callable[[PodState, NodeState, dict[str, int]], float]] = {
+SCORERS: dict[str, ScorePlugin] = {
     "most-allocated": _utilisation,
     "least-allocated": lambda pod, node, used: 1.0 - _utilisation(pod, node, used),
 }
@@ -77,6 +80,9 @@ class Scheduler:
     feature_gates: dict[str, bool] = field(default_factory=dict)
     name: str = "scheduler"
     trigger: Trigger = "events"
+    # False: no feasibility cache, failure memos, kept node lists or inlined loop (plain.py), for the
+    # property test that checks them; not a constructor argument, so no run's configuration can set it.
+    fast_paths: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.score not in SCORE_POLICIES:
@@ -146,13 +152,13 @@ class Scheduler:
         # the same failure (schedule_one's answer depends on the shape, the requests and the decision's
         # usage only; its one side effect, the rotating start, is replayed). Most failed attempts.
         again = (self._shapes(pod), tuple(pod.requests.items()), len(cycle.changed)) \
-            if not claims.any and self.score != "fragmentation" else None
+            if not claims.any and self.score != "fragmentation" and self.fast_paths else None
         failed = cycle.failed.get(again) if again is not None else None
         if failed is not None:
-            n, message, cause, detail = failed
+            n, status = failed
             if n:
                 cycle.cursor[0] = cycle.cursor[0] % n + n
-            cycle.pending(pod, "Unschedulable", message, cause, detail)
+            cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
             return
         node_name, reasons, allocations, dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
         if node_name is not None:
@@ -162,8 +168,8 @@ class Scheduler:
                 cycle.hold(pod, node_name, allocations, gang)
                 gangs.place(gang, Placed(pod, node_name, allocations))
             return
-        message = unschedulable_message(len(view.nodes), reasons)
-        cause, detail = pending_cause(reasons), ""
+        status = fit_error(len(view.nodes), reasons)
+        cause, detail = status.cause, ""
         if dra_nodes and allocator is not None:
             cause, detail = self._dra.explain(allocator, claims, view.nodes[dra_nodes[0]])
             if cause == "capacity":
@@ -172,9 +178,10 @@ class Scheduler:
                     cause, detail = "fragmentation", split
         elif cause == "capacity" and fragmented(view, pod, cycle.used):
             cause = "fragmentation"
+        status = replace(status, cause=cause, detail=detail)
         if again is not None:
-            cycle.failed[again] = (len(cycle.static[again[0]]), message, cause, detail)
-        cycle.pending(pod, "Unschedulable", message, cause, detail)
+            cycle.failed[again] = (len(cycle.static[again[0]]), status)
+        cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
 
     def schedule_one(
         self, cycle: Cycle, pod: PodState, claims: PodClaims, allocator: Allocator | None
@@ -194,6 +201,9 @@ class Scheduler:
         nodes scanned, the same best nodes in the same order, so the same choice from the same
         random draws, or the same failures counted; the node-by-node loop below is for the rest.
         """
+        if not self.fast_paths:
+            return schedule_pod(cycle, pod, self._scorer(cycle, pod),
+                                partial(self._pick, cycle, claims=claims, allocator=allocator, memo=False))
         view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
         shape = self._shapes(pod)
@@ -219,11 +229,10 @@ class Scheduler:
         order = nodes[start:] + nodes[:start]
         scanned = 0
         dra_nodes: list[str] = []
-        # fits_resources and the score inlined (the hot loop): the same checks in the same order, and
-        # for most-/least-allocated with at most two requested resources the same float arithmetic as
-        # _utilisation (one or two additions round the same whatever sum() does).
+        # NodeResourcesFit's check (`lacking`) and the score inlined (the hot loop): for most-/least-
+        # allocated with at most two requested resources the same float arithmetic as _utilisation (one
+        # or two additions round the same whatever sum() does).
         requests = sorted(pod.requests.items())
-        insufficient = {r: f"Insufficient {r}" for r, _ in requests}
         inline = self.score != "fragmentation" and len(pod.requests) <= 2
         least = self.score == "least-allocated"
         in_order = list(pod.requests.items())
@@ -245,14 +254,10 @@ class Scheduler:
                         mine = own.get(name)
                         node_used = node.used if mine is None else mine
                     alloc = node.allocatable
-                    if node_used.get("pods", 0) + 1 > alloc.get("pods", 110):
-                        failure = "Too many pods"
+                    missing = lacking(requests, node_used, alloc)
+                    if missing:
+                        failure = failure_message(missing[0])
                     else:
-                        for resource, amount in requests:
-                            if amount and node_used.get(resource, 0) + amount > alloc.get(resource, 0):
-                                failure = insufficient[resource]
-                                break
-                    if failure is None:
                         if inline:
                             value, k = 0.0, 0
                             for resource, amount in in_order:
@@ -275,7 +280,7 @@ class Scheduler:
                 failed[failure] = failed.get(failure, 0) + 1
             reasons.update(failed)
             cycle.cursor[0] = start + scanned
-            chosen, allocations = self._pick(cycle, scored, claims, allocator, reasons, dra_nodes)
+            chosen, allocations = self._pick(cycle, scored, reasons, dra_nodes, claims=claims, allocator=allocator)
             if chosen is not None:
                 return chosen, reasons, allocations, []
         return None, reasons, {}, dra_nodes
@@ -315,13 +320,16 @@ class Scheduler:
         self,
         cycle: Cycle,
         scored: dict[float, list[str]],
-        claims: PodClaims,
-        allocator: Allocator | None,
         reasons: Counter[str],
         dra_nodes: list[str],
+        *,
+        claims: PodClaims,
+        allocator: Allocator | None,
+        memo: bool = True,
     ) -> tuple[str | None, dict[str, dict[str, Any]]]:
         """The best-scored node among `scored` whose claims can be allocated (random among equals);
-        the nodes where DRA failed are appended to `dra_nodes`."""
+        the nodes where DRA failed are appended to `dra_nodes`. `memo`: answer from, and add to, the
+        decision's DRA failures (cycle.dra_failed)."""
         for score in sorted(scored, reverse=True):
             group = scored[score]
             if len(group) > 1:
@@ -331,7 +339,7 @@ class Scheduler:
                 return group[0], {}
             shape = claims.shape()
             for name in group:
-                if (name, shape) in cycle.dra_failed:
+                if memo and (name, shape) in cycle.dra_failed:
                     reasons[DRA_FAILURE] += 1  # same claims failed on this unchanged node earlier in the cycle
                     dra_nodes.append(name)
                     continue
@@ -382,7 +390,7 @@ class Scheduler:
         empty: dict[str, int] = {}
         if memo is None or cache is None:
             out = [
-                (name, next((r for f in STATIC_FILTERS if (r := f(pod, node, empty)) is not None), None))
+                (name, first_failure(STATIC_FILTERS, pod, node, empty))
                 for name, node in view.nodes.items()
             ]
         else:
@@ -393,7 +401,7 @@ class Scheduler:
             for name, node in view.nodes.items():
                 hit = known.get(name)
                 if hit is None or hit[0] is not node.manifest or hit[1] is not node.ready:
-                    failure = next((r for f in STATIC_FILTERS if (r := f(pod, node, empty)) is not None), None)
+                    failure = first_failure(STATIC_FILTERS, pod, node, empty)
                     known[name] = hit = (node.manifest, node.ready, failure)
                 out.append((name, hit[2]))
         if cache is not None:

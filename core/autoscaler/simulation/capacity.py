@@ -36,6 +36,7 @@ from ...scenario.dra import render_slice_templates, slice_names
 from ...scheduler.dynamic_resources import DraPlugin, PodClaims, dra_node
 from ...scheduler.filters import ShapeMemo
 from ...scheduler.fragmentation import claim_demand
+from ...scheduler.plugins.node_resources_fit import lacking
 from ...scheduler.reactor import FILTERS, fits_resources, node_ready
 from ...state.cluster import ClusterState, NodeGroupState, NodeState, PodState
 from .virtual_claims import materialize
@@ -265,14 +266,9 @@ class Simulation:
 
 
 def resources_fit(checks: Sequence[tuple[str, int]], used: dict[str, int], alloc: dict[str, int]) -> bool:
-    """fits_resources (NodeResourcesFit) without its reason: a pod slot, then each request in `checks`
-    (the pod's requests sorted, the filter's order)."""
-    if used.get("pods", 0) + 1 > alloc.get("pods", 110):
-        return False
-    for resource, amount in checks:  # noqa: SIM110 - a loop, not all() over a generator: it runs per node
-        if amount and used.get(resource, 0) + amount > alloc.get(resource, 0):
-            return False
-    return True
+    """NodeResourcesFit (scheduler/plugins/node_resources_fit.py) without its reason: a pod slot, then each
+    request in `checks` (the pod's requests sorted, the filter's order)."""
+    return not lacking(checks, used, alloc)
 
 
 class FitMemo:
