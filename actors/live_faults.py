@@ -1,4 +1,4 @@
-"""Runtime faults in a live run: the same `spec.faults` the simulator plays (replay/sim_faults.py), played
+"""Runtime faults in a live run: the same `spec.faults` the simulator plays (replay/simulation/sim_faults.py), played
 on real processes and a real Redis.
 
 Who plays what, and why:

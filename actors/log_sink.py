@@ -6,7 +6,7 @@ record it folds to a ``RecordSink``; the sink writes it to the file at once (a b
 every ``flush_every_s`` so a reader of ``FILE.part`` (or a crash) sees all but the last second, and is
 closed on every ending, so the file is a valid, closed `.dralog` up to the last record held
 (``kept()`` says up to which offset). The writer is whatever ``open_writer`` the caller hands in (the CLI
-passes replay/logfile.py's LogWriter: actors/ never imports replay/), the same protocol
+passes replay/logs/logfile.py's LogWriter: actors/ never imports replay/), the same protocol
 `dralab record`'s recorder writes to (actors/recorder.py).
 """
 

@@ -15,7 +15,7 @@ recorded whole: ``StreamTrimmed`` says which offsets are gone. An entry that arr
 longer there is reported as a gap, never invented.
 
 The file itself is written by whatever ``open_writer`` the caller hands in (the CLI passes
-replay/logfile.py's LogWriter: actors/ never imports replay/). Nothing here reads a clock for the log's
+replay/logs/logfile.py's LogWriter: actors/ never imports replay/). Nothing here reads a clock for the log's
 sake: wall time only decides when to stop (``until_idle_s``) and when to print progress.
 """
 
@@ -96,7 +96,7 @@ class RecordResult:
 
 
 class Writer(Protocol):
-    """What the recorder writes to: replay/logfile.py's LogWriter (actors/ never imports replay/, so the
+    """What the recorder writes to: replay/logs/logfile.py's LogWriter (actors/ never imports replay/, so the
     caller hands it in). A ``flush()``, if the writer has one, makes what was written durable."""
 
     def write(self, offset: int, payload: bytes) -> None: ...
@@ -122,7 +122,7 @@ def run_started(payload: bytes, stream: str) -> RunStarted:
 
 
 def header_fields(first: RunStarted) -> dict[str, Any]:
-    """The keyword arguments of ``make_header`` (replay/logfile.py) for a run that started with ``first``."""
+    """The keyword arguments of ``make_header`` (replay/logs/logfile.py) for a run that started with ``first``."""
     return {"scenario": first.scenario, "seed": first.seed, "policy": policies(first.config), "mode": first.mode}
 
 

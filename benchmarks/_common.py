@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import time
 
-from dralab.replay.sim import SimResult, Simulator
+from dralab.replay.simulation.sim import SimResult, Simulator
 
 
 def timed_run(sim: Simulator, profile: bool) -> tuple[SimResult, float, cProfile.Profile | None]:

@@ -5,7 +5,7 @@ target: at least 100 on one core), and the speed-up of running the seeds on two 
 
 The scenario is day_bench's (built in memory for --hours and --nodes: two groups, a day-shaped stream of
 CPU and GPU pods). Each chaos seed draws its own fault schedule (every kind but redis-restart, --rate
-faults per simulated hour) and runs exactly as `dralab chaos` runs it (replay/chaos.py: the simulator
+faults per simulated hour) and runs exactly as `dralab chaos` runs it (replay/simulation/chaos.py: the simulator
 with its invariant monitor, then liveness over the log; a failing seed's log kept, not shrunk). First
 the seeds on one process (in this one), then on --jobs worker processes (cli/chaos_cmd.py's pool,
 which also pays for starting the workers). Prints both rates and the speed-up, and a JSON line.
@@ -23,7 +23,7 @@ from day_bench import scenario as day_scenario
 
 from dralab.chaos_cmd import _Progress, run_seeds
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.chaos import DEFAULT_KINDS, ChaosOptions
+from dralab.replay.simulation.chaos import DEFAULT_KINDS, ChaosOptions
 
 
 def run(hours: float, nodes: int, seeds: int, jobs: int, rate: float) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 from _common import last_cpu_s, timed_run
 
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.sim import Simulator
+from dralab.replay.simulation.sim import Simulator
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -118,7 +118,7 @@ def run(hours: float, nodes: int, seed: int, invariants: bool, profile: bool, lo
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
     if log:  # the run's log, e.g. for `dralab report` (docs/report.md times a report of this day)
         from dralab.core.run.config import policies, run_config
-        from dralab.replay.logfile import make_header, write_log
+        from dralab.replay.logs.logfile import make_header, write_log
 
         write_log(log, make_header(scenario=sc.name, seed=seed, policy=policies(run_config(sc)), mode="sim"),
                   result.entries)

@@ -44,7 +44,7 @@ def scenario_digests(files: list[Path] | None = None) -> dict[str, str]:
     import msgspec
 
     from dralab.core.scenario.load import Policy, load_scenario
-    from dralab.replay.sim import SimulationStuck, Simulator
+    from dralab.replay.simulation.sim import SimulationStuck, Simulator
 
     out: dict[str, str] = {}
     for path in files or scenario_files():
@@ -61,7 +61,7 @@ def scenario_digests(files: list[Path] | None = None) -> dict[str, str]:
 
 
 def fixture_digests() -> dict[str, str]:
-    from dralab.replay.logfile import read_log
+    from dralab.replay.logs.logfile import read_log
 
     out: dict[str, str] = {}
     for path in sorted((ROOT / "tests" / "fixtures").rglob("*.dralog")) + sorted(
@@ -76,7 +76,7 @@ def day_digest(hours: float, nodes: int, seed: int = 1) -> dict[str, str]:
     from day_bench import scenario
 
     from dralab.core.scenario.load import parse_scenario
-    from dralab.replay.sim import Simulator
+    from dralab.replay.simulation.sim import Simulator
 
     sc = parse_scenario(scenario(hours, nodes, seed), "day-bench")
     return {f"day-bench|{hours:g}h|{nodes}|seed{seed}": digest(Simulator(sc, seed).run().entries)}

@@ -5,8 +5,8 @@ seeds) would take on this machine's cores at those rates.
 
     python benchmarks/fgd_bench.py [--traces DIR] [--seed 42] [--policies bestfit,fgd,...] [--cores 2]
 
-The trace is imported once (replay/openb.py -> a checked scenario -> replay/fgd_cluster.py, timed apart:
-every `dralab trace openb` command pays it once); each policy's run is replay/fgd.py `run_seed`, exactly
+The trace is imported once (replay/traces/openb.py -> a checked scenario -> replay/traces/fgd_cluster.py, timed apart:
+every `dralab trace openb` command pays it once); each policy's run is replay/traces/fgd.py `run_seed`, exactly
 what the command runs per seed. CPU time is the figure that holds on a shared machine. Prints a table and
 a JSON line.
 """
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.fgd import run_seed
-from dralab.replay.fgd_cluster import build_cluster
-from dralab.replay.fgd_policies import POLICY_NAMES
-from dralab.replay.openb import read_nodes, read_pods, to_scenario
+from dralab.replay.traces.fgd import run_seed
+from dralab.replay.traces.fgd_cluster import build_cluster
+from dralab.replay.traces.fgd_policies import POLICY_NAMES
+from dralab.replay.traces.openb import read_nodes, read_pods, to_scenario
 
 TARGET_S = {"bestfit": 5.0, "fgd": 15.0}
 TARGET_PODS_PER_S = 700

@@ -4,8 +4,8 @@ wall time, and each (trace, policy)'s median GPU allocation at 100% arrived next
     python benchmarks/fgd_matrix.py [--traces DIR] [--policies all|a,b] [--seeds 42-51] [--jobs 2]
                                     [--compat fgd-go] [--out results.json] [--markdown table.md]
 
-Each run is replay/fgd.py `run_seed`, what `dralab trace openb` runs per seed. With `--compat fgd-go` every
-run is also compared with the cached rows column for column (replay/fgd_cache.py) and the count of rows that
+Each run is replay/traces/fgd.py `run_seed`, what `dralab trace openb` runs per seed. With `--compat fgd-go` every
+run is also compared with the cached rows column for column (replay/traces/fgd_cache.py) and the count of rows that
 match is reported; without it the medians are compared (the paper's acceptance: within 0.3 points for
 BestFit, FGD and Packing, 0.5 for Random). Runs go to `--jobs` processes; each worker imports a trace once.
 """
@@ -31,8 +31,8 @@ def _init(traces: str, tasks: list[tuple[str, str, int]], compat: str, compare: 
 
 
 def _run(index: int) -> dict[str, Any]:
-    from dralab.replay.fgd import run_seed
-    from dralab.replay.fgd_cache import compare, read_cached
+    from dralab.replay.traces.fgd import run_seed
+    from dralab.replay.traces.fgd_cache import compare, read_cached
     from dralab.trace_cmd import load_trace
 
     w = _WORKER
@@ -60,7 +60,7 @@ def cached_medians(traces: Path) -> dict[tuple[str, str], float]:
     """Median over the seeds of the cached allocation at 100% arrived, by (trace, policy)."""
     import csv
 
-    from dralab.replay.fgd_policies import CACHED_NAMES
+    from dralab.replay.traces.fgd_policies import CACHED_NAMES
 
     names = {v: k for k, v in CACHED_NAMES.items()}
     values: dict[tuple[str, str], list[float]] = {}
@@ -74,7 +74,7 @@ def cached_medians(traces: Path) -> dict[tuple[str, str], float]:
 def main() -> int:
     from dralab.chaos_cmd import parse_seeds
     from dralab.pool import finished
-    from dralab.replay.fgd_policies import POLICY_NAMES
+    from dralab.replay.traces.fgd_policies import POLICY_NAMES
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from traces_path import real_trace  # $DRALAB_TRACES, or ../shared/traces beside the repository

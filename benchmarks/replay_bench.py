@@ -26,9 +26,9 @@ import scaleup_bench
 from dralab.core.log.events import decode_record
 from dralab.core.scenario.load import parse_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import Simulator
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import Simulator
+from dralab.replay.simulation.verify import verify
 
 
 def fold_rate(entries: list[tuple[int, bytes]], repeat: int) -> dict[str, float]:

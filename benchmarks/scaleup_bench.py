@@ -16,7 +16,7 @@ import hashlib
 from _common import last_cpu_s, timed_run
 
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.sim import Simulator
+from dralab.replay.simulation.sim import Simulator
 
 GPU_NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {},
             "status": {"allocatable": {"cpu": "192", "memory": "2000Gi", "pods": "110", "nvidia.com/gpu": "8"}}}

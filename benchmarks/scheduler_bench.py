@@ -18,7 +18,7 @@ from typing import Any
 from _common import timed_run
 
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.sim import Simulator
+from dralab.replay.simulation.sim import Simulator
 
 
 def scenario(nodes: int, pods: int, match: bool) -> dict[str, Any]:

@@ -37,10 +37,10 @@ from day_bench import _pod
 from dralab.core.log.events import Record, decode_record
 from dralab.core.run.config import policies, run_config
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.logfile import make_header, write_log
-from dralab.replay.outcomes import resolve_target
-from dralab.replay.shrink import Shrinker, final_log
-from dralab.replay.sim import Simulator
+from dralab.replay.logs.logfile import make_header, write_log
+from dralab.replay.simulation.outcomes import resolve_target
+from dralab.replay.simulation.shrink import Shrinker, final_log
+from dralab.replay.simulation.sim import Simulator
 
 H100_TAINT = {"key": "example.com/h100", "value": "present", "effect": "NoSchedule"}
 DRA_OBJECTS: list[dict[str, Any]] = [

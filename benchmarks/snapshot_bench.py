@@ -23,7 +23,7 @@ from dralab.core.log.events import decode_record
 from dralab.core.scenario.load import parse_scenario
 from dralab.core.state.cluster import ClusterState
 from dralab.core.state.codec import decode_state, encode_state
-from dralab.replay.sim import Simulator
+from dralab.replay.simulation.sim import Simulator
 
 T = TypeVar("T")
 

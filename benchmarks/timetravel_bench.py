@@ -48,8 +48,8 @@ from dralab.core.log.events import (
     encode_record,
 )
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.logfile import DEFAULT_SNAPSHOT_EVERY, LogWriter, make_header
-from dralab.replay.logfile_reader import open_log
+from dralab.replay.logs.logfile import DEFAULT_SNAPSHOT_EVERY, LogWriter, make_header
+from dralab.replay.logs.logfile_reader import open_log
 
 PER_RECORD = 10
 MAINTENANCE = ({"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"},)

@@ -1,7 +1,7 @@
 """`dralab chaos SCENARIO --seeds 1-1000`: the scenario under many random fault schedules, invariants
 checked in each run, every failing seed's log kept (and shrunk).
 
-Each seed draws its own schedule (replay/chaos.py: kinds, times, targets, parameters) and runs in the
+Each seed draws its own schedule (replay/simulation/chaos.py: kinds, times, targets, parameters) and runs in the
 simulator with the scenario's seed; the seeds run on `--jobs` processes, and since a seed's run is a
 function of the seed alone the results do not depend on `--jobs`. Progress goes to stderr, the summary
 (a table, or one JSON object with `-o json`) to stdout. Exit 0 when every seed held, 1 when some
@@ -93,7 +93,7 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from dralab.replay.chaos import DEFAULT_KINDS, LIVE_KINDS, ChaosError, ChaosOptions, check_kinds
+    from dralab.replay.simulation.chaos import DEFAULT_KINDS, LIVE_KINDS, ChaosError, ChaosOptions, check_kinds
 
     if not 0 < args.rate <= MAX_RATE:  # inf divided by zero; 1e9 drew 100,000 faults a seed for minutes
         raise InputError(f"--rate: must be > 0 and at most {MAX_RATE} faults per simulated hour (one a second), "
@@ -141,7 +141,7 @@ def _init(scenario: Any, options: Any) -> None:
 
 
 def _run(seed: int) -> Any:
-    from dralab.replay.chaos import run_seed
+    from dralab.replay.simulation.chaos import run_seed
 
     return run_seed(_WORKER["scenario"], seed, _WORKER["options"])
 

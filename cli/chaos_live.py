@@ -1,6 +1,6 @@
 """`dralab chaos SCENARIO --live`: the same random fault schedules, played on the live system.
 
-Each seed draws the schedule the simulator would run (replay/chaos.py, `prepare`), and the scenario with
+Each seed draws the schedule the simulator would run (replay/simulation/chaos.py, `prepare`), and the scenario with
 those faults runs live: reactors as Ray actors, the log on a private redis-server (or the one given with
 `--redis`). The driver and the actors play the runtime faults on real processes and on Redis
 (actors/live_faults.py): SIGKILL, SIGSTOP/SIGCONT, a partitioned consumer, lagging views, duplicated
@@ -38,7 +38,8 @@ from dralab.core.checks.liveness import DEFAULT_BOUND_MS
 from dralab.core.checks.log_check import check_records
 from dralab.core.log.events import decode_record
 from dralab.core.scenario.load import Scenario
-from dralab.replay.chaos import (
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.chaos import (
     DIVERGENCE,
     RUN_ERROR,
     ChaosOptions,
@@ -49,8 +50,7 @@ from dralab.replay.chaos import (
     prepare,
     scenario_seed,
 )
-from dralab.replay.logfile import LogFile
-from dralab.replay.verify import verify
+from dralab.replay.simulation.verify import verify
 
 DEFAULT_SPEED = 30.0
 

@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from dralab.actors.logs import configure
-from dralab.replay.output_files import OutputPathError
+from dralab.replay.logs.output_files import OutputPathError
 
 from . import (
     __version__,
@@ -141,14 +141,14 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from dralab.core.analysis.metrics import metrics_from_entries
     from dralab.core.analysis.summary import render_text, summarize
     from dralab.core.run.config import policies, run_config
-    from dralab.replay.logfile import make_header, write_log
-    from dralab.replay.sim import Simulator
+    from dralab.replay.logs.logfile import make_header, write_log
+    from dralab.replay.simulation.sim import Simulator
 
     scenario = load_scenario_input(args.scenario, args.autoscaler)
     output_file(args.log_file, "--log")
     seed = _seed(args, scenario)
     log.info("sim.start", scenario=scenario.name, seed=seed, duration_s=scenario.duration_ms / 1000)
-    from dralab.replay.sim import SimulationStuck
+    from dralab.replay.simulation.sim import SimulationStuck
 
     try:
         result = Simulator(scenario, seed).run()
@@ -258,7 +258,7 @@ def _run_log(args: argparse.Namespace, scenario: Any, seed: int) -> Any:
         return None
     from dralab.actors.log_sink import RecordSink
     from dralab.core.run.config import policies, run_config
-    from dralab.replay.logfile import LogWriter, make_header
+    from dralab.replay.logs.logfile import LogWriter, make_header
 
     header = make_header(scenario=scenario.name, seed=seed, policy=policies(run_config(scenario)),
                          mode="cluster" if args.ray else "local")

@@ -47,7 +47,7 @@ def load_scenario_input(path: str, autoscaler: str | None = None) -> Any:
 
 def read_log_file(path: str) -> Any:
     """A `.dralog` file whole (replay.logfile.read_log), or InputError saying what is wrong with it."""
-    from dralab.replay.logfile import read_log
+    from dralab.replay.logs.logfile import read_log
 
     with reading(path):
         return read_log(path)
@@ -57,7 +57,7 @@ def stream_log_file(path: str) -> Any:
     """A `.dralog` file as a stream (replay.logfile.LogStream: its header read and checked now, its records
     one block at a time when iterated, so memory is a block, not the file), or InputError saying what is
     wrong with it. Iterate it inside `reading(path)`."""
-    from dralab.replay.logfile import LogStream
+    from dralab.replay.logs.logfile import LogStream
 
     with reading(path):
         return LogStream(path)
@@ -68,7 +68,7 @@ def reading(path: str) -> Iterator[None]:
     """Where a log is iterated: a record that does not decode, a file refused on the way (its budget) or
     one that cannot be read any more is InputError naming the file (exit 2), not a traceback."""
     from dralab.core.log.events import LogDecodeError
-    from dralab.replay.logfile import LogFileError
+    from dralab.replay.logs.logfile import LogFileError
 
     try:
         yield
@@ -90,20 +90,20 @@ def emit(report: dict[str, Any], fmt: str) -> None:
 
 def output_file(path: str | None, option: str) -> None:
     """Refuse, before any work, an output file dralab would not write (replay/output_files.check_file)."""
-    from dralab.replay.output_files import check_file
+    from dralab.replay.logs.output_files import check_file
 
     _checked(check_file, path, option)
 
 
 def output_dir(path: str | None, option: str) -> None:
     """Refuse, before any work, an output folder dralab would not write into (created later if missing)."""
-    from dralab.replay.output_files import check_dir
+    from dralab.replay.logs.output_files import check_dir
 
     _checked(check_dir, path, option)
 
 
 def _checked(check: Any, path: str | None, option: str) -> None:
-    from dralab.replay.output_files import OutputPathError
+    from dralab.replay.logs.output_files import OutputPathError
 
     if path is not None:
         try:

@@ -88,7 +88,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from dralab.actors.bus import BusUnavailable
     from dralab.actors.recorder import RecordError, RecordOptions, header_fields, record
-    from dralab.replay.logfile import LogWriter, make_header
+    from dralab.replay.logs.logfile import LogWriter, make_header
 
     _check(args)
     options = RecordOptions(stream=args.stream, path=args.file, wait_s=args.wait, until_idle_s=args.until_idle,

@@ -80,7 +80,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace, logf: Any) -> int:
     from dralab.core.checks.invariants import check
-    from dralab.replay.verify import verify
+    from dralab.replay.simulation.verify import verify
 
     started = time.perf_counter()
     with reading(args.file):
@@ -114,12 +114,12 @@ SEEN_WINDOW = 50_000  # records before the point searched for each reactor's lat
 
 def _at(args: argparse.Namespace) -> int:
     """Seeks instead of reading the whole file: the nearest snapshot at or before the point, the tail
-    folded from there (replay/logfile_reader.py), and a window of the records before the point for what
+    folded from there (replay/logs/logfile_reader.py), and a window of the records before the point for what
     each reactor had seen."""
     from dralab.core.log.events import decode_record
-    from dralab.replay.logfile import LogFileError
-    from dralab.replay.logfile_reader import open_log
-    from dralab.replay.timetravel import PointError, describe, parse_point, reactors_seen, render
+    from dralab.replay.logs.logfile import LogFileError
+    from dralab.replay.logs.logfile_reader import open_log
+    from dralab.replay.simulation.timetravel import PointError, describe, parse_point, reactors_seen, render
 
     try:
         point = parse_point(args.at)
@@ -154,7 +154,7 @@ def _at(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace, logf: Any) -> int:
-    from dralab.replay.timetravel import explain, render_story
+    from dralab.replay.simulation.timetravel import explain, render_story
 
     with reading(args.file):
         result = explain(logf.records(), args.explain)
@@ -169,8 +169,8 @@ def _explain(args: argparse.Namespace, logf: Any) -> int:
 
 def _whatif(args: argparse.Namespace, logf: Any) -> int:
     from dralab.core.log.events import LogDecodeError
-    from dralab.replay.logfile import make_header, write_log
-    from dralab.replay.whatif_run import SettingError, render_table, run_whatif, side_by_side
+    from dralab.replay.logs.logfile import make_header, write_log
+    from dralab.replay.simulation.whatif_run import SettingError, render_table, run_whatif, side_by_side
 
     started = time.perf_counter()
     try:

@@ -6,8 +6,8 @@ fraction, the time-to-schedule distribution, and the autoscaler's scale-ups; wit
 also as DIR/NAME.png. With two logs (e.g. the same scenario under `--autoscaler count` and `dra`) the
 runs are drawn side by side on the same axes. See docs/report.md.
 
-The data comes from one fold per log (replay/report_data.py), the figures from replay/report_plots.py,
-the page from replay/report_html.py. stdout gets one line, where the report was written (`-o json`: one
+The data comes from one fold per log (replay/report/report_data.py), the figures from replay/report/report_plots.py,
+the page from replay/report/report_html.py. stdout gets one line, where the report was written (`-o json`: one
 object naming the files); warnings go to stderr.
 """
 
@@ -38,7 +38,7 @@ def _load(path: str, warnings: list[str]) -> Any:
     """One log's report data, or InputError naming the file (unreadable, undecodable, or damaged with
     nothing intact). A damaged log with an intact prefix (a recording cut short) is drawn up to the
     damage, and said so in `warnings`."""
-    from dralab.replay.report_data import extract
+    from dralab.replay.report.report_data import extract
 
     log = stream_log_file(path)  # one pass, a block at a time: memory is the report's series, not the log
     with reading(path):
@@ -53,7 +53,7 @@ def _load(path: str, warnings: list[str]) -> Any:
 
 
 def _make_dir(path: str) -> None:
-    from dralab.replay.output_files import OutputPathError, make_dir
+    from dralab.replay.logs.output_files import OutputPathError, make_dir
 
     try:
         make_dir(path, "--png-dir")
@@ -62,7 +62,7 @@ def _make_dir(path: str) -> None:
 
 
 def _write(path: str, text: str) -> None:
-    from dralab.replay.output_files import atomic_output
+    from dralab.replay.logs.output_files import atomic_output
 
     try:
         with atomic_output(path, "--html", text=True) as f:
@@ -83,8 +83,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     runs = [_load(path, warnings) for path in args.logs]
 
-    from dralab.replay import report_html, report_plots
-    from dralab.replay.report_data import input_mismatch, span_mismatch
+    from dralab.replay.report import report_html, report_plots
+    from dralab.replay.report.report_data import input_mismatch, span_mismatch
 
     mismatch = input_mismatch(runs)
     if mismatch:

@@ -1,7 +1,7 @@
 """`dralab shrink FILE --until TARGET --log SMALL`: delta-debug a failing run down to the few external inputs
 (arrivals, pods, starting nodes, node groups, other scenario records) and the short run that still show
-TARGET (an invariant, or an outcome of replay/outcomes.py such as `double-scale-up`), and write that run's
-log. The algorithm is replay/shrink.py's; this module reads the log, reports progress on stderr and the
+TARGET (an invariant, or an outcome of replay/simulation/outcomes.py such as `double-scale-up`), and write that run's
+log. The algorithm is replay/simulation/shrink.py's; this module reads the log, reports progress on stderr and the
 summary on stdout. Exit 0 when a smaller failing run was written, 1 when the simulator does not
 reproduce the target from the log's inputs, 2 for invalid input (the file, the option, what was wrong).
 """
@@ -77,10 +77,10 @@ def render_text(summary: dict[str, Any]) -> str:
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     from dralab.core.run.config import policies
-    from dralab.replay.logfile import make_header, write_log
-    from dralab.replay.outcomes import resolve_target, target_names
-    from dralab.replay.shrink import Shrinker, final_log
-    from dralab.replay.shrink_units import InputsError
+    from dralab.replay.logs.logfile import make_header, write_log
+    from dralab.replay.simulation.outcomes import resolve_target, target_names
+    from dralab.replay.simulation.shrink import Shrinker, final_log
+    from dralab.replay.simulation.shrink_units import InputsError
 
     try:
         target = resolve_target(args.until)

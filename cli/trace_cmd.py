@@ -1,8 +1,8 @@
 """`dralab trace openb --nodes FILE --pods FILE --policy NAME --seeds 42-51`: the FGD paper's openb experiment.
 
-The CSVs are imported into a dralab scenario (replay/openb.py), checked by the scenario loader like any
-scenario, reduced to the arrays the protocol runs on (replay/fgd_cluster.py), and run once per seed
-(replay/fgd.py) on `--jobs` processes; a seed's run is a function of the seed alone, so the results do not
+The CSVs are imported into a dralab scenario (replay/traces/openb.py), checked by the scenario loader like any
+scenario, reduced to the arrays the protocol runs on (replay/traces/fgd_cluster.py), and run once per seed
+(replay/traces/fgd.py) on `--jobs` processes; a seed's run is a function of the seed alone, so the results do not
 depend on `--jobs`. stdout: the table of median GPU allocation and fragmentation at arrived 50..130 %, or one
 JSON object with `-o json`; `--csv-dir` also writes one row per seed in the layout of the FGD authors' cached
 results (`analysis_allo_discrete.csv`, `analysis_frag_discrete.csv`, `analysis_frag_ratio_discrete.csv`).
@@ -29,7 +29,7 @@ from .inputs import InputError, output_dir
 from .pool import finished
 
 FORMATS = ("text", "json")
-COMPAT = ("fgd-go",)  # replay/fgd.py COMPAT_MODES (not imported here: the parser loads fast)
+COMPAT = ("fgd-go",)  # replay/traces/fgd.py COMPAT_MODES (not imported here: the parser loads fast)
 # (file, RunResult field, whether the file has the total_gpus column): the cached results' three layouts
 CSV_FILES = (("analysis_allo_discrete.csv", "alloc", True), ("analysis_frag_discrete.csv", "frag", False),
              ("analysis_frag_ratio_discrete.csv", "frag_idle", False))
@@ -37,7 +37,7 @@ _WORKER: dict[str, Any] = {}
 
 
 def add_parser(sub: Any) -> None:
-    from dralab.replay.fgd_policies import POLICY_NAMES
+    from dralab.replay.traces.fgd_policies import POLICY_NAMES
 
     p = sub.add_parser("trace", help="replay a real trace (openb: the FGD fragmentation experiment, or --time-aware "
                                      "with the autoscaler; philly, pollux: jobs and gangs with the autoscaler)")
@@ -72,8 +72,8 @@ def load_cluster(nodes: str, pods: str) -> tuple[Any, str]:
 def load_trace(nodes: str, pods: str) -> tuple[Any, str, tuple[int, ...]]:
     """:func:`load_cluster` and the cluster's nodes in the trace's node-name order (for `--compat`)."""
     from dralab.core.scenario.load import ScenarioError, parse_scenario
-    from dralab.replay.fgd_cluster import ClusterError, build_cluster, trace_order
-    from dralab.replay.openb import OpenbError, read_nodes, read_pods, to_scenario
+    from dralab.replay.traces.fgd_cluster import ClusterError, build_cluster, trace_order
+    from dralab.replay.traces.openb import OpenbError, read_nodes, read_pods, to_scenario
 
     workload = os.path.splitext(os.path.basename(pods))[0]
     try:
@@ -91,7 +91,7 @@ def _init(cluster: Any, policy: str, compat: str, sources: tuple[int, ...]) -> N
 
 
 def _run(seed: int) -> Any:
-    from dralab.replay.fgd import run_seed
+    from dralab.replay.traces.fgd import run_seed
 
     w = _WORKER
     return run_seed(w["cluster"], w["policy"], seed, compat=w["compat"], sources=w["sources"])
@@ -127,10 +127,10 @@ def run_seeds(cluster: Any, policy: str, seeds: list[int], jobs: int, quiet: boo
 def write_csv(directory: str, workload: str, results: list[Any], total_gpus: int) -> list[str]:
     """The cached results' layouts: workload, sc_policy, tune, seed, (total_gpus: allocation only), columns
     0..130."""
-    from dralab.replay.fgd import TUNE
-    from dralab.replay.fgd_metrics import BUCKETS
-    from dralab.replay.fgd_policies import CACHED_NAMES
-    from dralab.replay.output_files import OutputPathError, atomic_output, make_dir
+    from dralab.replay.logs.output_files import OutputPathError, atomic_output, make_dir
+    from dralab.replay.traces.fgd import TUNE
+    from dralab.replay.traces.fgd_metrics import BUCKETS
+    from dralab.replay.traces.fgd_policies import CACHED_NAMES
 
     try:
         make_dir(directory, "--csv-dir")
@@ -164,9 +164,9 @@ def render_text(report: dict[str, Any]) -> str:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from dralab.replay.fgd import medians
-    from dralab.replay.fgd_cache import CacheError, compare, read_cached, render_comparison
-    from dralab.replay.fgd_policies import POLICY_NAMES
+    from dralab.replay.traces.fgd import medians
+    from dralab.replay.traces.fgd_cache import CacheError, compare, read_cached, render_comparison
+    from dralab.replay.traces.fgd_policies import POLICY_NAMES
 
     if args.trace in ("philly", "pollux") or args.time_aware:
         return cmd_time_aware(args)
@@ -210,7 +210,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 # --- Time-aware runs (`--time-aware`, `philly` and `pollux`): the autoscaler in the loop, one run per autoscaler policy
-# (replay/trace_runs.py); see docs/traces.md "Time-aware runs".
+# (replay/traces/trace_runs.py); see docs/traces.md "Time-aware runs".
 
 
 def add_time_aware_options(p: Any) -> None:
@@ -241,7 +241,7 @@ def add_time_aware_options(p: Any) -> None:
 
 def _time_aware_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     from dralab.core.kube.durations import parse_duration
-    from dralab.replay.trace_runs import openb_document, philly_document, pollux_document
+    from dralab.replay.traces.trace_runs import openb_document, philly_document, pollux_document
 
     low, _, high = args.provision_delay.partition("-")
     high = high or low
@@ -293,8 +293,8 @@ def _time_aware_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict
 def cmd_time_aware(args: argparse.Namespace) -> int:
     """One simulation per autoscaler policy of the same scenario; a table (or one JSON object) of their
     figures. Progress (one line per run, with its CPU time) on stderr unless --quiet."""
-    from dralab.replay.sim import SimulationStuck
-    from dralab.replay.trace_runs import TraceRunError, compare, parse_policies, render_table
+    from dralab.replay.simulation.sim import SimulationStuck
+    from dralab.replay.traces.trace_runs import TraceRunError, compare, parse_policies, render_table
 
     started, cpu = time.monotonic(), time.process_time()
     try:

@@ -269,9 +269,9 @@ def sourced_events(entries: list[tuple[int, bytes]], kind: type) -> list[tuple[i
 
 def simulated(d: dict[str, Any], seed: int, file: str = "test.yaml") -> Any:
     """Simulate a scenario document; assert every invariant held and the log verifies."""
-    from dralab.replay.logfile import LogFile
-    from dralab.replay.sim import simulate
-    from dralab.replay.verify import verify
+    from dralab.replay.logs.logfile import LogFile
+    from dralab.replay.simulation.sim import simulate
+    from dralab.replay.simulation.verify import verify
 
     result = simulate(parse_scenario(d, file), seed)
     assert result.violations == [], result.violations

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from builders import GPU, GPU_TAINT, GPU_TOLERATION, Log, node_template, pod
 
-from dralab.core.autoscaler.capacity import Simulation
-from dralab.core.autoscaler.reactor import Autoscaler, binpack
+from dralab.core.autoscaler.provisioning.estimator import binpack
+from dralab.core.autoscaler.reactor import Autoscaler
+from dralab.core.autoscaler.simulation.capacity import Simulation
 from dralab.core.engine.contract import decision_rng
 from dralab.core.log.events import NodeCreated, PodUnschedulable, ScaleUpRequested
 from dralab.core.scheduler.dynamic_resources import DraPlugin

@@ -20,9 +20,9 @@ from dralab.actors.redis_bus import RedisBus
 from dralab.core.log.events import Record, RunStarted, decode_record, encode_record
 from dralab.core.scenario.load import load_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.logfile import LogWriter, make_header, read_log
-from dralab.replay.sim import simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogWriter, make_header, read_log
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.verify import verify
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 

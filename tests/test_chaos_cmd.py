@@ -16,8 +16,9 @@ from dralab.core.checks.log_check import check_records
 from dralab.core.log.events import decode_record
 from dralab.core.scenario.faults import KINDS, check_fault
 from dralab.core.scenario.load import load_scenario
-from dralab.replay import chaos as chaos_mod
-from dralab.replay.chaos import (
+from dralab.replay.logs.logfile import read_log
+from dralab.replay.simulation import chaos as chaos_mod
+from dralab.replay.simulation.chaos import (
     DEFAULT_KINDS,
     REACTORS,
     ChaosError,
@@ -27,9 +28,8 @@ from dralab.replay.chaos import (
     run_seed,
     with_faults,
 )
-from dralab.replay.logfile import read_log
-from dralab.replay.sim import SimulationStuck, Simulator
-from dralab.replay.verify import verify
+from dralab.replay.simulation.sim import SimulationStuck, Simulator
+from dralab.replay.simulation.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_FAIL = str(ROOT / "scenarios" / "chaos" / "node-fail.yaml")  # 30 min, 2 starting nodes, group max 4

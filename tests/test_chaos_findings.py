@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from dralab.core.checks.log_check import check_records
-from dralab.replay.logfile import read_log
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import read_log
+from dralab.replay.simulation.verify import verify
 
 FINDINGS = Path(__file__).resolve().parents[1] / "scenarios" / "chaos" / "findings"
 

@@ -29,9 +29,9 @@ from dralab.core.cluster.runtime_faults import Effect
 from dralab.core.log.events import FaultInjected, Record, RunStarted, encode_record
 from dralab.core.scenario.load import Scenario, load_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.chaos import LIVE_KINDS as CHAOS_LIVE_KINDS
-from dralab.replay.chaos import chaos_schedule
-from dralab.replay.sim import simulate
+from dralab.replay.simulation.chaos import LIVE_KINDS as CHAOS_LIVE_KINDS
+from dralab.replay.simulation.chaos import chaos_schedule
+from dralab.replay.simulation.sim import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAOS = sorted((ROOT / "scenarios" / "chaos").glob("*.yaml"))

@@ -27,7 +27,7 @@ from dralab.core.log.events import (
 )
 from dralab.core.scenario.load import ScenarioError, parse_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.sim import SimResult
+from dralab.replay.simulation.sim import SimResult
 
 NOW = 60_000
 

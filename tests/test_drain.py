@@ -1,4 +1,4 @@
-"""Scale-down of nodes with pods (core/autoscaler/drain.py, scale_down.py) and the workload controllers that
+"""Scale-down of nodes with pods (core/autoscaler/disruption/drain.py, scale_down.py) and the workload controllers that
 replace evicted pods (core/cluster/workload_controllers.py): upstream's drainability rules, the
 removal simulation (with DRA claims deallocated and allocated again), one drain at a time, eviction,
 replacement, Job backoffLimit."""
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from builders import GPU_TOLERATION, arrival, group, key, node_template, pod, scenario_doc, simulated, sourced_events
 
-from dralab.core.autoscaler.drain import MOVES, STAYS, drainability
+from dralab.core.autoscaler.disruption.drain import MOVES, STAYS, drainability
 from dralab.core.cluster.workload_controllers import JOB_BACKOFF_LIMIT, replacements
 from dralab.core.log.events import (
     ClaimAllocated,
@@ -25,7 +25,7 @@ from dralab.core.log.events import (
 from dralab.core.scenario.load import ScenarioError, parse_scenario
 from dralab.core.state.cluster import ClusterState
 from dralab.core.state.objects import FAILED, REPLACES_ANNOTATION, PodState
-from dralab.replay.sim import SimResult
+from dralab.replay.simulation.sim import SimResult
 
 
 def owned(manifest: dict[str, Any], kind: str = "ReplicaSet", name: str = "web-5d8f") -> dict[str, Any]:

@@ -37,7 +37,7 @@ from dralab.core.log.events import (
     ScaleUpRequested,
 )
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.logfile import LogFile
+from dralab.replay.logs.logfile import LogFile
 
 ROOT = Path(__file__).resolve().parents[1]
 MINUTE = 60_000

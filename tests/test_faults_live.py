@@ -46,9 +46,9 @@ from dralab.core.run.inputs import scenario_inputs
 from dralab.core.scenario.load import Scenario, parse_scenario
 from dralab.core.state.cluster import ClusterState
 from dralab.core.state.codec import encode_state
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.verify import verify
 
 SPEED = 45.0
 SNAPSHOTS = SnapshotPolicy(every=4, max_age_s=0.5, min_gap_s=0.2)  # small, so a snapshot exists mid-run

@@ -1,4 +1,4 @@
-"""Runtime faults in the simulator (replay/sim_faults.py): pauses, kills, partitions, stale and delayed
+"""Runtime faults in the simulator (replay/simulation/sim_faults.py): pauses, kills, partitions, stale and delayed
 views, duplicated deliveries, skewed clocks, swizzles. Each run must keep every invariant, verify (each
 decision recomputed on the view it was made on, at its recorded time) and be deterministic."""
 
@@ -24,12 +24,12 @@ from dralab.core.log.events import (
 )
 from dralab.core.scenario.load import Scenario, load_scenario, parse_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay import sim_faults
-from dralab.replay.logfile import LogFile
-from dralab.replay.outcomes import resolve_target
-from dralab.replay.shrink import Shrinker
-from dralab.replay.sim import SimResult, Simulator
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation import sim_faults
+from dralab.replay.simulation.outcomes import resolve_target
+from dralab.replay.simulation.shrink import Shrinker
+from dralab.replay.simulation.sim import SimResult, Simulator
+from dralab.replay.simulation.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,9 +14,9 @@ from dralab.core.checks.log_check import check_records
 from dralab.core.log.events import FaultApplied, FaultInjected, NodeNotReady, NodeReady, NodeTaintsChanged, PodBound
 from dralab.core.run.inputs import scenario_inputs
 from dralab.core.scenario.load import ScenarioError, parse_scenario
-from dralab.replay.logfile import LogFile
-from dralab.replay.outcomes import resolve_target
-from dralab.replay.shrink import Shrinker
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.outcomes import resolve_target
+from dralab.replay.simulation.shrink import Shrinker
 
 ROOT = Path(__file__).resolve().parents[1]
 TAINT = {"key": "maintenance", "effect": "NoSchedule"}

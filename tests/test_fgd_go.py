@@ -18,9 +18,9 @@ import pytest
 from traces_path import needs, real_trace
 
 from dralab.cli import main
-from dralab.replay.fgd import run_seed
-from dralab.replay.fgd_cache import compare, read_cached
-from dralab.replay.fgd_metrics import ClusterFragment, Rows
+from dralab.replay.traces.fgd import run_seed
+from dralab.replay.traces.fgd_cache import compare, read_cached
+from dralab.replay.traces.fgd_metrics import ClusterFragment, Rows
 from dralab.trace_cmd import load_trace
 
 TRACES = real_trace("openb")

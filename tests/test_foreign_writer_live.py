@@ -17,9 +17,9 @@ from dralab.actors.redis_bus import RedisBus
 from dralab.core.log.events import decode_record
 from dralab.core.scenario.faults import FieldError, check_fault
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.chaos import DEFAULT_KINDS, LIVE_KINDS, chaos_schedule
-from dralab.replay.logfile import make_header, read_log, write_log
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import make_header, read_log, write_log
+from dralab.replay.simulation.chaos import DEFAULT_KINDS, LIVE_KINDS, chaos_schedule
+from dralab.replay.simulation.verify import verify
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 FAULTS = [{"at": "20s", "kind": "foreign-writer", "entries": 4},  # form both: 2 without payload, 2 auto-id

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from dralab.core.log.events import PodBound, PodReserved, PodUnreserved, decode_record
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.verify import verify
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -4,7 +4,7 @@ first values of the pre-1.20 global source, seed 1)."""
 
 from __future__ import annotations
 
-from dralab.replay.gorand import LEN, MASK63, GoRand, cooked
+from dralab.replay.traces.gorand import LEN, MASK63, GoRand, cooked
 
 
 def test_cooked_table_has_go_first_and_last_values() -> None:

@@ -36,8 +36,8 @@ from dralab.core.log.events import (
 )
 from dralab.core.scenario.load import Policy, load_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.logfile import make_header, write_log
-from dralab.replay.sim import Simulator
+from dralab.replay.logs.logfile import make_header, write_log
+from dralab.replay.simulation.sim import Simulator
 
 DRIVER = "gpu.example.com"
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"

@@ -172,3 +172,23 @@ def test_the_layers_picture_in_the_docs_is_up_to_date() -> None:
 
     doc = layers_doc.DOC.read_text()
     assert layers_doc.render(doc) == doc, "docs/architecture.md: run python benchmarks/layers_doc.py"
+
+
+REPLAY_LAYERS = ("logs", "simulation", "report", "traces")
+
+
+def test_replay_is_grouped_by_concern_in_order() -> None:
+    """replay/: the log files, then the simulator and its tools, then the report and the traces (which run
+    the simulator); each folder imports only those before it, and nothing sits at replay/'s top."""
+    top = sorted(p.name for p in (ROOT / "replay").iterdir() if p.name != "__pycache__")
+    assert top == sorted([*REPLAY_LAYERS, "__init__.py"])
+    paths = [p for p in py_files("replay") if p != ROOT / "replay" / "__init__.py"]
+    modules = {module_name(p) for p in paths}
+    bad = []
+    for path in paths:
+        mine = REPLAY_LAYERS.index(module_name(path).split(".")[2])
+        for line, target in imported(path, modules):
+            theirs = REPLAY_LAYERS.index(target.split(".")[2])
+            if theirs > mine:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: imports {target}")
+    assert bad == []

@@ -16,9 +16,9 @@ from dralab.actors.live import LiveOptions, LiveRun, run_live_async
 from dralab.actors.redis_bus import RedisBus
 from dralab.core.log.events import PodBound, decode_record
 from dralab.core.scenario.load import load_scenario
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.verify import verify
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"

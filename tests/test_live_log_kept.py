@@ -21,8 +21,8 @@ from dralab.actors.live import LiveOptions, LiveRun, run_live_async
 from dralab.actors.log_sink import RecordSink
 from dralab.actors.redis_server import RedisServer
 from dralab.core.run.config import policies, run_config
-from dralab.replay.logfile import LogWriter, make_header, read_log
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogWriter, make_header, read_log
+from dralab.replay.simulation.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = str(ROOT / "scenarios" / "quickstart.yaml")

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from dralab.cli import main
 from dralab.core.log.events import PodFinished, Record, encode_record
-from dralab.replay import logfile_blocks as fmt
-from dralab.replay.logfile import LogFileError, LogStream, make_header, read_log, write_log
-from dralab.replay.logfile_reader import open_log
+from dralab.replay.logs import logfile_blocks as fmt
+from dralab.replay.logs.logfile import LogFileError, LogStream, make_header, read_log, write_log
+from dralab.replay.logs.logfile_reader import open_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 SOURCE = read_log(FIXTURES / "late-resourceslices-count.format1.dralog")  # 23 records of a real run
@@ -139,7 +139,7 @@ def test_a_stream_is_read_log_pass_after_pass(tmp_path: Path) -> None:
 
 
 def test_verify_on_a_stream_equals_verify_on_the_whole_file(tmp_path: Path) -> None:
-    from dralab.replay.verify import verify
+    from dralab.replay.simulation.verify import verify
 
     path = tmp_path / "a.dralog"
     write_log(path, SOURCE.header, SOURCE.entries, block_records=3)

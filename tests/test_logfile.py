@@ -18,10 +18,10 @@ from dralab.core.log.events import LogDecodeError, PodFinished, decode_record
 from dralab.core.state import codec as snapshot_codec
 from dralab.core.state.cluster import ClusterState
 from dralab.core.state.codec import encode_state
-from dralab.replay import logfile_blocks as fmt
-from dralab.replay.logfile import LogFileError, LogWriter, make_header, read_log, record_time, write_log
-from dralab.replay.logfile_reader import open_log
-from dralab.replay.verify import verify
+from dralab.replay.logs import logfile_blocks as fmt
+from dralab.replay.logs.logfile import LogFileError, LogWriter, make_header, read_log, record_time, write_log
+from dralab.replay.logs.logfile_reader import open_log
+from dralab.replay.simulation.verify import verify
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 TODAY_V1 = FIXTURES / "late-resourceslices-count.format1.dralog"

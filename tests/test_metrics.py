@@ -31,7 +31,7 @@ from dralab.core.log.events import (
 from dralab.core.scenario.dra import render_slice_templates
 from dralab.core.scenario.load import load_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.sim import Simulator
+from dralab.replay.simulation.sim import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 H = 3_600_000  # ms in an hour

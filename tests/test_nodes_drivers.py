@@ -31,7 +31,7 @@ from dralab.core.scenario.dra import check_slice_templates
 from dralab.core.scenario.load import ScenarioError, parse_scenario
 from dralab.core.scheduler.reactor import Scheduler
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.sim import SimResult
+from dralab.replay.simulation.sim import SimResult
 
 GPU_DRIVER, NIC_DRIVER = "gpu.example.com", "nic.example.com"
 MINUTE = 60_000

@@ -38,7 +38,7 @@ from dralab.actors.observability import (
 from dralab.core.log.events import decode_record
 from dralab.core.scenario.load import load_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.sim import simulate
+from dralab.replay.simulation.sim import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"

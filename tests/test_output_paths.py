@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from dralab.cli import main
-from dralab.replay.logfile import LogWriter, make_header, read_log
-from dralab.replay.output_files import (
+from dralab.replay.logs.logfile import LogWriter, make_header, read_log
+from dralab.replay.logs.output_files import (
     OutputPathError,
     atomic_output,
     check_dir,

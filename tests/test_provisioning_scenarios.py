@@ -11,9 +11,9 @@ import pytest
 
 from dralab.core.log.events import ScaleUpRequested, decode_record
 from dralab.core.scenario.load import Policy, load_scenario
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import SimResult, simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import SimResult, simulate
+from dralab.replay.simulation.verify import verify
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 

@@ -1,4 +1,4 @@
-"""ProvisioningRequests through the autoscaler (core/autoscaler/provreq_broker.py): check-capacity,
+"""ProvisioningRequests through the autoscaler (core/autoscaler/provisioning/provreq_broker.py): check-capacity,
 best-effort-atomic, retry backoff, noRetry, booking consumed, the 7-day expiry and garbage collection,
 and bad input named by path."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from builders import GPU_TOLERATION, Log, arrival, group, node_template, pod, scenario_doc
 
-from dralab.core.autoscaler.provreq_broker import Broker
+from dralab.core.autoscaler.provisioning.provreq_broker import Broker
 from dralab.core.kube.provreq import (
     BOOKING_MS,
     EXPIRATION_MS,
@@ -29,9 +29,9 @@ from dralab.core.log.events import (
     decode_record,
 )
 from dralab.core.scenario.load import ScenarioError, parse_scenario
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import SimResult, simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import SimResult, simulate
+from dralab.replay.simulation.verify import verify
 
 
 def template(gpu: int = 8) -> dict[str, Any]:

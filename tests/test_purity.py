@@ -31,9 +31,9 @@ from dralab.core.log.events import decode_record
 from dralab.core.run.config import build_reactors, run_config
 from dralab.core.scenario.load import Scenario, load_scenario, parse_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import Simulator
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import Simulator
+from dralab.replay.simulation.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
@@ -223,7 +223,7 @@ def test_seed_matters_only_through_the_rng(sc: Scenario) -> None:
 _CHILD = """
 import hashlib, json, sys
 from dralab.core.scenario.load import load_scenario, parse_scenario
-from dralab.replay.sim import simulate
+from dralab.replay.simulation.sim import simulate
 arg = sys.argv[1]
 sc = load_scenario(arg) if arg.endswith(".yaml") else parse_scenario(json.loads(arg))
 h = hashlib.sha256()

@@ -29,8 +29,8 @@ from dralab.actors.live import LiveOptions, LiveRun, run_live_async
 from dralab.actors.reactor_loop import SnapshotPolicy
 from dralab.actors.redis_bus import RedisBus
 from dralab.core.scenario.load import Policy, load_scenario
-from dralab.replay.logfile import LogFileError, LogWriter, read_log
-from dralab.replay.sim import simulate
+from dralab.replay.logs.logfile import LogFileError, LogWriter, read_log
+from dralab.replay.simulation.sim import simulate
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(240)]
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -208,7 +208,7 @@ async def test_recorder_killed_mid_run_leaves_an_openable_part_and_a_group_holdi
         assert len(prefix.entries) >= seen["acked"]
         assert prefix.entries == live.entries[:len(prefix.entries)]
     else:
-        # Until replay/logfile.py has flush(): the buffered .part may not even hold its header yet.
+        # Until replay/logs/logfile.py has flush(): the buffered .part may not even hold its header yet.
         try:
             prefix = read_log(part)
         except LogFileError:

@@ -16,10 +16,10 @@ from dralab.core.log.events import ScaleUpRequested
 from dralab.core.scenario.load import Policy, load_scenario
 from dralab.core.scheduler.reactor import Scheduler
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.logfile import make_header, read_log, write_log
-from dralab.replay.sim import simulate
-from dralab.replay.timetravel import PointError, parse_point
-from dralab.replay.whatif_run import SettingError, apply_settings
+from dralab.replay.logs.logfile import make_header, read_log, write_log
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.timetravel import PointError, parse_point
+from dralab.replay.simulation.whatif_run import SettingError, apply_settings
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 

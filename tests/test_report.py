@@ -18,9 +18,9 @@ from dralab.core.log.events import Record, ScaleUpRequested, decode_record
 from dralab.core.run.config import policies, run_config
 from dralab.core.state.cluster import ClusterState
 from dralab.inputs import load_scenario_input
-from dralab.replay.logfile import make_header, write_log
-from dralab.replay.report_data import RunData, Steps, extract, resample
-from dralab.replay.sim import Simulator
+from dralab.replay.logs.logfile import make_header, write_log
+from dralab.replay.report.report_data import RunData, Steps, extract, resample
+from dralab.replay.simulation.sim import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = {  # name -> (scenario file, --autoscaler)

@@ -1,5 +1,6 @@
-"""Scale-down (core/autoscaler/scale_down.py) and failed scale-ups (core/autoscaler/backoff.py): empty nodes
-deleted after 10 min unneeded with taint then delete, never below min, not soon after a scale-up;
+"""Scale-down (core/autoscaler/disruption/scale_down.py) and failed scale-ups
+(core/autoscaler/provisioning/backoff.py): empty nodes deleted after 10 min unneeded with taint then delete,
+never below min, not soon after a scale-up;
 the re-check before deleting, and the race without it; backoff durations."""
 
 from __future__ import annotations
@@ -8,14 +9,14 @@ from typing import Any
 
 from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
 
-from dralab.core.autoscaler.backoff import backoff_until
-from dralab.core.autoscaler.scale_down import TAINT_KEY
+from dralab.core.autoscaler.disruption.scale_down import TAINT_KEY
+from dralab.core.autoscaler.provisioning.backoff import backoff_until
 from dralab.core.log.events import NodeDeleted, NodeTaintsChanged, PodFinished, decode_record
 from dralab.core.scenario.load import parse_scenario
 from dralab.core.state.groups import NodeGroupState
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import SimResult, simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import SimResult, simulate
+from dralab.replay.simulation.verify import verify
 
 
 def run(d: dict[str, Any], seed: int = 1) -> SimResult:

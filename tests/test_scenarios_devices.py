@@ -18,9 +18,9 @@ from dralab.core.analysis.metrics import metrics_from_entries
 from dralab.core.analysis.run_metrics import RunMetrics
 from dralab.core.log.events import NodeReady, PodBound, PodFinished, ScaleUpRequested, decode_record
 from dralab.core.scenario.load import Policy, Scenario, load_scenario, parse_scenario
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import SimResult, simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import SimResult, simulate
+from dralab.replay.simulation.verify import verify
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 LATE = SCENARIOS / "late-resourceslices.yaml"

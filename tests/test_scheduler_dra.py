@@ -19,9 +19,9 @@ from dralab.core.log.events import (
     decode_record,
 )
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.verify import verify
 
 DRA_QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "dra-quickstart.yaml"
 

@@ -14,9 +14,9 @@ from builders import GPU_TOLERATION, arrival, group, key, node_template, pod, sc
 
 from dralab.core.scenario.load import parse_scenario
 from dralab.core.scheduler.fragmentation import expected_fragmentation, fragmentation_score
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 

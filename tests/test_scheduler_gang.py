@@ -29,9 +29,9 @@ from dralab.core.log.events import (
 )
 from dralab.core.scenario.load import ScenarioError, parse_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import simulate
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,7 +131,7 @@ def test_a_workload_created_later_releases_the_gang() -> None:
     """The Workload's arrival is an event the waiting members are retried on (upstream's Workload/Add hint)."""
     d = doc([arrival(0, member(), count=4)], objects=[])
     sc = parse_scenario(d, "gang.yaml")
-    from dralab.replay.sim import Simulator
+    from dralab.replay.simulation.sim import Simulator
 
     sim = Simulator(sc, 3)
     late = record(WorkloadCreated(manifest={**workload(), "metadata": {"name": "job", "namespace": "default"}}),

@@ -19,12 +19,12 @@ from dralab.cli import main
 from dralab.core.log.events import PodCreated, Record, ScaleUpRequested, decode_record, encode_record
 from dralab.core.run.inputs import scenario_inputs
 from dralab.core.scenario.load import load_scenario, parse_scenario
-from dralab.replay.logfile import LogFile, read_log, write_log
-from dralab.replay.outcomes import OUTCOMES, resolve_target, target_names
-from dralab.replay.shrink import Shrinker, final_log, run_trial
-from dralab.replay.shrink_units import InputSet
-from dralab.replay.sim import Simulator
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile, read_log, write_log
+from dralab.replay.simulation.outcomes import OUTCOMES, resolve_target, target_names
+from dralab.replay.simulation.shrink import Shrinker, final_log, run_trial
+from dralab.replay.simulation.shrink_units import InputSet
+from dralab.replay.simulation.sim import Simulator
+from dralab.replay.simulation.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from dralab.core.checks.invariants import check
 from dralab.core.log.events import PodBound, PodCreated, decode_record
 from dralab.core.scenario.load import EXPANDERS, SCORE_STRATEGIES, Scenario
-from dralab.replay.logfile import LogFile
-from dralab.replay.sim import SimResult, Simulator
-from dralab.replay.verify import verify
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import SimResult, Simulator
+from dralab.replay.simulation.verify import verify
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from dralab.core.log.events import PodBound, decode_record, encode_record
-from dralab.replay.logfile import read_log, write_log
+from dralab.replay.logs.logfile import read_log, write_log
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = str(ROOT / "scenarios" / "quickstart.yaml")

@@ -36,7 +36,7 @@ from dralab.core.state.codec import (
     encode_state,
     read_header,
 )
-from dralab.replay.sim import Simulator
+from dralab.replay.simulation.sim import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_NIC = "dra-quickstart.yaml+shared-nic"  # no scenario file shares a device: this one does

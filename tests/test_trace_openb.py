@@ -13,10 +13,10 @@ from traces_path import absent, needs, real_trace
 
 from dralab.cli import main
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.fgd import MARKS, PyDraws, arrival_order, medians, run_seed, typical_pods
-from dralab.replay.fgd_cluster import Cluster, build_cluster
-from dralab.replay.fgd_policies import Context, NodeInfo, Shape, bestfit, fgd, node_fragment, packing
-from dralab.replay.openb import OpenbError, read_nodes, read_pods, to_scenario
+from dralab.replay.traces.fgd import MARKS, PyDraws, arrival_order, medians, run_seed, typical_pods
+from dralab.replay.traces.fgd_cluster import Cluster, build_cluster
+from dralab.replay.traces.fgd_policies import Context, NodeInfo, Shape, bestfit, fgd, node_fragment, packing
+from dralab.replay.traces.openb import OpenbError, read_nodes, read_pods, to_scenario
 from dralab.trace_cmd import load_cluster, run_seeds
 
 TRACES = real_trace("openb")  # $DRALAB_TRACES/openb or ../shared/traces/openb (tests/traces_path.py)

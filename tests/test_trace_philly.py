@@ -1,4 +1,4 @@
-"""The Philly job trace as a scenario (replay/philly.py): jobs become arrivals at their submission time
+"""The Philly job trace as a scenario (replay/traces/philly.py): jobs become arrivals at their submission time
 running for their duration; multi-node jobs become gangs (a Workload with a gang pod group of
 ceil(num_gpus / 8) pods); the document is checked by parse_scenario and simulates with every gang
 placed whole. Bad rows say file, line and column."""
@@ -12,8 +12,8 @@ import pytest
 from traces_path import needs, real_trace
 
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.philly import PhillyError, load_philly, philly_scenario, pods_of, select
-from dralab.replay.sim import Simulator
+from dralab.replay.simulation.sim import Simulator
+from dralab.replay.traces.philly import PhillyError, load_philly, philly_scenario, pods_of, select
 
 TRACE = real_trace("philly_pollux", "philly.csv")
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"

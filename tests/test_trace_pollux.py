@@ -1,4 +1,4 @@
-"""The Pollux workloads as a scenario (replay/pollux.py, `dralab trace pollux`): jobs arrive at `time` asking
+"""The Pollux workloads as a scenario (replay/traces/pollux.py, `dralab trace pollux`): jobs arrive at `time` asking
 for `num_replicas` GPUs, multi-node jobs become gangs of ceil(num_replicas / 8) pods, through the Philly
 importer's scenario builder; durations are drawn (seeded) from the Philly jobs the workload generator could
 have sampled each job from (same second of the day + 2 h, GPU-time in the application's range). Bad rows
@@ -14,9 +14,9 @@ from traces_path import needs, real_trace
 
 from dralab.cli import main
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.philly import load_philly
-from dralab.replay.pollux import PolluxError, draw_durations, load_workload, matched_counts, pollux_scenario
-from dralab.replay.sim import Simulator
+from dralab.replay.simulation.sim import Simulator
+from dralab.replay.traces.philly import load_philly
+from dralab.replay.traces.pollux import PolluxError, draw_durations, load_workload, matched_counts, pollux_scenario
 
 TRACES = real_trace("philly_pollux")
 HEADER = "name,time,application,num_replicas,batch_size\n"

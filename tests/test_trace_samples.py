@@ -1,4 +1,4 @@
-"""The trace importers (replay/openb.py, philly.py, pollux.py and the `dralab trace` commands) on real rows on
+"""The trace importers (replay/traces/openb.py, philly.py, pollux.py and the `dralab trace` commands) on real rows on
 every machine: the samples of tests/fixtures/traces/ (cut from the real traces by cut_samples.py there; each
 folder's README says from where, under what licence and how). The full traces' own tests
 (tests/test_trace_*.py, test_fgd_go.py) skip when the traces are absent; these do not. When the real traces
@@ -17,10 +17,10 @@ import pytest
 from traces_path import SAMPLES, absent, needs, real_trace
 
 from dralab.cli import main
-from dralab.replay.fgd import PyDraws, arrival_order, run_seed, typical_pods
-from dralab.replay.openb import read_pod_times
-from dralab.replay.philly import load_philly, pods_of
-from dralab.replay.pollux import draw_durations, load_workload, matched_counts
+from dralab.replay.traces.fgd import PyDraws, arrival_order, run_seed, typical_pods
+from dralab.replay.traces.openb import read_pod_times
+from dralab.replay.traces.philly import load_philly, pods_of
+from dralab.replay.traces.pollux import draw_durations, load_workload, matched_counts
 from dralab.trace_cmd import load_trace
 
 OPENB = SAMPLES / "openb"

@@ -1,6 +1,6 @@
 """Time-aware trace runs (issue 9, "beyond the paper"): the openb trace with pods arriving at `creation_time`
 and leaving at `deletion_time`, node groups grown by the autoscaler, the three autoscaler policies compared
-(replay/trace_runs.py, `dralab trace openb --time-aware`), and `dralab trace philly`. Small hand-made CSVs;
+(replay/traces/trace_runs.py, `dralab trace openb --time-aware`), and `dralab trace philly`. Small hand-made CSVs;
 one optional check on a 2-hour window of the real openb trace."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from traces_path import needs, real_trace
 from dralab.cli import main
 from dralab.core.log.events import PodFinished, decode_record
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.openb import read_nodes, read_pod_times, read_pods, timed_scenario
-from dralab.replay.trace_runs import ROW_KEYS, run_policy
+from dralab.replay.traces.openb import read_nodes, read_pod_times, read_pods, timed_scenario
+from dralab.replay.traces.trace_runs import ROW_KEYS, run_policy
 
 TRACES = real_trace()
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
@@ -149,7 +149,7 @@ def test_philly_gangs_are_placed_whole(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def _log_entries(path: Path) -> list[tuple[int, bytes]]:
-    from dralab.replay.logfile import read_log
+    from dralab.replay.logs.logfile import read_log
 
     return list(read_log(str(path)).entries)
 

@@ -28,7 +28,7 @@ from dralab.core.analysis.metrics import metrics_from_entries
 from dralab.core.log.events import SCHEMA_VERSION, Record, decode_record, encode_record
 from dralab.core.scenario.load import load_scenario
 from dralab.core.state.cluster import ClusterState
-from dralab.replay.sim import simulate
+from dralab.replay.simulation.sim import simulate
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 GARBAGE = b"\xc1 not msgpack at all"

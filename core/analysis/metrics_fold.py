@@ -45,7 +45,7 @@ class _Node:
 
 class MetricsFold:
     """The incremental fold behind compute_metrics: totals kept per change, integrated per interval. Public
-    because `dralab report` draws its time series from the same fold (replay/report_data.py), so its
+    because `dralab report` draws its time series from the same fold (replay/report/report_data.py), so its
     pictures and the summary's numbers cannot disagree."""
 
     def __init__(self) -> None:
@@ -432,7 +432,7 @@ class MetricsFold:
 
     def result(self, end: int) -> RunMetrics:
         """The run's metrics from this fold, integrated up to `end` (ms): compute_metrics' answer, and the
-        report's (replay/report_data.py folds once for its series and its table)."""
+        report's (replay/report/report_data.py folds once for its series and its table)."""
         state = self.state
         without_pod = set(range(len(self.scale_ups)))
         for creation, (_, _, scale_up) in enumerate(self.creations):

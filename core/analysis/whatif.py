@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..autoscaler.capacity import POLICIES
-from ..autoscaler.reactor import EXPANDERS, Autoscaler
+from ..autoscaler.provisioning.expanders import EXPANDERS
+from ..autoscaler.reactor import Autoscaler
+from ..autoscaler.simulation.capacity import POLICIES
 from ..cluster.nodes import node_from_template, node_name, publish_slices, zone_of
 from ..controllers.claims import ClaimController
 from ..dra.model import Inventory

@@ -7,10 +7,14 @@ scan interval (10 s by default), looks only at pods whose PodScheduled condition
 each node group's template node with the scheduler's own filters to pick one scale-up (an
 expander chooses between groups; ties go to the seeded random source, as CA falls back to random).
 
-What the simulation knows about devices is the policy (capacity.py): `count` treats them as integer
-counts, `dra` runs the scheduler's allocator on the template node's slices and waits for drivers to
-publish, `atomic` is `dra` with gangs scaled up whole (a gang's pending members all fit the new nodes
+What the simulation knows about devices is the policy (simulation/capacity.py): `count` treats them as
+integer counts, `dra` runs the scheduler's allocator on the template node's slices and waits for drivers
+to publish, `atomic` is `dra` with gangs scaled up whole (a gang's pending members all fit the new nodes
 of one group, or none is counted). Backoff, max-node-provision-time and scale-down come next.
+
+This module is only the loop: the order of the steps and which one runs when. The steps live where the
+real autoscalers keep them: the snapshot and FilterOutSchedulable in simulation/, scale-up (estimator,
+expanders, options, backoff, ProvisioningRequests) in provisioning/, scale-down and drain in disruption/.
 """
 
 from __future__ import annotations
@@ -26,83 +30,16 @@ from ..kube.provreq import consumed_request
 from ..log.events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
 from ..scheduler.dynamic_resources import DraPlugin
 from ..scheduler.filters import ShapeMemo
-from ..state.cluster import ClusterState, NodeGroupState, NodeState, PodState
+from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
-from .backoff import Timeouts, backed_off
-from .capacity import POLICIES, FirstFit, FitMemo, SimNode, Simulation, StaticMemo, devices_unpublished
-from .provreq_broker import Broker
-from .scale_down import ScaleDown
-from .virtual_claims import MATERIALIZE, UNRESOLVED
-
-EXPANDERS = ("least-waste", "most-pods", "price", "priority", "random")
-
-
-@dataclass(frozen=True)
-class Option:
-    """One candidate scale-up: a group, how many nodes, which pods they would take."""
-
-    group: NodeGroupState
-    count: int
-    pods: tuple[str, ...]
-    waste: float
-
-
-def binpack(pods: list[PodState], group: NodeGroupState, limit: int, sim: Simulation,
-            gangs: dict[str, list[PodState]] | None = None) -> tuple[int, list[str], float]:
-    """First-fit onto new template nodes, at most `limit` of them (CA's binpacking estimator).
-
-    With `gangs` (the atomic policy: gang key -> its pods among `pods`), a gang's pods are placed all
-    together or not at all. Returns the node count, the pods placed, and the waste: mean unused fraction
-    of each resource the pods ask for, over the new nodes (the least-waste expander's score)."""
-    nodes: list[SimNode] = []
-    first_fit = FirstFit(sim, nodes)
-    placed: list[str] = []
-    done: set[str] = set()
-    gang_of = {p.key: g for g, members in (gangs or {}).items() for p in members}
-    for pod in pods:
-        if pod.key in done:
-            continue
-        gang = gang_of.get(pod.key)
-        unit = gangs[gang] if gangs and gang is not None else [pod]
-        done.update(p.key for p in unit)
-        saved = (([(n, dict(n.used), n.devices_used) for n in nodes], len(nodes), sim.allocated.copy())
-                 if gang is not None else None)
-        ok = True
-        for member in unit:
-            spot = first_fit.find(member)
-            if spot is None and len(nodes) < limit:
-                fresh = sim.template(group, f"template-{group.name}-{len(nodes)}")
-                allocations = sim.fits(member, fresh)
-                if allocations is not None:
-                    nodes.append(fresh)
-                    spot = (fresh, allocations)
-            if spot is None:
-                ok = False
-                break
-            sim.place(member, spot[0], spot[1])
-        if ok:
-            placed.extend(p.key for p in unit)
-            continue
-        if saved is None:
-            continue  # a single pod that fits nowhere: nothing was placed
-        old, count, allocated = saved  # roll the gang back: no partial scale-up
-        for node, used, devices in old:
-            node.used, node.devices_used = used, devices
-        del nodes[count:]
-        sim.allocated = allocated
-        first_fit.reset()
-    resources = sorted({r for p in pods if p.key in placed for r in p.requests if group.allocatable.get(r)})
-    if not nodes or not resources:
-        return len(nodes), placed, 1.0
-    waste = sum(
-        1 - sum(n.used.get(r, 0) for n in nodes) / (group.allocatable[r] * len(nodes)) for r in resources
-    ) / len(resources)
-    return len(nodes), placed, waste
-
-
-def node_ready_for(view: ClusterState, policy: str, node: NodeState) -> bool:
-    """Whether the policy counts the node as ready (DRA policies wait for its drivers' slices)."""
-    return node.ready and (policy == "count" or not devices_unpublished(view, node))
+from .disruption.scale_down import ScaleDown
+from .provisioning.backoff import Timeouts, backed_off
+from .provisioning.expanders import EXPANDERS, expand
+from .provisioning.provreq_broker import Broker
+from .provisioning.scale_up import atomic_option, pending_gangs, scale_up_options
+from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
+from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
+from .simulation.virtual_claims import MATERIALIZE, UNRESOLVED
 
 
 def occupied(nominated: dict[str, Reservation]) -> set[str]:
@@ -160,7 +97,7 @@ class Autoscaler:
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes)
-            return sim, self._ready_nodes(view, sim, nominated)
+            return sim, sim_ready_nodes(view, sim, nominated)
 
         def scale_down() -> list[AnyEvent]:
             return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot)
@@ -179,138 +116,34 @@ class Autoscaler:
             return Decision(tuple(events + scale_down()), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes)
-        ready_nodes = self._ready_nodes(view, sim, nominated)
-        upcoming = self._upcoming(view, sim, given_up, blocked)
+        ready_nodes = sim_ready_nodes(view, sim, nominated)
+        upcoming = sim_upcoming_nodes(view, sim, given_up, blocked)
         self._fits.sync(view, ready_nodes)
         memo = self._fits
         if broker is not None:
-            unplaced = self._absorb(sim, ready_nodes + upcoming, booked, memo)  # bookings: in the snapshot only
+            unplaced = absorb(sim, ready_nodes + upcoming, booked, memo)  # bookings: in the snapshot only
             if unplaced and self.capacity_revoked:
                 events += broker.revoke(unplaced)
         if not unschedulable and not provreq_mode:
             return Decision(tuple(events + scale_down()), wake)
         if provreq_mode:
             assert broker is not None and request is not None
-            handled = broker.handle(request, lambda pods: self._absorb(sim, ready_nodes, pods, memo),
-                                    lambda pods: self._atomic_option(view, sim, pods, rng, blocked))
+            handled = broker.handle(request, lambda pods: absorb(sim, ready_nodes, pods, memo),
+                                    lambda pods: atomic_option(view, sim, pods, rng, blocked, self.expander,
+                                                               self.priorities))
             events.extend(handled.events)
             if handled.scale_up is not None:
                 target, nodes = handled.scale_up
                 events.append(ScaleUpRequested(group=target, delta=nodes, atomic=True,
                                                booking=request.key if self.reserve_bookings else ""))
             return Decision(tuple(events), wake)
-        remaining = self._absorb(sim, upcoming, self._absorb(sim, ready_nodes, unschedulable, memo), memo)
+        remaining = absorb(sim, upcoming, absorb(sim, ready_nodes, unschedulable, memo), memo)
         if not remaining:
             return Decision(tuple(events + scale_down()), wake)
-        gangs = self._gangs(view, remaining) if self.policy == "atomic" else None
-        options = self._options(view, sim, remaining, blocked, gangs)
+        gangs = pending_gangs(view, remaining) if self.policy == "atomic" else None
+        options = scale_up_options(view, sim, remaining, blocked, gangs)
         if options:
-            best = self._expand(options, rng)
+            best = expand(self.expander, self.priorities, options, rng)
             events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
                                            atomic=self.policy == "atomic" and gangs is not None and bool(gangs)))
         return Decision(tuple(events), wake)
-
-    def _atomic_option(self, view: ClusterState, sim: Simulation, pods: list[PodState],
-                       rng: random.Random, blocked: set[str]) -> tuple[str, int] | None:
-        """One node group that takes all `pods` on new nodes within its room (best-effort-atomic), as the
-        expander picks among such groups."""
-        options = [o for o in self._options(view, sim, pods, blocked) if len(o.pods) == len(pods)]
-        if not options:
-            return None
-        best = self._expand(options, rng)
-        return best.group.name, best.count
-
-    @staticmethod
-    def _options(view: ClusterState, sim: Simulation, pods: list[PodState], blocked: set[str],
-                 gangs: dict[str, list[PodState]] | None = None) -> list[Option]:
-        """Each node group's scale-up for `pods` (binpacked within the group's room), where it helps;
-        `blocked` groups (in backoff) are skipped."""
-        options = []
-        for name in sorted(view.node_groups):
-            group = view.node_groups[name]
-            room = group.max - group.target_size
-            if room <= 0 or name in blocked:
-                continue
-            count, placed, waste = binpack(pods, group, room, sim, gangs)
-            if count:
-                options.append(Option(group, count, tuple(placed), waste))
-        return options
-
-    @staticmethod
-    def _ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Reservation]) -> list[SimNode]:
-        """The snapshot's ready nodes, with the pods bound there and those nominated to them (CA
-        force-places nominated pods into its snapshot)."""
-        if sim.policy == "count":  # sim.ready and sim.existing, inlined: a loop over every node, every loop
-            if not nominated:
-                return [SimNode(node, node.used, False) for node in view.nodes.values() if node.ready]
-            nodes = {name: SimNode(node, node.used, False) for name, node in view.nodes.items() if node.ready}
-        else:
-            nodes = {name: sim.existing(node, node.used) for name, node in view.nodes.items() if sim.ready(node)}
-        for reservation in nominated.values():
-            node = nodes.get(reservation.node)
-            if node is not None:
-                sim.place(view.pods[reservation.pod], node, reservation.allocations)
-        return list(nodes.values())
-
-    @staticmethod
-    def _upcoming(view: ClusterState, sim: Simulation, given_up: set[str], blocked: set[str]) -> list[SimNode]:
-        """Upcoming nodes (not ready yet, or not created yet), each as a template node of its group; not
-        those of a group in backoff, nor nodes given up on."""
-        upcoming: list[SimNode] = []
-        live = set(view.node_groups) - blocked
-        plain_ready = sim.policy == "count"
-        for node in view.nodes.values():
-            if node.ready if plain_ready else sim.ready(node):  # (sim.ready inlined for `count`: most nodes)
-                continue
-            group = view.node_groups.get(node.group)
-            if (node.group in live and group is not None
-                    and node.name not in group.timed_out and node.name not in given_up):
-                upcoming.append(sim.template(group, f"upcoming-{node.name}"))
-        for name in sorted(live):
-            group = view.node_groups[name]
-            coming = [n for n, vm in view.provisioning_nodes.items()
-                      if vm.group == name and n not in group.timed_out and n not in given_up]
-            count = len(coming) + group.unserved_nodes()
-            upcoming.extend(sim.template(group, f"upcoming-{name}-{i}") for i in range(count))
-        return upcoming
-
-    @staticmethod
-    def _absorb(sim: Simulation, nodes: list[SimNode], pods: list[PodState],
-                memo: FitMemo | None = None) -> list[PodState]:
-        """Place each pod on the first node that takes it (FilterOutSchedulable on ready nodes, then the
-        upcoming ones); the pods no node takes. `memo`: the autoscaler's, synced to the view."""
-        remaining = []
-        first_fit = FirstFit(sim, nodes, memo)
-        for pod in pods:
-            spot = first_fit.find(pod)
-            if spot is None:
-                remaining.append(pod)
-            else:
-                sim.place(pod, spot[0], spot[1])
-        return remaining
-
-    @staticmethod
-    def _gangs(view: ClusterState, pods: list[PodState]) -> dict[str, list[PodState]]:
-        out: dict[str, list[PodState]] = {}
-        for pod in pods:
-            ref = view.gang.refs.get(pod.key)
-            if ref is not None and view.gang.min_count(ref) is not None:
-                out.setdefault(ref.key, []).append(pod)
-        return out
-
-    def _expand(self, options: list[Option], rng: random.Random) -> Option:
-        """The expander's choice; among equally good options, random (CA's fallback)."""
-        scores: dict[str, float]
-        if self.expander == "least-waste":
-            scores = {o.group.name: -o.waste for o in options}
-        elif self.expander == "most-pods":
-            scores = {o.group.name: float(len(o.pods)) for o in options}
-        elif self.expander == "price":
-            scores = {o.group.name: -o.group.cost_per_hour * o.count / max(len(o.pods), 1) for o in options}
-        elif self.expander == "priority":
-            scores = {o.group.name: float(self.priorities.get(o.group.name, 0)) for o in options}
-        else:
-            scores = {o.group.name: 0.0 for o in options}
-        top = max(scores.values())
-        best = [o for o in options if scores[o.group.name] == top]
-        return best[0] if len(best) == 1 else rng.choice(best)

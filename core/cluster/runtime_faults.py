@@ -1,4 +1,4 @@
-"""Runtime faults read the same way by the simulator (replay/sim_faults.py) and by live actors and
+"""Runtime faults read the same way by the simulator (replay/simulation/sim_faults.py) and by live actors and
 drivers (actors/live_faults.py): which reactor a fault holds back, lags, delays, duplicates or skews at
 an instant, and a swizzle's schedule. Pure functions of the faults folded from the log, the time and
 the run's seed, so the simulator's replay and a live run read one fault alike."""

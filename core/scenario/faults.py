@@ -12,7 +12,7 @@ it depends on its kind (`KINDS` below says what each kind targets and takes):
 - cloud faults, acted on by the cloud (core/controllers/cloud.py): `cloud-stockout` (no capacity for the
   group), `quota-cut` (the group's quota lowered), `partial-fulfilment` (only a fraction of each request
   delivered);
-- runtime faults, acted on by whoever runs the reactors (the simulator, replay/sim.py; the live driver):
+- runtime faults, acted on by whoever runs the reactors (the simulator, replay/simulation/sim.py; the live driver):
   `reactor-kill`, `reactor-pause`, `partition` (the reactor sees nothing, then catches up), `stale-view`
   (it decides on a view `lag` records old), `delay` (each delivery `delay` late), `duplicate`
   (deliveries twice), `clock-skew` (its clock `skew` off), `swizzle` (FoundationDB's: pause the

@@ -54,7 +54,7 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     capacity_revoked: bool = False  # ProvisioningRequests: revoke a booking whose capacity is gone
     reserve_bookings: bool = False  # ProvisioningRequests: the scheduler honours a booking (a reservation)
     # ProvisioningRequests' virtual pods: claims from templates made in memory (the fix of autoscaler#10065)
-    # or left unresolved, so such pods never fit (the bug); see core/autoscaler/virtual_claims.py
+    # or left unresolved, so such pods never fit (the bug); see core/autoscaler/simulation/virtual_claims.py
     provisioning_request_claims: str = "materialize"
 
 

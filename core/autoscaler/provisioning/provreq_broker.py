@@ -34,9 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..cluster.nodes import set_taints
-from ..kube.manifests import pod_requests
-from ..kube.provreq import (
+from ...cluster.nodes import set_taints
+from ...kube.manifests import pod_requests
+from ...kube.provreq import (
     BEST_EFFORT_ATOMIC,
     BOOKING_MS,
     BOOKING_TAINT,
@@ -50,9 +50,9 @@ from ..kube.provreq import (
     fake_pods,
     retry_backoff_ms,
 )
-from ..log.events import AnyEvent, ProvisioningRequestCondition, ProvisioningRequestDeleted
-from ..state.cluster import RUNNING, SUCCEEDED, ClusterState, PodState
-from ..state.provreq import RequestState
+from ...log.events import AnyEvent, ProvisioningRequestCondition, ProvisioningRequestDeleted
+from ...state.cluster import RUNNING, SUCCEEDED, ClusterState, PodState
+from ...state.provreq import RequestState
 
 CLOUD_ANSWER_MS = 60_000  # a failure of the group this soon after the request is the request's
 

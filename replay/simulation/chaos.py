@@ -42,8 +42,8 @@ from dralab.core.scenario.faults import (
     check_fault,
 )
 from dralab.core.scenario.load import Scenario
-from dralab.replay.logfile import make_header, write_log
-from dralab.replay.sim import SimulationStuck, Simulator
+from dralab.replay.logs.logfile import make_header, write_log
+from dralab.replay.simulation.sim import SimulationStuck, Simulator
 
 # redis-restart and foreign-writer only mean something to a live run's bus (BUS_KINDS).
 DEFAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k not in BUS_KINDS)
@@ -330,8 +330,8 @@ def _keep(run: Scenario, seed: int, entries: list[tuple[int, bytes]], result: Se
 
 def _shrink(run: Scenario, seed: int, entries: list[tuple[int, bytes]], result: SeedResult,
             options: ChaosOptions, header: dict[str, Any]) -> None:
-    from dralab.replay.outcomes import resolve_target
-    from dralab.replay.shrink import Shrinker, final_log
+    from dralab.replay.simulation.outcomes import resolve_target
+    from dralab.replay.simulation.shrink import Shrinker, final_log
 
     try:
         target = resolve_target(result.first)

@@ -48,11 +48,11 @@ NEVER = 2**62
 
 class SimulationStuck(RuntimeError):
     """Reactors kept producing decisions at one instant: a livelock in the modelled system (raised by the
-    simulator's settle loop, plain or with runtime faults; replay/sim.py exports it)."""
+    simulator's settle loop, plain or with runtime faults; replay/simulation/sim.py exports it)."""
 
 
 class Simulator(Protocol):
-    """What the faulted settle loop drives (replay/sim.py's Simulator, which imports this module): the
+    """What the faulted settle loop drives (replay/simulation/sim.py's Simulator, which imports this module): the
     reactors and their fold, when each last looked and next wakes, and the log it appends to."""
 
     seed: int

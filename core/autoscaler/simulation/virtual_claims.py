@@ -11,11 +11,11 @@ claims in memory for the simulation only; dralab does that by default, and keeps
 
 from __future__ import annotations
 
-from ..cluster.pod_claims import claim_manifest
-from ..dra.claims import convert_claim
-from ..dra.model import Claim
-from ..scheduler.dynamic_resources import PodClaims
-from ..state.cluster import ClusterState, PodState
+from ...cluster.pod_claims import claim_manifest
+from ...dra.claims import convert_claim
+from ...dra.model import Claim
+from ...scheduler.dynamic_resources import PodClaims
+from ...state.cluster import ClusterState, PodState
 
 MATERIALIZE, UNRESOLVED = "materialize", "unresolved"
 

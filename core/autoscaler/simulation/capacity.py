@@ -26,18 +26,18 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-from ..dra.allocated import AllocatedState
-from ..dra.allocator import AllocationError, Allocator
-from ..dra.cel import SelectorError
-from ..dra.convert import convert_slice
-from ..dra.model import Slice
-from ..dra.pools import SliceIndex
-from ..scenario.dra import render_slice_templates, slice_names
-from ..scheduler.dynamic_resources import DraPlugin, PodClaims, dra_node
-from ..scheduler.filters import ShapeMemo
-from ..scheduler.fragmentation import claim_demand
-from ..scheduler.reactor import FILTERS, fits_resources, node_ready
-from ..state.cluster import ClusterState, NodeGroupState, NodeState, PodState
+from ...dra.allocated import AllocatedState
+from ...dra.allocator import AllocationError, Allocator
+from ...dra.cel import SelectorError
+from ...dra.convert import convert_slice
+from ...dra.model import Slice
+from ...dra.pools import SliceIndex
+from ...scenario.dra import render_slice_templates, slice_names
+from ...scheduler.dynamic_resources import DraPlugin, PodClaims, dra_node
+from ...scheduler.filters import ShapeMemo
+from ...scheduler.fragmentation import claim_demand
+from ...scheduler.reactor import FILTERS, fits_resources, node_ready
+from ...state.cluster import ClusterState, NodeGroupState, NodeState, PodState
 from .virtual_claims import materialize
 
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)

@@ -11,7 +11,7 @@ is part of the policy, as in the paper's simulator), or ``None`` when the pod do
 ties go to the node first in the run's node order (the per-seed name prefix). Scores are truncated to ints
 like the Go code's int64, which creates the ties the tie-break rule settles.
 
-Nothing here draws random numbers or reads a clock; `random` is decided by the runner (replay/fgd.py).
+Nothing here draws random numbers or reads a clock; `random` is decided by the runner (replay/traces/fgd.py).
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ def clustering(ctx: Context, shape: Shape, node: NodeInfo, cpu_left: int, mem_le
 Policy = Callable[[Context, Shape, NodeInfo, int, int, tuple[int, ...]], Result]
 POLICIES: dict[str, Policy] = {"dotprod": dotprod, "packing": packing, "bestfit": bestfit, "fgd": fgd}
 # random and clustering need more than the node state (the run's random source; the shapes on a node):
-# replay/fgd.py handles them.
+# replay/traces/fgd.py handles them.
 POLICY_NAMES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 # The cached results' `sc_policy` column.
 CACHED_NAMES = {"random": "01-Random", "dotprod": "02-DotProd", "clustering": "03-GpuClustering",

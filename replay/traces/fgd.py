@@ -3,7 +3,7 @@
 The protocol is the one ../shared/traces/README.md reads from the authors' simulator ("How the FGD paper's
 simulator runs an openb experiment"). By default the random choices come from dralab's own seeded source,
 ``random.Random(seed)``, so runs match the cached ones in distribution; with ``compat="fgd-go"`` they come from
-Go's math/rand (replay/gorand.py) drawn exactly as the simulator draws them (:class:`GoDraws`), and a run
+Go's math/rand (replay/traces/gorand.py) drawn exactly as the simulator draws them (:class:`GoDraws`), and a run
 reproduces the cached one decision for decision:
 
 1. the GPU nodes, in a per-seed random order that settles ties (the simulator's `%04d-` name prefixes);
@@ -13,11 +13,11 @@ reproduces the cached one decision for decision:
    simulator does); a trace above the target loses random pods instead;
 4. one pod at a time, no departures, no retries: filter, score with one policy, bind or count as failed;
 5. after every arrival: arrived %, allocation % and fragmentation, averaged per integer bucket 0..130 of
-   arrived %, with the authors' analysis arithmetic (replay/fgd_metrics.py).
+   arrived %, with the authors' analysis arithmetic (replay/traces/fgd_metrics.py).
 
 Speed: a node's state is ``(cpu_left, mem_left, free GPU shares)``; a policy's verdict for a pod shape and a
 node state is memoised, and FGD's node fragment only changes on the node the pod lands on, so the cluster's
-fragment is kept as exact bucket sums (replay/fgd_metrics.py). Pure: no clock, no unseeded randomness.
+fragment is kept as exact bucket sums (replay/traces/fgd_metrics.py). Pure: no clock, no unseeded randomness.
 """
 
 from __future__ import annotations

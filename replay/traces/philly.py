@@ -10,7 +10,7 @@ at its submission time (relative to the window's start) that runs for its durati
 
 The result is a scenario document, checked by `parse_scenario` like a hand-written one (the same
 machinery, not a side channel), built by `jobs_scenario` from `TraceJob`s, which the Pollux workloads
-(replay/pollux.py) share: a node group of `gpus_per_node`-GPU nodes that the autoscaler grows up
+(replay/traces/pollux.py) share: a node group of `gpus_per_node`-GPU nodes that the autoscaler grows up
 to `max_nodes`, `start_nodes` of them at the start. A window (`start`, `hours`) and a virtual cluster
 (`cluster`) pick the jobs; jobs still running at the window's end just run on.
 

@@ -4,7 +4,7 @@
 runs: every seed's row of allocation %, fragment % of GPUs and fragment % of idle GPUs (the three files of
 DIR) must equal the cached row at each of the 131 arrived-% columns. The values are compared as the floats
 the CSV text denotes, exactly: the compat mode computes them with the authors' arithmetic
-(replay/fgd_metrics.py), so an agreement "to 2 decimals" would hide a real difference.
+(replay/traces/fgd_metrics.py), so an agreement "to 2 decimals" would hide a real difference.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Shrink a failing run: the fewest external inputs (and the shortest run) that still show a target.
 
-Delta debugging (Zeller and Hildebrandt's ddmin) over the log's external inputs (replay/shrink_units.py).
+Delta debugging (Zeller and Hildebrandt's ddmin) over the log's external inputs (replay/simulation/shrink_units.py).
 A *trial* simulates a candidate set of inputs with the reactors of the log's `RunStarted` config and its
-seed (`Simulator.from_inputs`, invariant checks on) and says whether the target (replay/outcomes.py)
+seed (`Simulator.from_inputs`, invariant checks on) and says whether the target (replay/simulation/outcomes.py)
 still happens. Order of work, each step kept only when the target still happens:
 
 1. reproduce: the full inputs, for the run's duration (the log's `RunStarted.config.duration_ms`, or its
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dralab.core.log.events import Record
-from dralab.replay.outcomes import Target, Watch
-from dralab.replay.shrink_units import KINDS, Atom, InputSet
-from dralab.replay.sim import SimResult, SimulationStuck, Simulator
+from dralab.replay.simulation.outcomes import Target, Watch
+from dralab.replay.simulation.shrink_units import KINDS, Atom, InputSet
+from dralab.replay.simulation.sim import SimResult, SimulationStuck, Simulator
 
 Unit = tuple[Atom, ...]
 Progress = Callable[[dict[str, Any]], None]

@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cluster.nodes import delete_node, set_taints
-from ..log.events import AnyEvent
-from ..state.cluster import ClusterState, NodeState, PodState
-from .capacity import SimNode, Simulation
+from ...cluster.nodes import delete_node, set_taints
+from ...log.events import AnyEvent
+from ...state.cluster import ClusterState, NodeState, PodState
+from ..simulation.capacity import SimNode, Simulation
 from .drain import RemovalSimulator, pods_to_move
 
 Snapshot = Callable[[], tuple[Simulation, list[SimNode]]]

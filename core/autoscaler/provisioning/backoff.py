@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..log.events import AnyEvent, NodeDeleted, ScaleUpTimedOut
-from ..state.cluster import ClusterState, NodeState
-from ..state.groups import NodeGroupState
+from ...log.events import AnyEvent, NodeDeleted, ScaleUpTimedOut
+from ...state.cluster import ClusterState, NodeState
+from ...state.groups import NodeGroupState
 
 INITIAL_BACKOFF_MS = 5 * 60_000
 MAX_BACKOFF_MS = 30 * 60_000

@@ -68,7 +68,7 @@ class Simulator:
         self.decisions = {r.name: 0 for r in self.reactors}
         self.seen = {r.name: -1 for r in self.reactors}
         self.wake = {r.name: 0 for r in self.reactors}
-        # Runtime faults (pauses, stale views, skewed clocks...: replay/sim_faults.py) take their own,
+        # Runtime faults (pauses, stale views, skewed clocks...: replay/simulation/sim_faults.py) take their own,
         # slower loop; a run without them keeps this module's loop, so its log is unchanged.
         self.runtime = RuntimeFaults(self, config_of(inputs)) if runtime_fault_inputs(inputs) else None
 

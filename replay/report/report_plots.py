@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.figure import Figure  # noqa: E402
 
-from .output_files import atomic_output  # noqa: E402
+from ..logs.output_files import atomic_output  # noqa: E402
 from .report_data import DELETED, NODE_STATES, RunData, ScaleUp, Steps, resample  # noqa: E402
 
 PLOT_POINTS = 1500  # vertices per series at most

@@ -1,4 +1,4 @@
-"""An imported openb scenario as the flat arrays the FGD protocol runs on (replay/fgd.py).
+"""An imported openb scenario as the flat arrays the FGD protocol runs on (replay/traces/fgd.py).
 
 The experiment places about 10,800 pods on 1,213 nodes, scoring every node for every pod, ten times per
 policy; dralab's full scheduler cycle (claims, the allocator's search, events) costs milliseconds per pod-node
@@ -105,7 +105,7 @@ def _claim_shape(pod: dict[str, Any], templates: dict[str, dict[str, Any]], clas
 
 
 def build_cluster(scenario: Scenario) -> Cluster:
-    """The arrays of a checked openb scenario (:func:`dralab.replay.openb.to_scenario`)."""
+    """The arrays of a checked openb scenario (:func:`dralab.replay.traces.openb.to_scenario`)."""
     groups = {g.name: g for g in scenario.node_groups}
     models: list[str] = []
     samples: dict[str, Device] = {}

@@ -29,13 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..cluster.workload_controllers import replicated
-from ..kube.nodeselector import node_selector_matches
-from ..scheduler.dynamic_resources import PodClaims
-from ..scheduler.fragmentation import claim_demand
-from ..state.cluster import ClusterState, NodeState, PodState
-from ..state.objects import controller_ref
-from .capacity import SimNode, Simulation
+from ...cluster.workload_controllers import replicated
+from ...kube.nodeselector import node_selector_matches
+from ...scheduler.dynamic_resources import PodClaims
+from ...scheduler.fragmentation import claim_demand
+from ...state.cluster import ClusterState, NodeState, PodState
+from ...state.objects import controller_ref
+from ..simulation.capacity import SimNode, Simulation
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"

@@ -93,7 +93,7 @@ def record_time(payload: bytes, default: int = 0) -> int:
 
 class LogWriter:
     """Writes a log file as entries arrive (a live recording), to `FILE.part` renamed to `FILE` at close,
-    so a reader never sees a half-written file under the final name (replay/output_files.py: the `.part`
+    so a reader never sees a half-written file under the final name (replay/logs/output_files.py: the `.part`
     is never opened through a link, and the target is replaced only while it is a regular file; `abort`
     removes it, as leaving a `with` block by an exception does). Records go into blocks; a block is
     written when full (`block_records` or `block_bytes`) or on `flush()`, after which a reader of the

@@ -1,6 +1,6 @@
 """Time-aware trace runs with the autoscaler in the loop (issue 9, "beyond the paper").
 
-The FGD protocol (replay/fgd.py) answers "how well does a score policy pack a fixed cluster"; these runs
+The FGD protocol (replay/traces/fgd.py) answers "how well does a score policy pack a fixed cluster"; these runs
 answer the autoscaler's question: pods arrive and leave at the trace's times, node groups start small and
 the cluster-autoscaler model grows and shrinks them, and the same scenario is simulated once per autoscaler
 policy (`count`, `dra`, `atomic`) so the policies can be compared on what the cluster cost (idle and paid
@@ -71,7 +71,7 @@ def openb_document(nodes_path: str, pods_path: str, *, start_h: float = 0.0, hou
 def philly_document(jobs_path: str, *, cluster: str | None = None, start: str | None = None, hours: float = 24.0,
                     max_nodes: int = 64, start_nodes: int = 0, provision_delay: tuple[str, str] | None = None,
                     seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The Philly jobs of `cluster` submitted in [start, start + hours) as a scenario (replay/philly.py), and
+    """The Philly jobs of `cluster` submitted in [start, start + hours) as a scenario (replay/traces/philly.py), and
     a digest of the window (jobs, gangs, GPUs asked)."""
     from .philly import PhillyError, load_philly, philly_scenario, pods_of, select
 
@@ -116,7 +116,7 @@ def _check_window(hours: float, max_nodes: int, start_nodes: int) -> None:
 def pollux_document(workload_path: str, jobs_path: str, *, start_h: float = 0.0, hours: float = 24.0,
                     max_nodes: int = 64, start_nodes: int = 0, provision_delay: tuple[str, str] | None = None,
                     seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A Pollux workload's jobs arriving in [start_h, start_h + hours) hours as a scenario (replay/pollux.py),
+    """A Pollux workload's jobs arriving in [start_h, start_h + hours) hours as a scenario (replay/traces/pollux.py),
     their durations drawn with `seed` from the Philly jobs of `jobs_path`, and a digest of the window (jobs,
     gangs, GPUs asked, how the durations were matched)."""
     from .philly import PhillyError, load_philly
@@ -177,7 +177,7 @@ def run_policy(doc: dict[str, Any], policy: str, seed: int = 0) -> PolicyRun:
     from dralab.core.analysis.waits import percentile
     from dralab.core.scenario.load import ScenarioError, parse_scenario
 
-    from .sim import Simulator
+    from ..simulation.sim import Simulator
 
     spec = {**doc["spec"], "policy": {**doc["spec"].get("policy", {}), "autoscaler": policy}}
     try:
@@ -217,7 +217,7 @@ def write_run_log(directory: str, run: PolicyRun, seed: int) -> str:
     """`DIR/<scenario>-<policy>.dralog`, with the header `dralab sim --log-file` writes, for `dralab report`."""
     from dralab.core.run.config import policies, run_config
 
-    from .logfile import make_header, write_log
+    from ..logs.logfile import make_header, write_log
 
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{run.scenario.name}-{run.row['policy']}.dralog")

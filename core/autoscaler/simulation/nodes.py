@@ -1,0 +1,73 @@
+"""The simulated cluster's nodes: the ready ones (with nominated pods force-placed), the upcoming ones as
+template nodes, and FilterOutSchedulable (`absorb`: pods that existing or upcoming capacity takes).
+
+As cluster-autoscaler builds its ClusterSnapshot before each loop (static_autoscaler.go: ready nodes, then
+upcoming nodes from getUpcomingNodeInfos) and runs processors/pods/filter_out_schedulable.go on it; the
+reactor (reactor.py) absorbs pods here first and scales up only for what is left. Which nodes count as
+ready depends on the policy (`node_ready_for`: DRA policies wait for the drivers' slices).
+"""
+
+from __future__ import annotations
+
+from ...state.cluster import ClusterState, NodeState, PodState
+from ...state.gangs import Reservation
+from .capacity import FirstFit, FitMemo, SimNode, Simulation, devices_unpublished
+
+
+def node_ready_for(view: ClusterState, policy: str, node: NodeState) -> bool:
+    """Whether the policy counts the node as ready (DRA policies wait for its drivers' slices)."""
+    return node.ready and (policy == "count" or not devices_unpublished(view, node))
+
+
+def sim_ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Reservation]) -> list[SimNode]:
+    """The snapshot's ready nodes, with the pods bound there and those nominated to them (CA
+    force-places nominated pods into its snapshot)."""
+    if sim.policy == "count":  # sim.ready and sim.existing, inlined: a loop over every node, every loop
+        if not nominated:
+            return [SimNode(node, node.used, False) for node in view.nodes.values() if node.ready]
+        nodes = {name: SimNode(node, node.used, False) for name, node in view.nodes.items() if node.ready}
+    else:
+        nodes = {name: sim.existing(node, node.used) for name, node in view.nodes.items() if sim.ready(node)}
+    for reservation in nominated.values():
+        node = nodes.get(reservation.node)
+        if node is not None:
+            sim.place(view.pods[reservation.pod], node, reservation.allocations)
+    return list(nodes.values())
+
+
+def sim_upcoming_nodes(view: ClusterState, sim: Simulation, given_up: set[str], blocked: set[str]) -> list[SimNode]:
+    """Upcoming nodes (not ready yet, or not created yet), each as a template node of its group; not
+    those of a group in backoff, nor nodes given up on."""
+    upcoming: list[SimNode] = []
+    live = set(view.node_groups) - blocked
+    plain_ready = sim.policy == "count"
+    for node in view.nodes.values():
+        if node.ready if plain_ready else sim.ready(node):  # (sim.ready inlined for `count`: most nodes)
+            continue
+        group = view.node_groups.get(node.group)
+        if (node.group in live and group is not None
+                and node.name not in group.timed_out and node.name not in given_up):
+            upcoming.append(sim.template(group, f"upcoming-{node.name}"))
+    for name in sorted(live):
+        group = view.node_groups[name]
+        coming = [n for n, vm in view.provisioning_nodes.items()
+                  if vm.group == name and n not in group.timed_out and n not in given_up]
+        count = len(coming) + group.unserved_nodes()
+        upcoming.extend(sim.template(group, f"upcoming-{name}-{i}") for i in range(count))
+    return upcoming
+
+
+def absorb(sim: Simulation, nodes: list[SimNode], pods: list[PodState],
+           memo: FitMemo | None = None) -> list[PodState]:
+    """Place each pod on the first node that takes it (FilterOutSchedulable on ready nodes, then the
+    upcoming ones); the pods no node takes. `memo`: the autoscaler's, synced to the view."""
+    remaining = []
+    first_fit = FirstFit(sim, nodes, memo)
+    for pod in pods:
+        spot = first_fit.find(pod)
+        if spot is None:
+            remaining.append(pod)
+        else:
+            sim.place(pod, spot[0], spot[1])
+    return remaining
+
