@@ -9,7 +9,7 @@ With ``hosts=N`` the reactors are dealt round-robin, in the run's order (schedul
 cloud, lifecycle, drivers..., claims, broker), into N host actors ``host-0``..``host-N-1``. A host
 reads the log once through its consumer group (``host-i``), folds it once, and lets each of its
 reactors decide on that view, each decision appended with the reactor's own id, view offset and
-expectations (actors/reactor_actor.py). Its snapshot is saved under the host's name. One host per
+expectations (actors/reactor_loop.py). Its snapshot is saved under the host's name. One host per
 core is a reasonable deployment; driver shards dealt to different hosts still spread the drivers'
 work over processes.
 

@@ -3,7 +3,7 @@ on real processes and a real Redis.
 
 Who plays what, and why:
 - The actor plays on itself what only changes how it reads and decides (`ActorFaults`, used by
-  actors/reactor_actor.py): `partition` (it stops reading the stream and deciding; when the fault
+  actors/reactor_loop.py): `partition` (it stops reading the stream and deciding; when the fault
   ends it reads on from where its consumer group stopped: it catches up), `stale-view` and `delay`
   (the reactor decides on a lagging copy of the view, `lag` entries behind, or holding only the
   entries that arrived at least `delay` of cluster time ago), `duplicate` (each decision appended

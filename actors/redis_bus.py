@@ -28,6 +28,7 @@ round trip; an entry whose id is not ``N-0`` or whose N is above that sequence i
 set aside by ``_QUARANTINE_LUA`` (dead letter, XDEL, XACK, XSETID and XGROUP SETID back to the run's
 last offset) before the reader returns; the append script repairs the same way when its XADD is refused.
 An entry at a run's offset with fields other than ``p``/``i`` is delivered as a ``FlawedEntry``.
+The Lua scripts are in actors/redis_lua.py, the parsing of replies in actors/redis_replies.py.
 
 ``claim_stale`` is XAUTOCLAIM (Redis >= 6.2). ``trim_acknowledged`` is one Lua script (XINFO
 GROUPS, XPENDING per group, XTRIM MINID exact), so no group can move between the floor being
@@ -41,7 +42,7 @@ import contextlib
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
@@ -55,18 +56,18 @@ from redis.typing import KeyT, StreamIdT
 
 from .bus import (
     DEAD_LETTERS_MAXLEN,
-    MAX_DEAD_PAYLOAD,
     Appended,
     AppendItem,
     BusUnavailable,
     Conflict,
     DeadLetter,
     Entry,
-    FlawedEntry,
     GroupInfo,
     UnknownGroup,
     dead_letter_of,
 )
+from .redis_lua import _APPEND_LUA, _DEAD_LETTER_LUA, _FOREIGN_NO_PAYLOAD_LUA, _QUARANTINE_LUA, _TRIM_LUA
+from .redis_replies import Parsed, _entries, _offset, _raw, _split_beyond, _text
 
 __all__ = ["MAX_BLOCK_MS", "RedisBus", "redact_url"]
 
@@ -74,214 +75,6 @@ MAX_BLOCK_MS = 30_000  # longest single XREAD/XREADGROUP BLOCK; longer waits loo
 _BATCH_ITEMS = 256  # append_many: items per script call (bounds the time Redis is busy)
 _PAGE = 1000
 log = structlog.get_logger("dralab.bus")
-
-# Foreign entries (docs/delivery.md, "Foreign entries"): an entry dralab did not append has an id that
-# is not an offset (``N-0`` with N from the run's ``{s}:seq``). ``repair(log, dead, floor, ids, who,
-# fixed)`` sets aside, atomically, the entries ``ids`` (foreign ids a reader met below the floor: a
-# non-zero sequence part) and every entry above ``floor-0`` (nothing of the run's is: the append
-# script INCRs seq before its XADD, and floor is that seq): one dead letter each (offset 0, the raw
-# id, the reason, the payload cut to MAX_DEAD_PAYLOAD), XDEL, XACK in every group. Then it puts the
-# stream's last id back to ``floor-0`` (XSETID: the next append's XADD of ``floor+1-0`` is accepted
-# again) and every group that was delivered past it back to ``floor-0`` (XGROUP SETID: the next
-# entry is delivered; everything up to floor had been delivered to such a group, in order). Each set
-# aside entry is added to ``fixed`` as {id, reason, size}.
-_REPAIR_LUA = """
-local function id_parts(sid)
-  local a, b = string.match(sid, '^(%d+)%-(%d+)$')
-  return tonumber(a) or 0, tonumber(b) or 0
-end
-
-local function above(sid, floor)
-  local ms, sq = id_parts(sid)
-  return ms > floor or (ms == floor and sq > 0)
-end
-
-local function render(f)
-  if f[1] == 'p' and (#f == 2 or (#f == 4 and f[3] == 'i')) then
-    return f[2]
-  end
-  local parts = {}
-  for j = 1, #f, 2 do
-    parts[#parts + 1] = tostring(f[j]) .. '=' .. tostring(f[j + 1] or '')
-  end
-  return '\\193' .. table.concat(parts, '\\n')
-end
-
-local function repair(log, dead, floor, ids, who, fixed)
-  if redis.call('EXISTS', log) == 0 then
-    return
-  end
-  local groups = {}
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', log)) do
-    local name, last
-    for j = 1, #g, 2 do
-      if g[j] == 'name' then name = g[j + 1] elseif g[j] == 'last-delivered-id' then last = g[j + 1] end
-    end
-    groups[#groups + 1] = {name, last}
-  end
-  local function drop(sid, fields, reason)
-    local payload = render(fields)
-    redis.call('XADD', dead, 'MAXLEN', '~', '@MAXLEN@', '*', 'offset', '0', 'id', sid, 'reason', reason,
-               'consumer', who, 'size', #payload, 'payload', string.sub(payload, 1, @MAXPAY@))
-    redis.call('XDEL', log, sid)
-    for _, g in ipairs(groups) do
-      redis.call('XACK', log, g[1], sid)
-    end
-    fixed[#fixed + 1] = {sid, reason, #payload}
-  end
-  for _, sid in ipairs(ids) do
-    -- only an id with a non-zero sequence part here (those above the floor: the scan below). An N-0 a
-    -- reader took for foreign may be the run's by now: the append that met it repaired, then appended N.
-    local _, sq = id_parts(sid)
-    local found = sq > 0 and redis.call('XRANGE', log, sid, sid) or {}
-    if #found == 1 and not above(sid, floor) then
-      drop(sid, found[1][2], 'foreign id ' .. sid .. ': not an offset of the run (its sequence part is not 0)')
-    end
-  end
-  local top = string.format('%d', floor) .. '-0'
-  while true do
-    local found = redis.call('XRANGE', log, '(' .. top, '+', 'COUNT', 100)
-    if #found == 0 then
-      break
-    end
-    for _, e in ipairs(found) do
-      drop(e[1], e[2], 'foreign id ' .. e[1] .. ': beyond the last offset the run appended ('
-           .. string.format('%d', floor) .. ')')
-    end
-  end
-  local info = redis.call('XINFO', 'STREAM', log)
-  for j = 1, #info, 2 do
-    if info[j] == 'last-generated-id' and above(info[j + 1], floor) then
-      redis.call('XSETID', log, top)
-    end
-  end
-  for _, g in ipairs(groups) do
-    if above(g[2], floor) then
-      redis.call('XGROUP', 'SETID', log, g[1], top)
-    end
-  end
-end
-""".replace("@MAXLEN@", str(DEAD_LETTERS_MAXLEN)).replace("@MAXPAY@", str(MAX_DEAD_PAYLOAD))
-
-# KEYS: log, seq, dead.  ARGV: who, foreign id * n (met by a reader below the floor).  The floor is
-# the run's seq, read here: GET after the read that met the entries, so >= every offset it read.
-# Returns the entries set aside ({id, reason, size} each); none if another reader got there first.
-_QUARANTINE_LUA = _REPAIR_LUA + """
-local fixed = {}
-local ids = {}
-for j = 2, #ARGV do
-  ids[#ids + 1] = ARGV[j]
-end
-repair(KEYS[1], KEYS[3], tonumber(redis.call('GET', KEYS[2]) or '0'), ids, ARGV[1], fixed)
-return fixed
-"""
-
-# A stranger's entry at the run's next offset without the payload field (the foreign-writer fault's
-# `no-payload` form, the issue's reproduction). KEYS: log, seq.  ARGV: junk.  Returns the offset, or 0
-# when the stream's top refused the id (a foreign entry above the run's offsets, not repaired yet):
-# then seq is left alone, so the run never has an offset without an entry.
-_FOREIGN_NO_PAYLOAD_LUA = """
-local o = string.format('%d', tonumber(redis.call('GET', KEYS[2]) or '0') + 1)
-local added = redis.pcall('XADD', KEYS[1], o .. '-0', 'x', ARGV[1])
-if type(added) == 'table' and added.err then
-  return 0
-end
-redis.call('INCR', KEYS[2])
-return tonumber(o)
-"""
-
-# KEYS: log, seq, ver, ids, dead.  ARGV, repeated per item:
-#   payload, id, n_expect, (key, version) * n_expect, n_writes, key * n_writes
-# Returns {replies, set_aside}: one reply per item: {1, orig} duplicate, {0, offset} appended; on a
-# conflict the last reply is {2, key, expected, actual} and the remaining items are not looked at.
-# ``set_aside`` lists the foreign entries the repair took out of the way ({id, reason, size} each).
-_APPEND_LUA = _REPAIR_LUA + """
-local log, seq, ver, ids, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local out = {}
-local fixed = {}
-local i = 1
-while i <= #ARGV do
-  local payload, id = ARGV[i], ARGV[i + 1]
-  local ne = tonumber(ARGV[i + 2])
-  local w = i + 3 + 2 * ne
-  local nw = tonumber(ARGV[w])
-  local orig = redis.call('HGET', ids, id)
-  if orig then
-    out[#out + 1] = {1, tonumber(orig)}
-  else
-    for e = 0, ne - 1 do
-      local key, want = ARGV[i + 3 + 2 * e], ARGV[i + 4 + 2 * e]
-      local have = redis.call('HGET', ver, key) or '0'
-      if have ~= want then
-        out[#out + 1] = {2, key, want, have}
-        return {out, fixed}
-      end
-    end
-    local off = string.format('%d', redis.call('INCR', seq))
-    local added = redis.pcall('XADD', log, off .. '-0', 'p', payload, 'i', id)
-    if type(added) == 'table' and added.err then
-      -- a foreign entry sits above the run's offsets (an auto id, say): set it aside, repair, append
-      repair(log, dead, tonumber(off) - 1, {}, 'append', fixed)
-      redis.call('XADD', log, off .. '-0', 'p', payload, 'i', id)
-    end
-    for k = w + 1, w + nw do
-      redis.call('HSET', ver, ARGV[k], off)
-    end
-    redis.call('HSET', ids, id, off)
-    out[#out + 1] = {0, tonumber(off)}
-  end
-  i = w + 1 + nw
-end
-return {out, fixed}
-"""
-
-
-# KEYS: dead stream, dead index.  ARGV: offset, reason, consumer, payload, size, maxlen.
-# Returns 1 if stored, 0 if that offset had been set aside already.
-_DEAD_LETTER_LUA = """
-if redis.call('HSETNX', KEYS[2], ARGV[1], '1') == 0 then
-  return 0
-end
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*', 'offset', ARGV[1], 'reason', ARGV[2],
-           'consumer', ARGV[3], 'size', ARGV[5], 'payload', ARGV[4])
-return 1
-"""
-
-# KEYS: log.  ARGV: keep_from (0: none).  Returns {removed, floor} (floor 0: no group, nothing
-# removed). The floor is the smallest, over all groups, of the oldest pending entry, else the last
-# delivered offset + 1, and of keep_from.
-_TRIM_LUA = """
-local log = KEYS[1]
-local keep = tonumber(ARGV[1])
-if redis.call('EXISTS', log) == 0 then
-  return {0, 0}
-end
-local floor = nil
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', log)) do
-  local name, last
-  for j = 1, #g, 2 do
-    if g[j] == 'name' then name = g[j + 1] elseif g[j] == 'last-delivered-id' then last = g[j + 1] end
-  end
-  local need
-  local p = redis.call('XPENDING', log, name)
-  if tonumber(p[1]) > 0 then
-    need = tonumber(string.match(p[2], '^(%d+)'))
-  else
-    need = tonumber(string.match(last, '^(%d+)')) + 1
-  end
-  if floor == nil or need < floor then
-    floor = need
-  end
-end
-if floor == nil then
-  return {0, 0}
-end
-if keep > 0 and keep < floor then
-  floor = keep
-end
-local removed = redis.call('XTRIM', log, 'MINID', string.format('%d', floor) .. '-0')
-return {removed, floor}
-"""
 
 
 def redact_url(url: str) -> str:
@@ -329,144 +122,6 @@ def _secrets(url: str) -> list[str]:
         return [s for raw in found for s in {raw, unquote(raw)} if s]
     except ValueError:
         return []
-
-
-def _offset(stream_id: bytes | str) -> int:
-    s = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
-    return int(s.split("-", 1)[0])
-
-
-def _raw(response: Any, **options: Any) -> Any:
-    """The reply as the parser gave it (XREAD/XREADGROUP: ``_entries`` reads it)."""
-    return response
-
-
-class Parsed(NamedTuple):
-    """A stream reply sorted out: what readers get, what is not the run's, where the reply ended."""
-
-    entries: list[Entry]  # the run's offsets, ascending (a malformed one carries its ``flaw``)
-    foreign: list[str]  # raw ids that are not an offset ``N-0``: never handed to a reader
-    last_id: bytes | None  # the reply's last raw id (where a page ends), None for an empty reply
-    size: int  # entries in the reply, deleted ones included (a full page: read on)
-
-
-def _entries(resp: Any) -> Parsed:
-    """Sort out a raw XREAD/XREADGROUP reply (RESP2 list or RESP3 map, one stream), each entry
-    ``[id, [field, value, ...]]`` as Redis sends it (no per-entry dict: the read path's hot loop).
-
-    An entry the append script wrote has the id ``N-0`` and exactly the fields ``p, <payload>, i,
-    <id>``. An id that is not ``N-0`` is foreign; an offset with other fields is an entry with a
-    ``flaw`` (``_flawed``). Whether an ``N-0`` is beyond the run's sequence the caller decides
-    (``_split_beyond``): that needs ``{s}:seq``. The loop assumes what Redis sends (canonical ids,
-    bytes); anything else falls to ``_entries_careful``, so nothing a stranger writes raises here."""
-    out: list[Entry] = []
-    foreign: list[str] = []
-    if not resp:
-        return Parsed(out, foreign, None, 0)
-    size = 0
-    last: bytes | None = None
-    try:
-        for items in resp.values() if isinstance(resp, dict) else (s[1] for s in resp):
-            if not items:
-                continue
-            for sid, fields in items:
-                if not fields:  # None for a pending entry deleted since (trimmed, or set aside as foreign)
-                    continue
-                if sid[-2:] == b"-0":
-                    if len(fields) == 4 and fields[0] == b"p" and fields[2] == b"i":
-                        out.append(Entry(int(sid[:-2]), fields[1]))
-                    else:
-                        out.append(_flawed(int(sid[:-2]), fields))
-                else:
-                    foreign.append(_text(sid))
-            size += len(items)
-            last = items[-1][0]
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
-        return _entries_careful(resp)
-    if type(last) is not bytes or any(type(e.payload) is not bytes for e in out[-1:]):
-        return _entries_careful(resp)
-    return Parsed(out, foreign, last, size)
-
-
-def _entries_careful(resp: Any) -> Parsed:
-    """``_entries`` for a reply that is not shaped as Redis sends it (a RESP3 parser's maps, a
-    test's hand-made reply): every id and field checked, nothing raises."""
-    out: list[Entry] = []
-    foreign: list[str] = []
-    size = 0
-    last: bytes | None = None
-    streams = resp.values() if isinstance(resp, dict) else resp if isinstance(resp, list | tuple) else ()
-    for stream in streams:
-        items = stream if isinstance(resp, dict) else stream[1] if isinstance(stream, list | tuple) \
-            and len(stream) == 2 else ()
-        for item in items if isinstance(items, list | tuple) else ():
-            size += 1
-            if not isinstance(item, list | tuple) or len(item) != 2:
-                continue
-            sid, fields = _bytes(item[0]), item[1]
-            last = sid
-            if not fields:
-                continue
-            n, _, seq_part = sid.partition(b"-")
-            if seq_part != b"0" or not n.isdigit() or not n.isascii() or n[:1] == b"0" or len(n) > 20 \
-                    or int(n) >= 2**64:  # (Redis ids are two unsigned 64-bit numbers)
-                foreign.append(sid.decode(errors="replace"))
-                continue
-            pairs = _pairs(fields)
-            if sorted(k for k, _ in pairs) == [b"i", b"p"] and isinstance(fields, list | tuple | dict):
-                out.append(Entry(int(n), dict(pairs)[b"p"]))
-            else:
-                out.append(_flawed(int(n), fields))
-    return Parsed(out, foreign, last, size)
-
-
-def _pairs(fields: Any) -> list[tuple[bytes, bytes]]:
-    """(name, value) pairs of an entry's fields however the parser gave them, as bytes."""
-    if isinstance(fields, dict):
-        items = list(fields.items())
-    elif isinstance(fields, list | tuple):
-        items = list(zip(fields[::2], fields[1::2], strict=False))
-        if len(fields) % 2:
-            items.append((fields[-1], b""))
-    else:
-        items = [(b"?", fields)]
-    return [(_bytes(k), _bytes(v)) for k, v in items]
-
-
-def _bytes(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    return str(value).encode(errors="replace")
-
-
-def _flawed(offset: int, fields: Any) -> Entry:
-    """The entry at a run's offset whose fields are not what the append script writes (no ``p``,
-    extra fields, odd ones): delivered so every reader folds the offset, as an entry that never
-    decodes. Its payload is the fields as ``name=value`` lines after a 0xC1 byte (never valid
-    msgpack, so a reader that ignores ``flaw`` still sets it aside); ``flaw`` says what is wrong.
-    The same text as the Lua ``render`` gives a foreign entry's dead letter."""
-    pairs = _pairs(fields)
-    names = [k.decode(errors="replace")[:40] for k, _ in pairs]
-    shown = ", ".join(names[:10]) + (f", ... ({len(names)} fields)" if len(names) > 10 else "")
-    why = "no payload field 'p'" if "p" not in names else "fields other than the 'p' and 'i' dralab writes"
-    payload = b"\xc1" + b"\n".join(k + b"=" + v for k, v in pairs)
-    return FlawedEntry(offset, payload, f"malformed entry: {why} (fields: {shown})")
-
-
-def _split_beyond(parsed: Parsed, seq: int) -> tuple[list[Entry], list[str]]:
-    """The entries up to ``seq`` (the run's sequence, read after the reply) and the raw ids of
-    those beyond it, which are foreign: the run never appended that offset (yet)."""
-    entries = parsed.entries
-    if not entries or (entries[-1].offset <= seq and entries[0].offset >= 1):  # ascending, as Redis sends
-        return entries, parsed.foreign
-    keep = [e for e in entries if 1 <= e.offset <= seq]
-    return keep, parsed.foreign + [f"{e.offset}-0" for e in entries if not 1 <= e.offset <= seq]
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 class RedisBus:

@@ -43,8 +43,9 @@ from typing import Any
 
 from _common import redis_benchmark
 
-from dralab.actors.live import LiveOptions, LiveRun, live_bus, ray_runtime
-from dralab.actors.reactor_actor import SnapshotPolicy
+from dralab.actors.live import LiveOptions, LiveRun
+from dralab.actors.live_runtime import live_bus, ray_runtime
+from dralab.actors.reactor_loop import SnapshotPolicy
 from dralab.actors.redis_server import private_redis_server
 from dralab.core.log.events import Record, ScaleUpRequested
 from dralab.core.scenario.load import Scenario, parse_scenario

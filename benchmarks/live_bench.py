@@ -43,7 +43,7 @@ from dralab.actors.gc_tuning import TENURE_EVERY
 from dralab.actors.hosts import host_layout
 from dralab.actors.logs import configure
 from dralab.actors.memory_bus import MemoryBus
-from dralab.actors.reactor_actor import Hosted, ReactorLoop
+from dralab.actors.reactor_loop import Hosted, ReactorLoop
 from dralab.actors.redis_bus import RedisBus
 from dralab.actors.redis_server import private_redis_server
 from dralab.core.engine.contract import Decision

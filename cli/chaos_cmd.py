@@ -264,7 +264,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
         live = LiveChaosOptions(speed=args.speed, timeout_s=args.timeout, ray_address=args.ray, redis_url=args.redis,
                                 hosts=args.hosts)
-        from dralab.actors.live import ServiceUnavailable
+        from dralab.actors.live_runtime import ServiceUnavailable
 
         try:
             results = run_live_seeds(scenario, seeds, options, live, progress)

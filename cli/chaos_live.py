@@ -31,7 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from dralab.actors.live import LiveOptions, LiveResult, ray_runtime, run_live_async
+from dralab.actors.live import LiveOptions, LiveResult, run_live_async
+from dralab.actors.live_runtime import ray_runtime
 from dralab.actors.redis_server import redis_server_available
 from dralab.core.checks.liveness import DEFAULT_BOUND_MS
 from dralab.core.checks.log_check import check_records

@@ -169,8 +169,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dralab.actors.gc_tuning import TENURE_EVERY
-    from dralab.actors.live import BadRedisURL, LiveOptions, ServiceUnavailable, StreamInUse, run_live
-    from dralab.actors.reactor_actor import SnapshotPolicy
+    from dralab.actors.live import LiveOptions, run_live
+    from dralab.actors.live_runtime import BadRedisURL, ServiceUnavailable, StreamInUse
+    from dralab.actors.reactor_loop import SnapshotPolicy
     from dralab.core.analysis.metrics import metrics_from_entries
     from dralab.core.analysis.summary import render_text, summarize
 

@@ -195,7 +195,7 @@ def test_a_lagging_view_folds_a_bad_entry_as_the_no_op() -> None:
     a bad one (a foreign writer's entry without a payload) raised LogDecodeError there and crashed the
     actor: it now folds the no-op every consumer folds."""
     from dralab.actors.live_faults import ActorFaults
-    from dralab.actors.redis_bus import _flawed
+    from dralab.actors.redis_replies import _flawed
     from dralab.core.cluster.runtime_faults import Effect
 
     faults, state = ActorFaults(["scheduler"]), ClusterState()

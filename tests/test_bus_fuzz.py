@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from dralab.actors import wire
 from dralab.actors.bus import Entry, FlawedEntry
-from dralab.actors.redis_bus import RedisBus, _entries, _flawed, _split_beyond
+from dralab.actors.redis_bus import RedisBus
+from dralab.actors.redis_replies import _entries, _flawed, _split_beyond
 from dralab.core.log.events import LogDecodeError, Record, decode_record, encode_record
 from dralab.core.state.cluster import ClusterState
 

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from dralab.core.dra import semver
 from dralab.core.dra.cel import MAX_EXPRESSION_BYTES, CelMatcher, SelectorError
-from dralab.core.dra.cel_syntax import CelSyntaxError, emit, parse
+from dralab.core.dra.cel_ast import CelSyntaxError
+from dralab.core.dra.cel_parse import emit, parse
 from dralab.core.dra.model import Attribute, Capacity, Device, DeviceID
 from dralab.core.kube.quantity import parse_quantity
 

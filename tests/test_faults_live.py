@@ -37,7 +37,7 @@ import yaml
 
 from dralab.actors.live import LiveOptions, LiveResult, LiveRun, run_live_async
 from dralab.actors.memory_bus import MemoryBus
-from dralab.actors.reactor_actor import ReactorLoop, SnapshotPolicy
+from dralab.actors.reactor_loop import ReactorLoop, SnapshotPolicy
 from dralab.actors.redis_bus import RedisBus
 from dralab.actors.redis_server import RedisServer, redis_server_available
 from dralab.core.log.events import PodBound, decode_record, encode_record

@@ -20,7 +20,7 @@ from dralab.actors.bus import RECORDER_GROUP
 from dralab.actors.hosts import host_layout
 from dralab.actors.live import LiveResult, LiveRun, run_live_async
 from dralab.actors.memory_bus import MemoryBus
-from dralab.actors.reactor_actor import ReactorLoop
+from dralab.actors.reactor_loop import ReactorLoop
 from dralab.actors.redis_bus import RedisBus
 from dralab.core.log.events import decode_record, encode_record
 from dralab.core.run.config import build_reactors, run_config

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from builders import GPU_TOLERATION, Log, node_template, pod
 
-from dralab.core.analysis.metrics import RunMetrics, compute_metrics, sample, template_gpus
+from dralab.core.analysis.gpu_units import template_gpus
+from dralab.core.analysis.metrics import compute_metrics
+from dralab.core.analysis.run_metrics import RunMetrics, sample
 from dralab.core.analysis.summary import render_text, summarize
 from dralab.core.kube.manifests import check_node
 from dralab.core.log.events import (

@@ -134,7 +134,7 @@ _LOCAL = """
 import json, os, subprocess, sys
 sys.path.insert(0, sys.argv[1])
 import ray
-from dralab.actors.live import ray_runtime
+from dralab.actors.live_runtime import ray_runtime
 from test_ray_access import _descendants, _listening
 
 @ray.remote

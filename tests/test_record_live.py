@@ -26,7 +26,7 @@ import msgspec
 import pytest
 
 from dralab.actors.live import LiveOptions, LiveRun, run_live_async
-from dralab.actors.reactor_actor import SnapshotPolicy
+from dralab.actors.reactor_loop import SnapshotPolicy
 from dralab.actors.redis_bus import RedisBus
 from dralab.core.scenario.load import Policy, load_scenario
 from dralab.replay.logs.logfile import LogFileError, LogWriter, read_log

@@ -14,7 +14,8 @@ import msgspec
 import pytest
 import yaml
 
-from dralab.core.analysis.metrics import RunMetrics, metrics_from_entries
+from dralab.core.analysis.metrics import metrics_from_entries
+from dralab.core.analysis.run_metrics import RunMetrics
 from dralab.core.log.events import NodeReady, PodBound, PodFinished, ScaleUpRequested, decode_record
 from dralab.core.scenario.load import Policy, Scenario, load_scenario, parse_scenario
 from dralab.replay.logs.logfile import LogFile

@@ -21,7 +21,8 @@ from dralab.actors import wire
 from dralab.actors.bus import Appended, Entry, GroupInfo
 from dralab.actors.bus_factory import BusSpec
 from dralab.actors.live import LiveOptions, LiveRun
-from dralab.actors.reactor_actor import ReactorActor, ReactorLoop
+from dralab.actors.reactor_actor import ReactorActor
+from dralab.actors.reactor_loop import ReactorLoop
 from dralab.actors.redis_bus import RedisBus
 from dralab.core.analysis.metrics import metrics_from_entries
 from dralab.core.log.events import SCHEMA_VERSION, Record, decode_record, encode_record

@@ -14,7 +14,7 @@ from ..state.cluster import ClusterState
 from .waits import pending_cause, schedule_waits, time_to_schedule
 
 if TYPE_CHECKING:
-    from .metrics import RunMetrics
+    from .run_metrics import RunMetrics
 
 
 def summarize(state: ClusterState, violations: list[Violation], *, seed: int | None = None,

@@ -36,6 +36,7 @@ import cel  # type: ignore[import-untyped,unused-ignore]
 from cel import stdlib as cel_stdlib  # type: ignore[import-untyped,unused-ignore]
 
 from . import semver
+from .cel_ast import CelSyntaxError
 from .cel_library import (
     Library,
     encode_quantity,
@@ -45,7 +46,7 @@ from .cel_library import (
     list_last_index_of,
     type_name,
 )
-from .cel_syntax import CelSyntaxError, check
+from .cel_syntax import check
 from .model import Device
 
 __all__ = ["MAX_EXPRESSION_BYTES", "CelMatcher", "SelectorError"]

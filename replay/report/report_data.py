@@ -23,7 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dralab.core.analysis.metrics import MetricsFold, RunMetrics
+from dralab.core.analysis.metrics_fold import MetricsFold
+from dralab.core.analysis.run_metrics import RunMetrics
 from dralab.core.analysis.summary import summarize
 from dralab.core.log.events import Record, ScaleUpFailed, ScaleUpRequested
 from dralab.core.state.cluster import ClusterState

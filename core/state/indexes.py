@@ -1,0 +1,134 @@
+"""The fields of the cluster state and its indexes, with the queries and the bookkeeping over them.
+
+Apart from the fold (:class:`~.cluster.ClusterState`, which subclasses this without adding a field) so that
+what the state holds, and the indexes kept beside the objects (pods by phase, nodes by group, the heap of
+run deadlines, the nodes never Ready, what changed since the invariant monitor looked), read on one page.
+The fields' order is the snapshot's (core/state/codec.py): add new ones at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..log.events import (
+    ClaimAllocated,
+    ClaimReleased,
+    ClaimReserved,
+    NodeProvisioning,
+    ResourceClaimCreated,
+    RunStarted,
+)
+from .dra import DraState
+from .gangs import GangState
+from .groups import NodeGroupState
+from .objects import FAILED, PENDING, RUNNING, SUCCEEDED, FaultState, NodeState, PodState
+from .provreq import ProvisioningState
+
+
+@dataclass
+class ClusterIndexes:
+    offset: int = 0  # last applied offset
+    t: int = 0  # time of the last applied record
+    run: RunStarted | None = None
+    versions: dict[str, int] = field(default_factory=dict)
+    node_groups: dict[str, NodeGroupState] = field(default_factory=dict)
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+    pods: dict[str, PodState] = field(default_factory=dict)
+    # Indexes (ordered sets as dicts, so iteration order is deterministic).
+    pods_by_phase: dict[str, dict[str, None]] = field(
+        default_factory=lambda: {PENDING: {}, RUNNING: {}, SUCCEEDED: {}, FAILED: {}}
+    )
+    nodes_by_group: dict[str, dict[str, None]] = field(default_factory=dict)
+    scale_ups: list[tuple[int, str, int]] = field(default_factory=list)  # (t, group, delta)
+    # VMs the cloud is making, not registered yet (NodeProvisioning until NodeCreated or NodeDeleted)
+    provisioning_nodes: dict[str, NodeProvisioning] = field(default_factory=dict)
+    provisioning_t: dict[str, int] = field(default_factory=dict)  # when the cloud accepted each VM
+    unready_bindings: list[str] = field(default_factory=list)  # pods bound to a node not Ready (invariants)
+    events_applied: int = 0
+    anomalies: list[str] = field(default_factory=list)
+    gang_violations: list[str] = field(default_factory=list)  # partial gang bindings (see invariants)
+    dra: DraState = field(default_factory=DraState)
+    gang: GangState = field(default_factory=GangState)
+    provisioning: ProvisioningState = field(default_factory=ProvisioningState)
+    faults: dict[str, FaultState] = field(default_factory=dict)  # injected faults, by id (core/controllers/chaos.py)
+    # Last offset at which room may have appeared (a node turned Ready, a pod finished, a claim was
+    # released, slices or classes or claims appeared): unschedulable pods are retried after it.
+    room_offset: int = 0
+    # What the records applied since the invariant monitor last looked changed (None: nobody looks, the
+    # fold keeps nothing): nodes whose usage, reservations or existence changed, pods whose claims or
+    # running state changed, and whether any device allocation (claims, reservations) changed.
+    # Index of the running pods that finish by themselves: a heap of (done at, running order, pod key);
+    # entries of pods no longer running are dropped lazily (see `finishing`).
+    run_deadlines: list[tuple[int, int, str]] = field(default_factory=list)
+    runs: int = 0  # pods bound so far (the running order of the heap)
+    never_ready: dict[str, None] = field(default_factory=dict)  # nodes not Ready yet, in creation order
+    touched_nodes: set[str] | None = field(default=None, compare=False, repr=False)
+    touched_pods: set[str] | None = field(default=None, compare=False, repr=False)
+    touched_allocations: bool = field(default=False, compare=False, repr=False)
+    # Every node whose usage, reservations or existence changed, in fold order: a journal that the
+    # scheduler's feasibility cache reads on from where it stopped, rather than look at every node.
+    usage_changes: list[str] = field(default_factory=list, compare=False, repr=False)
+    _view: int = 0
+
+    def version(self, key: str) -> int:
+        return self.versions.get(key, 0)
+
+    def free_by_node(self, resource: str) -> dict[str, int]:
+        """Free amount of one resource (e.g. nvidia.com/gpu) on every Ready node."""
+        return {name: n.free(resource) for name, n in self.nodes.items() if n.ready}
+
+    def pending_pods(self) -> list[PodState]:
+        return [self.pods[k] for k in self.pods_by_phase[PENDING]]
+
+
+    # ------------------------------------------------------------------ indexes
+
+    def finishing(self, now: int) -> tuple[list[str], int | None]:
+        """The running pods whose run time is over at `now`, in running order, and the earliest time
+        another one's is (None: none)."""
+        heap, running = self.run_deadlines, self.pods_by_phase[RUNNING]
+        due: list[tuple[int, str]] = []
+        nxt: int | None = None
+        stack = [0]
+        size = len(heap)
+        while stack:
+            i = stack.pop()
+            if i >= size:
+                continue
+            done_at, seq, key = heap[i]
+            live = key in running
+            if done_at > now:
+                if nxt is not None and done_at >= nxt:
+                    continue  # everything below is later still
+                if live:
+                    nxt = done_at
+                    continue
+            elif live:
+                due.append((seq, key))
+            stack.append(2 * i + 1)
+            stack.append(2 * i + 2)
+        due.sort()
+        return [key for _, key in due], nxt
+
+    def gang_running(self, gang: str) -> int:
+        """Members of a gang that are bound and not finished (upstream's AssignedPods: the scheduler's
+        cache drops pods once they terminate)."""
+        running = self.pods_by_phase[RUNNING]
+        return sum(1 for key in self.gang.members.get(gang, ()) if key in running)
+
+    def _touch_dra(self, event: object) -> None:
+        """Invariant bookkeeping for the DRA events (see `touched_pods`)."""
+        assert self.touched_pods is not None
+        if isinstance(event, ClaimAllocated | ClaimReleased | ClaimReserved):
+            self.touched_pods.add(event.pod)
+            if not isinstance(event, ClaimReserved):
+                self.touched_allocations = True
+        elif isinstance(event, ResourceClaimCreated):
+            self.touched_pods.add(event.pod)  # a new claim is created unallocated
+
+    def _touch(self, node: str, pod: str = "") -> None:
+        self.usage_changes.append(node)
+        if self.touched_nodes is not None:
+            self.touched_nodes.add(node)
+        if pod and self.touched_pods is not None:
+            self.touched_pods.add(pod)
