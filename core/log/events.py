@@ -6,11 +6,11 @@ the events it carries. A decision of a reactor is one record, appended atomicall
 recompute it from the same view and compare.
 
 Encoding is msgpack through msgspec Structs with a tagged union (about 5x faster to decode and
-validate than typed msgpack decoding, see DESIGN.md). Every field is always encoded (no
-omit-defaults: the bytes must not depend on how an equal value was built, since verify compares
-bytes, and `v` must be on the wire for upcasters). Add fields at the end with defaults, never
-reorder or rename; bump
-`SCHEMA_VERSION` and add an upcaster when a change is not backwards compatible.
+validate than typed msgpack decoding; the format: docs/log-format.md, "Encoding"). Every field is
+always encoded (no omit-defaults: the bytes must not depend on how an equal value was built, since
+verify compares bytes, and `v` must be on the wire for upcasters). Add fields at the end with
+defaults, never reorder or rename; bump `SCHEMA_VERSION` and add an upcaster when a change is not
+backwards compatible.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class RunStarted(Event, tag="RunStarted", frozen=True):
 
     scenario: str
     seed: int
-    config: dict[str, Any]  # reactor settings, see core.config.RunConfig
+    config: dict[str, Any]  # reactor settings, see core/run/config.py run_config
     mode: str = "sim"  # sim | local | cluster
     speed: float = 1.0  # live runs: cluster ms per wall ms
     epoch: float = 0.0  # live runs: the wall-clock time (Unix s) of cluster time 0; an input like any other
