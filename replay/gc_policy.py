@@ -1,0 +1,29 @@
+"""The garbage collector's policy of the offline tools (simulator, verify, log reading).
+
+The collector is a process-wide switch: its runner sets it, never the pure code of core/
+(tests/test_layering.py). A reactor's decision and a snapshot's decoding make many objects that live on
+(the record, the state) and no garbage cycles, so the collector's passes over the growing heap while they
+run are wasted work: on a 5,000-node bring-up in the simulator, the drivers' decisions take about 4x as
+long with it running (docs/architecture.md, "The simulator"). The runners pause it around both; any
+garbage a decision leaves is collected after it, at the next allocation past the threshold.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["collector_paused"]
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No collection inside the block; the collector back as it was after it (nested blocks are fine)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
