@@ -22,9 +22,9 @@ from typing import Any, BinaryIO
 from dralab.core.log.events import decode_record
 from dralab.core.state.cluster import ClusterState
 from dralab.core.state.codec import SnapshotError, decode_state
+from dralab.replay.gc_policy import collector_paused
 
 from . import logfile_blocks as fmt
-from .gc_policy import collector_paused
 from .logfile import LogFileError, open_file, read_head, read_log, record_time
 
 

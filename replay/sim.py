@@ -22,8 +22,8 @@ from dralab.core.run.config import build_reactors, run_config
 from dralab.core.run.inputs import scenario_inputs
 from dralab.core.scenario.load import Scenario
 from dralab.core.state.cluster import ClusterState
+from dralab.replay.gc_policy import collector_paused
 
-from .gc_policy import collector_paused
 from .sim_faults import RuntimeFaults, runtime_fault_inputs
 from .sim_faults import SimulationStuck as SimulationStuck  # the simulator's error, raised by both settle loops
 

@@ -42,8 +42,7 @@ from dralab.core.engine.contract import Reactor, decide, expectations
 from dralab.core.log.events import FaultInjected, Record, decode_record
 from dralab.core.run.config import build_reactors
 from dralab.core.state.cluster import ClusterState, FaultState
-
-from .gc_policy import collector_paused
+from dralab.replay.gc_policy import collector_paused
 
 NEVER = 2**62
 

@@ -22,8 +22,7 @@ from dralab.core.engine.contract import Reactor, decide, expectations
 from dralab.core.log.events import Record, RunStarted, decode_record, encode_record, record_to_builtins
 from dralab.core.run.config import build_reactors
 from dralab.core.state.cluster import ClusterState
-
-from .gc_policy import collector_paused
+from dralab.replay.gc_policy import collector_paused
 
 
 @dataclass
