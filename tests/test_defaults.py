@@ -75,3 +75,13 @@ def test_each_default_is_defined_once() -> None:
     found = [f"{p.relative_to(CORE)}: {m.group(1)}" for p in CORE.rglob("*.py") if p.name != "defaults.py"
              for m in pattern.finditer(p.read_text())]
     assert found == []
+
+
+def test_the_cli_spells_the_liveness_bound_that_core_defaults_to() -> None:
+    """`dralab check --liveness-bound` keeps its spelled default (`10m`, in --help): it must be core's."""
+    from dralab.cli import build_parser
+    from dralab.core.checks.liveness import DEFAULT_BOUND_MS
+    from dralab.core.kube.durations import parse_duration
+
+    args = build_parser().parse_args(["check", "some.dralog"])
+    assert parse_duration(args.liveness_bound) == DEFAULT_BOUND_MS
