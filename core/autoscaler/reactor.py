@@ -22,7 +22,7 @@ from typing import Any
 
 from ..dra.model import Slice
 from ..engine.contract import Decision, Trigger
-from ..kube.defaults import MAX_NODE_PROVISION_TIME_MS, MAX_NODE_STARTUP_TIME_MS, SCAN_INTERVAL_MS
+from ..kube.defaults import EXPANDER, MAX_NODE_PROVISION_TIME_MS, MAX_NODE_STARTUP_TIME_MS, SCAN_INTERVAL_MS
 from ..kube.provreq import consumed_request
 from ..log.events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
 from ..scheduler.dynamic_resources import DraPlugin
@@ -116,7 +116,7 @@ class Autoscaler:
     scan_interval_ms: int = SCAN_INTERVAL_MS
     max_node_provision_time_ms: int = MAX_NODE_PROVISION_TIME_MS
     max_node_startup_time_ms: int = MAX_NODE_STARTUP_TIME_MS
-    expander: str = "least-waste"
+    expander: str = EXPANDER
     priorities: dict[str, int] = field(default_factory=dict)
     scale_down: dict[str, Any] = field(default_factory=dict)  # ScaleDown's fields (scenario: autoscaler.scaleDown)
     capacity_revoked: bool = False  # revoke bookings whose capacity is gone (provreq_broker.Broker.revoke)

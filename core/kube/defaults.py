@@ -18,6 +18,8 @@ MINUTE_MS: Final = 60_000
 
 # --scan-interval (config.DefaultScanInterval = 10 s): how often the cluster is reevaluated.
 SCAN_INTERVAL_MS: Final = 10_000
+# --expander (expander.LeastWasteExpanderName): how scale-up picks a node group among those that help.
+EXPANDER: Final = "least-waste"
 # --max-node-provision-time (15 min): a VM not registered this long after the cloud accepted it is
 # given up on (removeOldUnregisteredNodes).
 MAX_NODE_PROVISION_TIME_MS: Final = 15 * MINUTE_MS

@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 import msgspec
 
 from ..kube.defaults import (
+    EXPANDER,
     MAX_NODE_PROVISION_TIME_MS,
     MAX_NODE_STARTUP_TIME_MS,
     NODE_DELETE_DELAY_AFTER_TAINT_MS,
@@ -60,7 +61,7 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     scan_interval_ms: int = SCAN_INTERVAL_MS
     max_node_provision_time_ms: int = MAX_NODE_PROVISION_TIME_MS
     max_node_startup_time_ms: int = MAX_NODE_STARTUP_TIME_MS
-    expander: Expander = "least-waste"
+    expander: Expander = EXPANDER
     scale_down: ScaleDownSettings = msgspec.field(default_factory=ScaleDownSettings)
     capacity_revoked: bool = False  # ProvisioningRequests: revoke a booking whose capacity is gone
     reserve_bookings: bool = False  # ProvisioningRequests: the scheduler honours a booking (a reservation)
