@@ -7,6 +7,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+import pytest
+
 from dralab.core.autoscaler.backoff import Timeouts
 from dralab.core.autoscaler.reactor import Autoscaler
 from dralab.core.autoscaler.scale_down import ScaleDown
@@ -21,31 +23,28 @@ def _field_defaults(cls: type) -> dict[str, object]:
     return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
 
 
-def test_autoscaler_defaults_have_one_home() -> None:
-    expected = {
-        "expander": d.EXPANDER,
-        "scan_interval_ms": d.SCAN_INTERVAL_MS,
-        "max_node_provision_time_ms": d.MAX_NODE_PROVISION_TIME_MS,
-        "max_node_startup_time_ms": d.MAX_NODE_STARTUP_TIME_MS,
-    }
-    settings = AutoscalerSettings()
-    reactor = _field_defaults(Autoscaler)
-    timeouts = _field_defaults(Timeouts)
-    for name, value in expected.items():
-        assert getattr(settings, name) == reactor[name] == value
-    assert timeouts == {k: v for k, v in expected.items() if k.startswith("max_node_")}
+# The scenario's settings, the reactor's dataclass whose fields share their names, and the defaults they take.
+ONE_HOME = [
+    (AutoscalerSettings(), Autoscaler, {"expander": d.EXPANDER, "scan_interval_ms": d.SCAN_INTERVAL_MS,
+                                        "max_node_provision_time_ms": d.MAX_NODE_PROVISION_TIME_MS,
+                                        "max_node_startup_time_ms": d.MAX_NODE_STARTUP_TIME_MS}),
+    (ScaleDownSettings(), ScaleDown, {"utilization_threshold": d.SCALE_DOWN_UTILIZATION_THRESHOLD,
+                                      "unneeded_time_ms": d.SCALE_DOWN_UNNEEDED_TIME_MS,
+                                      "delay_after_add_ms": d.SCALE_DOWN_DELAY_AFTER_ADD_MS,
+                                      "delete_delay_after_taint_ms": d.NODE_DELETE_DELAY_AFTER_TAINT_MS}),
+]
 
 
-def test_scale_down_defaults_have_one_home() -> None:
-    expected = {
-        "utilization_threshold": d.SCALE_DOWN_UTILIZATION_THRESHOLD,
-        "unneeded_time_ms": d.SCALE_DOWN_UNNEEDED_TIME_MS,
-        "delay_after_add_ms": d.SCALE_DOWN_DELAY_AFTER_ADD_MS,
-        "delete_delay_after_taint_ms": d.NODE_DELETE_DELAY_AFTER_TAINT_MS,
-    }
-    settings, reactor = ScaleDownSettings(), _field_defaults(ScaleDown)
-    for name, value in expected.items():
-        assert getattr(settings, name) == reactor[name] == value
+@pytest.mark.parametrize(("settings", "reactor", "expected"), ONE_HOME, ids=["autoscaler", "scale-down"])
+def test_autoscaler_defaults_have_one_home(settings: object, reactor: type, expected: dict[str, object]) -> None:
+    defaults = _field_defaults(reactor)
+    assert {name: (getattr(settings, name), defaults[name]) for name in expected} == {
+        name: (value, value) for name, value in expected.items()}
+
+
+def test_the_timeouts_have_the_autoscalers_defaults() -> None:
+    assert _field_defaults(Timeouts) == {"max_node_provision_time_ms": d.MAX_NODE_PROVISION_TIME_MS,
+                                         "max_node_startup_time_ms": d.MAX_NODE_STARTUP_TIME_MS}
 
 
 def test_scheduler_defaults_have_one_home() -> None:
