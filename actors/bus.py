@@ -1,10 +1,11 @@
 """The log ("bus") interface: an ordered, append-only log of opaque payloads.
 
-The log is the single source of truth of a dralab cluster (see DESIGN.md). The bus deliberately
-knows nothing about event schemas: it stores bytes, numbers them with dense offsets starting at 1
-(offset 0 means "nothing"), and keeps for every object key the offset of the last entry that wrote
-it (its *version*). An append checks expected versions and an idempotency id and bumps the versions
-of the keys it writes, all atomically -- the same optimistic concurrency etcd gives the API server.
+The log is the single source of truth of a dralab cluster (docs/architecture.md, "One log, the single
+source of truth"). The bus deliberately knows nothing about event schemas: it stores bytes, numbers
+them with dense offsets starting at 1 (offset 0 means "nothing"), and keeps for every object key the
+offset of the last entry that wrote it (its *version*). An append checks expected versions and an
+idempotency id and bumps the versions of the keys it writes, all atomically -- the same optimistic
+concurrency etcd gives the API server.
 That makes a stale view a recordable conflict instead of a silent lost update, and makes retries
 of an append (after a timeout, a crash, a redelivery) safe.
 

@@ -14,14 +14,21 @@ freed by reference counting when the view drops them; only a reference cycle amo
 becomes garbage after it was frozen is never collected (the view's objects are trees: none that we
 know of). It changes nothing the fold computes. Process-wide, so only the reactor actors (each a
 process of its own) turn it on; a ``ReactorLoop`` run in a test process does not, by default.
+
+``collector_paused`` keeps the collector out of a reactor's decision and a snapshot's decoding: both make
+many objects that live on and no garbage cycles (the drivers publishing thousands of slices at once,
+a snapshot of thousands of pods), so a collection meanwhile is wasted work. This policy is the runner's
+(here, and replay/logs/gc_policy.py offline), never core/'s: core/ is pure (tests/test_layering.py).
 """
 
 from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["TENURE_EVERY", "Tenure"]
+__all__ = ["TENURE_EVERY", "Tenure", "collector_paused"]
 
 TENURE_EVERY = 5000  # entries folded between two tenures in a reactor actor
 
@@ -47,3 +54,15 @@ class Tenure:
         gc.freeze()
         self.count += 1
         self.last_ms = round((time.monotonic() - started) * 1000, 1)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No collection inside the block; the collector back as it was after it (nested blocks are fine)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()

@@ -47,6 +47,7 @@ from dralab.core.state.cluster import ClusterState, FaultState
 from dralab.core.state.codec import decode_state, encode_state
 
 from .bus import Bus, BusUnavailable
+from .gc_tuning import collector_paused
 from .redis_bus import RedisBus
 from .wire import skip_record
 
@@ -164,7 +165,8 @@ class ActorFaults:
             return state
         lag = self.lagging.get(name)
         if lag is None:  # the fault begins: freeze a copy of the view as it is now
-            lag = self.lagging[name] = _Lagging(decode_state(encode_state(state)))
+            with collector_paused():  # objects that live on (gc_tuning.py)
+                lag = self.lagging[name] = _Lagging(decode_state(encode_state(state)))
         target = state.offset
         if effect.lag:
             target = min(target, max(0, state.offset - effect.lag))

@@ -51,7 +51,7 @@ from dralab.core.state.cluster import ClusterState
 from dralab.core.state.codec import SnapshotError, decode_state, encode_state
 
 from .bus import Bus, Conflict, Entry
-from .gc_tuning import Tenure
+from .gc_tuning import Tenure, collector_paused
 from .live_faults import ActorFaults
 from .wire import decode_or_skip, set_aside
 
@@ -254,7 +254,8 @@ class ReactorLoop:
             offset, data = got
             reason = None
             try:
-                state = decode_state(data, max_bytes=SNAPSHOT_MAX_BYTES)
+                with collector_paused():  # objects that live on (gc_tuning.py)
+                    state = decode_state(data, max_bytes=SNAPSHOT_MAX_BYTES)
             except SnapshotError as exc:
                 reason = f"does not decode: {exc}"
             else:
@@ -345,7 +346,8 @@ class ReactorLoop:
         reactor = h.reactor
         skew = e.skew if e is not None else 0
         now = self.now_ms() + skew
-        record, wake = decide(reactor, view, now, self.seed)
+        with collector_paused():  # a decision makes objects that live on (gc_tuning.py)
+            record, wake = decide(reactor, view, now, self.seed)
         lagging = view is not self.state
         h.seen, h.wake = view.offset, (None if wake is None else wake - skew)
         if lagging and h.wake is not None and h.wake <= now - skew:

@@ -23,6 +23,7 @@ from dralab.core.log.events import decode_record
 from dralab.core.scenario.load import parse_scenario
 from dralab.core.state.cluster import ClusterState
 from dralab.core.state.codec import decode_state, encode_state
+from dralab.replay.logs.gc_policy import collector_paused
 from dralab.replay.simulation.sim import Simulator
 
 T = TypeVar("T")
@@ -64,12 +65,16 @@ def main() -> None:
 
     state, fold_s = best(args.repeat, lambda: fold(entries))
     data, enc_s = best(args.repeat, lambda: encode_state(state))
-    restored, dec_s = best(args.repeat, lambda: decode_state(data))
+    def decoded(snapshot: bytes) -> ClusterState:
+        with collector_paused():  # as its callers decode (replay/logs/gc_policy.py, actors/gc_tuning.py)
+            return decode_state(snapshot)
+
+    restored, dec_s = best(args.repeat, lambda: decoded(data))
     assert encode_state(restored) == data, "the decoded state must encode to the same bytes"
 
     cut = len(entries) * 9 // 10
     snap = encode_state(fold(entries[:cut]))
-    resumed, resume_s = best(args.repeat, lambda: fold(entries[cut:], decode_state(snap)))
+    resumed, resume_s = best(args.repeat, lambda: fold(entries[cut:], decoded(snap)))
     assert encode_state(resumed) == data, "snapshot + tail must be the whole fold"
 
     print(f"{args.hours:g} h, {args.nodes} nodes (seed {args.seed}): simulated in {sim_s:.1f} s; "

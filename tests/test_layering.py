@@ -180,6 +180,45 @@ def test_random_checker_catches_module_level_calls() -> None:
                                           (6, "random.randint")]
 
 
+# Process-wide switches pure code must leave alone: the collector (the runners in actors/ and replay/ set
+# its policy: actors/gc_tuning.py, replay/logs/gc_policy.py) and the interpreter's limits and hooks.
+PROCESS_SWITCHES = {
+    "gc": frozenset({"disable", "enable", "freeze", "unfreeze", "set_threshold", "set_debug", "collect"}),
+    "sys": frozenset({"setrecursionlimit", "setswitchinterval", "settrace", "setprofile", "set_int_max_str_digits"}),
+}
+
+
+def _process_switches(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every call of (or import of) a function that flips a process-wide switch, by line."""
+    out: list[tuple[int, str]] = []
+    aliases: dict[str, str] = {}  # local name -> module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases |= {a.asname or a.name: a.name for a in node.names if a.name in PROCESS_SWITCHES}
+        elif isinstance(node, ast.ImportFrom) and node.module in PROCESS_SWITCHES and not node.level:
+            out.extend((node.lineno, f"from {node.module} import {a.name}") for a in node.names
+                       if a.name in PROCESS_SWITCHES[node.module] or a.name == "*")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            module = aliases[node.value.id]
+            if node.attr in PROCESS_SWITCHES[module]:
+                out.append((node.lineno, f"{module}.{node.attr}"))
+    return out
+
+
+@pytest.mark.parametrize("path", files("core"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_core_flips_no_process_wide_switch(path: Path) -> None:
+    rel = str(path.relative_to(ROOT))
+    assert [f"{rel}:{line}: {what}" for line, what in _process_switches(ast.parse(path.read_text()))] == []
+
+
+def test_switch_checker_catches_every_form() -> None:
+    tree = ast.parse("import gc\nimport sys as s\nfrom gc import freeze\ngc.disable()\nx = gc.isenabled()\n"
+                     "s.setrecursionlimit(5000)\ns.getrecursionlimit()\nimport os\nos.sys.setrecursionlimit\n")
+    assert sorted(_process_switches(tree)) == [(3, "from gc import freeze"), (4, "gc.disable"),
+                                               (6, "sys.setrecursionlimit")]
+
+
 def test_importing_core_loads_nothing_outside_it() -> None:
     """At run time: importing every core module pulls in neither the other folders nor their engines."""
     modules = sorted(module_name(p) for p in files("core"))

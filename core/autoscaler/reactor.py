@@ -26,6 +26,7 @@ from typing import Any
 
 from ..dra.model import Slice
 from ..engine.contract import Decision, Trigger
+from ..kube.defaults import EXPANDER, MAX_NODE_PROVISION_TIME_MS, MAX_NODE_STARTUP_TIME_MS, SCAN_INTERVAL_MS
 from ..kube.provreq import consumed_request
 from ..log.events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
 from ..scheduler.dynamic_resources import DraPlugin
@@ -49,10 +50,10 @@ def occupied(nominated: dict[str, Reservation]) -> set[str]:
 @dataclass
 class Autoscaler:
     policy: str = "count"
-    scan_interval_ms: int = 10_000
-    max_node_provision_time_ms: int = 900_000
-    max_node_startup_time_ms: int = 900_000
-    expander: str = "least-waste"
+    scan_interval_ms: int = SCAN_INTERVAL_MS
+    max_node_provision_time_ms: int = MAX_NODE_PROVISION_TIME_MS
+    max_node_startup_time_ms: int = MAX_NODE_STARTUP_TIME_MS
+    expander: str = EXPANDER
     priorities: dict[str, int] = field(default_factory=dict)
     scale_down: dict[str, Any] = field(default_factory=dict)  # ScaleDown's fields (scenario: autoscaler.scaleDown)
     capacity_revoked: bool = False  # revoke bookings whose capacity is gone (provreq_broker.Broker.revoke)

@@ -107,7 +107,7 @@ def check_records(records: Iterable[tuple[int, Record]], *, only: Sequence[str] 
             if not state.apply(offset, record):
                 continue
             if liveness is not None and offset == 1:
-                liveness.scheduler = _scheduler(record)
+                liveness.scheduler = _scheduler(offset, record)
             if monitor is not None:
                 monitor.observe(state)
                 if len(monitor) > seen:
@@ -122,6 +122,8 @@ def check_records(records: Iterable[tuple[int, Record]], *, only: Sequence[str] 
         if liveness is not None and state.offset:
             _liveness(result, liveness, state, final=True)
             result.liveness_samples = liveness.samples
+    except LogCheckError:
+        raise
     except (ArithmeticError, AttributeError, KeyError, LookupError, TypeError, ValueError) as exc:
         # The fold is total, but the checks run the scheduler's code on whatever the log holds: a log
         # that makes it fail is reported with the offset, not as a crash.
@@ -152,17 +154,24 @@ def _gap_findings(liveness: Liveness, state: ClusterState, next_t: int) -> list[
             for pod, offset, t in liveness.observe_gap(state, next_t)]
 
 
-def _scheduler(record: Record) -> Scheduler:
-    """The scheduler the run's RunStarted configured (its feature gates decide what fits), else the default."""
+def _scheduler(offset: int, record: Record) -> Scheduler:
+    """The scheduler the run's RunStarted configured (its feature gates decide what fits); the default one
+    when the log configured none (no RunStarted, or no scheduler settings in it). Settings that do not make
+    a Scheduler are a LogCheckError naming the offset, not a silent default: liveness judged with another
+    scheduler's idea of what fits would report (or miss) pods that the run's scheduler saw otherwise."""
     first = record.events[0] if record.events else None
-    if isinstance(first, RunStarted):
-        settings = first.config.get("scheduler") if isinstance(first.config, dict) else None
-        if isinstance(settings, dict):
-            try:
-                return Scheduler(**settings)
-            except (TypeError, ValueError):
-                pass
-    return Scheduler()
+    if not isinstance(first, RunStarted) or not isinstance(first.config, dict):
+        return Scheduler()
+    settings = first.config.get("scheduler")
+    if settings is None:
+        return Scheduler()
+    if not isinstance(settings, dict):
+        raise LogCheckError(offset, f"RunStarted's scheduler settings are not a map: {str(settings)[:80]!r}")
+    try:
+        return Scheduler(**settings)
+    except (TypeError, ValueError) as exc:
+        raise LogCheckError(offset, f"RunStarted's scheduler settings are invalid ({exc}); liveness needs the "
+                                    "run's scheduler") from None
 
 
 class RunChecks:
@@ -195,7 +204,7 @@ class RunChecks:
         self._found += [Violation(f.invariant, f.offset, f.message) for f in self.records.after(offset, record, state)]
         if self.liveness is not None:
             if offset == 1:
-                self.liveness.scheduler = _scheduler(record)
+                self.liveness.scheduler = _scheduler(offset, record)
             self._live(state, final=False)
 
     def finish(self, state: ClusterState) -> None:

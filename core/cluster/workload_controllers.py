@@ -24,12 +24,12 @@ import copy
 import random
 from typing import Any
 
+from ..kube.defaults import JOB_BACKOFF_LIMIT
 from ..log.events import AnyEvent, PodCreated
 from ..state.cluster import FAILED, ClusterState, PodState
 from ..state.objects import REPLACES_ANNOTATION, controller_ref
 
 REPLICATED_KINDS = ("ReplicationController", "Job", "ReplicaSet", "StatefulSet")
-JOB_BACKOFF_LIMIT = 6  # batch/v1 Job spec.backoffLimit default
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand, as generateName uses
 
 

@@ -31,7 +31,6 @@ are a few processes, not thousands. One shard (the default) is the reactor `driv
 from __future__ import annotations
 
 import copy
-import gc
 import random
 import zlib
 from collections.abc import Set as AbstractSet
@@ -118,17 +117,9 @@ class Drivers:
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         if not any(g.resource_slices for g in view.node_groups.values()):
             return Decision(())  # no group has devices: nothing to publish (and no scan of every node)
-        # Publishing for thousands of nodes at once makes ~100 objects per slice, none garbage: the
-        # collector's passes over the whole view would take most of the time (as snapshot decoding).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return self._react(view, now)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def _react(self, view: ClusterState, now: int) -> Decision:
+        # Publishing for thousands of nodes at once makes ~100 objects per slice, none garbage; whether
+        # the collector runs meanwhile is the process's policy, its runner's to set (pure code leaves
+        # process-wide switches alone: tests/test_layering.py).
         events: list[AnyEvent] = []
         wake: list[int] = []
         copiers: dict[str, list[Any]] = {}  # group -> a copier per slice template, made when first needed

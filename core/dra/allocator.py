@@ -27,7 +27,6 @@ count as consumed while a share is committed (fixed for 1.37); counter availabil
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 
 from .allocated import AllocatedState
@@ -50,20 +49,6 @@ __all__ = [
 
 DEFAULT_MAX_CALLS = 1_000_000  # the emulated Filter timeout (upstream: 10 s of wall time)
 EXPLAIN_MAX_CALLS = 20_000  # per search run while explaining a failure
-
-
-def _deep(search: Search) -> bool:
-    """Run the search with room for its recursion: one frame per device slot plus a few per request
-    and claim (a pod with many claims of 32 devices each goes past Python's default limit)."""
-    depth = sum(max(rd.num for rd in ch) + 3 for cd in search.claims for ch in cd.choices) + 2 * len(search.claims)
-    limit = sys.getrecursionlimit()
-    if depth + 200 <= limit:
-        return search.run()
-    sys.setrecursionlimit(depth + 500)
-    try:
-        return search.run()
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 class Allocator:
@@ -107,7 +92,7 @@ class Allocator:
         try:
             cds = prep.prepare(pending)
             search = Search(ctx, cds, prep, self.features, SearchOptions(max_calls=self.max_calls))
-            found = _deep(search)
+            found = search.run()
             if found:
                 allocations = {
                     cd.claim.key: allocation(cd.claim, search.picks[cd.index],
@@ -172,7 +157,7 @@ class Allocator:
             search: Search | None = None
             try:
                 search = Search(ctx, prep.prepare(subset), prep, self.features, options)
-                return _deep(search)
+                return search.run()
             except (AllocationError, SearchBudgetExceeded):
                 return False
             finally:

@@ -30,6 +30,12 @@ fails to evaluate on a device it reaches. Pruning could skip such a point, so wh
 request under a constraint, or a selector failed on some device, the search runs without pruning (the
 memo stays), which visits error points in upstream's order.
 
+The search is depth-first over one device slot after the other, so its depth grows with the devices a
+pod's claims ask for (up to 32 per claim, and a pod may have many claims): too deep for Python's call
+stack. Its three steps (`_claim`, `_request`, `_fill`) are generators that yield the step they would
+call and receive its result; `_drive` runs them on a list as the stack, so no limit of the interpreter
+is met and none is changed (pure code leaves process-wide switches alone: tests/test_layering.py).
+
 Known 1.35 bugs behave as fixed upstream: counters (and constraint and in-use marks) reserved for a
 candidate that is then rejected are released; counters of a multi-allocatable device are released when
 its last share in this call is rolled back; `distinctAttribute` holds within one request too.
@@ -37,10 +43,10 @@ its last share in this call is rolled back; `distinctAttribute` holds within one
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeAlias
 
 from .bounds import ConstraintState, counter_bound_ok, matching_ok
 from .consumable import consumed_capacity, request_fits
@@ -48,6 +54,9 @@ from .prepare import MAX_RESULTS, AllocationError, Cand, ClaimData, Features, No
 
 FAIL, OK, EXCEEDED = 0, 1, 2
 MEMO_LIMIT = 200_000
+
+# One step of the search: yields the steps it calls (each sends back its result), returns its own.
+Step: TypeAlias = Generator["Step", int, int]
 
 
 class SearchBudgetExceeded(Exception):
@@ -119,7 +128,7 @@ class Search:
         if self.pruning and not self._matching_ok(0, 0):
             self.stats.pruned += 1
             return False
-        return self._claim(0) == OK
+        return _drive(self._claim(0)) == OK
 
     def _applies(self, ci: int, rd: ReqData, k: int) -> bool:
         key = (rd, k)
@@ -134,17 +143,17 @@ class Search:
         if limit is not None and self.stats.allocate_one_calls > limit:
             raise SearchBudgetExceeded(limit)
 
-    def _claim(self, ci: int) -> int:
+    def _claim(self, ci: int) -> Step:
         if ci == len(self.claims):
             return OK
-        result = self._request(ci, 0)
+        result = yield self._request(ci, 0)
         return FAIL if result == EXCEEDED else result
 
-    def _request(self, ci: int, ri: int) -> int:
+    def _request(self, ci: int, ri: int) -> Step:
         cd = self.claims[ci]
         if ri == len(cd.choices):
             self._tick()
-            return self._claim(ci + 1)
+            return (yield self._claim(ci + 1))
         key = self._memo_key(ci, ri)
         hit = self.memo.get(key)
         if hit is not None:
@@ -157,7 +166,7 @@ class Search:
             all_exceeded = True
             result = FAIL
             for rd in cd.choices[ri]:
-                r = self._fill(ci, ri, rd, 0, 0)
+                r = yield self._fill(ci, ri, rd, 0, 0)
                 if r == EXCEEDED:
                     continue
                 all_exceeded = False
@@ -166,7 +175,7 @@ class Search:
                     return OK
             result = EXCEEDED if all_exceeded else FAIL
         else:
-            result = self._fill(ci, ri, cd.choices[ri][0], 0, 0)
+            result = yield self._fill(ci, ri, cd.choices[ri][0], 0, 0)
             if result == OK:
                 self.selected[(ci, ri)] = cd.choices[ri][0]
                 return OK
@@ -174,18 +183,18 @@ class Search:
             self.memo[key] = result
         return result
 
-    def _fill(self, ci: int, ri: int, rd: ReqData, slot: int, start: int) -> int:
+    def _fill(self, ci: int, ri: int, rd: ReqData, slot: int, start: int) -> Step:
         self._tick()
         if rd.all_mode and rd.num == 0:
             return FAIL  # "All" means at least one
         if slot >= rd.num:
-            return self._request(ci, ri + 1)
+            return (yield self._request(ci, ri + 1))
         if len(self.picks[ci]) + rd.num - slot > MAX_RESULTS:
             return EXCEEDED
         if rd.all_mode:
             if not self._try_add(ci, rd, rd.cands[slot], True):
                 return FAIL
-            result = self._fill(ci, ri, rd, slot + 1, 0)
+            result = yield self._fill(ci, ri, rd, slot + 1, 0)
             if result != OK:
                 self._undo(ci)
             return result
@@ -209,7 +218,7 @@ class Search:
             self.stats.candidates_tried += 1
             if not self._try_add(ci, rd, cand, False):
                 continue
-            result = self._fill(ci, ri, rd, slot + 1, pos if cand.multi else pos + 1)
+            result = yield self._fill(ci, ri, rd, slot + 1, pos if cand.multi else pos + 1)
             if result == OK:
                 return OK
             self._undo(ci)
@@ -453,3 +462,35 @@ class Search:
         if not self._counter_bound_ok([c for _, c in kept], need):
             return False
         return [p for p, _ in kept]
+
+
+def _drive(root: Step) -> int:
+    """Run a step and every step it calls, with a list for the call stack: the result of `root`, or the
+    exception a step raised and none caught, raised here (as plain recursion would)."""
+    stack = [root]
+    result: int | None = None  # None: the step on top has not started
+    error: BaseException | None = None
+    while True:
+        step = stack[-1]
+        try:
+            if error is not None:
+                call = step.throw(error)
+            elif result is None:
+                call = next(step)
+            else:
+                call = step.send(result)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return int(done.value)
+            result, error = done.value, None
+            continue
+        except BaseException as exc:  # passed on to the calling step, as a raise would be
+            stack.pop()
+            if not stack:
+                raise
+            error = exc
+            continue
+        error = None
+        stack.append(call)
+        result = None

@@ -22,6 +22,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .defaults import KUEUE_RETRY_BACKOFF_BASE_S as BACKOFF_BASE_S
+from .defaults import KUEUE_RETRY_BACKOFF_LIMIT_COUNT as BACKOFF_LIMIT_COUNT
+from .defaults import KUEUE_RETRY_BACKOFF_MAX_S as BACKOFF_MAX_S
 from .fields import (
     FieldError,
     check_fields,
@@ -50,10 +53,7 @@ CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 POD_TEMPLATES_PREFIX = "ppt"  # podTemplatesPrefix
 MAX_NAME = 253
-# ProvisioningRequestConfig.spec.retryStrategy defaults (kueue apis, provisioningrequestconfig_types.go)
-BACKOFF_LIMIT_COUNT = 3
-BACKOFF_BASE_S = 60
-BACKOFF_MAX_S = 1800
+# ProvisioningRequestConfig.spec.retryStrategy defaults: BACKOFF_* (core/kube/defaults.py, imported above)
 
 
 def check_kueue_object(obj: dict[str, Any], path: str) -> dict[str, Any]:

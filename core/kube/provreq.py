@@ -15,6 +15,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .defaults import (
+    PROVISIONING_REQUEST_EXPIRATION_MS,
+    PROVISIONING_REQUEST_INITIAL_BACKOFF_MS,
+    PROVISIONING_REQUEST_MAX_BACKOFF_MS,
+    PROVISIONING_REQUEST_RESERVATION_MS,
+    PROVISIONING_REQUEST_TERMINAL_TTL_MS,
+)
 from .fields import (
     FieldError,
     check_fields,
@@ -38,16 +45,16 @@ CONSUME_ANNOTATIONS = ("autoscaling.x-k8s.io/consume-provisioning-request",
                        "cluster-autoscaler.kubernetes.io/consume-provisioning-request")
 MAX_POD_SETS = 32
 MAX_PARAMETERS = 100
-# Defaults of cluster-autoscaler's ProvisioningRequest processing.
-BOOKING_MS = 10 * 60_000  # capacity is held in the autoscaler's simulation this long after Provisioned
-RETRY_INITIAL_MS = 60_000  # --provisioning-request-initial-backoff-time
-RETRY_MAX_MS = 10 * 60_000  # --provisioning-request-max-backoff-time
+# Defaults of cluster-autoscaler's ProvisioningRequest processing (their home: core/kube/defaults.py).
+BOOKING_MS = PROVISIONING_REQUEST_RESERVATION_MS  # capacity held in the simulation this long after Provisioned
+RETRY_INITIAL_MS = PROVISIONING_REQUEST_INITIAL_BACKOFF_MS  # --provisioning-request-initial-backoff-time
+RETRY_MAX_MS = PROVISIONING_REQUEST_MAX_BACKOFF_MS  # --provisioning-request-max-backoff-time
 # Lifetime (cluster-autoscaler processors/provreq/processor.go, provReqProcessor.refresh and
 # DeleteOldProvReqs; constants, no flags): a request not Provisioned=True within `defaultExpirationTime`
 # of its creation gets Failed=True (reason `Expired`); a request whose Provisioned or Failed condition
 # was last written more than `defaultTerminalProvReqTTL` ago is deleted.
-EXPIRATION_MS = 7 * 24 * 3_600_000  # defaultExpirationTime, 7 days
-TERMINAL_TTL_MS = 7 * 24 * 3_600_000  # defaultTerminalProvReqTTL, 7 days
+EXPIRATION_MS = PROVISIONING_REQUEST_EXPIRATION_MS  # defaultExpirationTime, 7 days
+TERMINAL_TTL_MS = PROVISIONING_REQUEST_TERMINAL_TTL_MS  # defaultTerminalProvReqTTL, 7 days
 MAX_UPDATED = 20  # defaultMaxUpdated: BookingExpired (reservation time) and Failed (Expired) per loop
 EXPIRED_REASON = "Expired"  # conditions.ExpiredReason
 EXPIRED_MSG = "ProvisioningRequest is expired"  # conditions.ExpiredMsg

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .defaults import GANG_SCHEDULING_TIMEOUT_MS
 from .fields import (
     FieldError,
     check_fields,
@@ -42,9 +43,9 @@ WORKLOAD_API_VERSION = "scheduling.k8s.io/v1alpha1"
 WORKLOAD_KIND = "Workload"
 MAX_POD_GROUPS = 8  # scheduling/v1alpha1 WorkloadMaxPodGroups
 INT32_MAX = 2**31 - 1
-# kube-scheduler 1.35's GangScheduling plugin: the group's Permit deadline is fixed at five minutes
-# (pkg/scheduler/backend/workloadmanager, DefaultSchedulingTimeoutDuration). dralab makes it a setting.
-DEFAULT_GANG_TIMEOUT_MS = 5 * 60 * 1000
+# kube-scheduler 1.35's GangScheduling plugin: the group's Permit deadline (home: core/kube/defaults.py),
+# fixed upstream, a setting in dralab.
+DEFAULT_GANG_TIMEOUT_MS = GANG_SCHEDULING_TIMEOUT_MS
 # The kube-scheduler feature gates dralab models, with their 1.35 defaults. The only one so far decides
 # whether a gang member waiting at Permit is visible to others: KEP-5278 sets status.nominatedNodeName
 # on a pod whose binding cycle waits (beta, on by default, in 1.35).

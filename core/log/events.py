@@ -6,7 +6,7 @@ the events it carries. A decision of a reactor is one record, appended atomicall
 recompute it from the same view and compare.
 
 Encoding is msgpack through msgspec Structs with a tagged union (about 5x faster to decode and
-validate than typed msgpack decoding, see DESIGN.md). Every field is always encoded (no
+validate than typed msgpack decoding; the format: docs/log-format.md, "Encoding"). Every field is always encoded (no
 omit-defaults: the bytes must not depend on how an equal value was built, since verify compares
 bytes, and `v` must be on the wire for upcasters). Add fields at the end with defaults, never
 reorder or rename; bump

@@ -17,7 +17,7 @@ class RunStarted(Event, tag="RunStarted", frozen=True):
 
     scenario: str
     seed: int
-    config: dict[str, Any]  # reactor settings, see core.config.RunConfig
+    config: dict[str, Any]  # reactor settings, see core/run/config.py run_config
     mode: str = "sim"  # sim | local | cluster
     speed: float = 1.0  # live runs: cluster ms per wall ms
     epoch: float = 0.0  # live runs: the wall-clock time (Unix s) of cluster time 0; an input like any other

@@ -9,6 +9,16 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
+from ..kube.defaults import (
+    EXPANDER,
+    MAX_NODE_PROVISION_TIME_MS,
+    MAX_NODE_STARTUP_TIME_MS,
+    NODE_DELETE_DELAY_AFTER_TAINT_MS,
+    SCALE_DOWN_DELAY_AFTER_ADD_MS,
+    SCALE_DOWN_UNNEEDED_TIME_MS,
+    SCALE_DOWN_UTILIZATION_THRESHOLD,
+    SCAN_INTERVAL_MS,
+)
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
 from ..log.events import DriverSpec, StockWindow
 from .faults import Fault
@@ -35,21 +45,23 @@ class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ScaleDownSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """cluster-autoscaler's scale-down flags and their defaults."""
+    """cluster-autoscaler's scale-down flags; their defaults in core/kube/defaults.py."""
 
     enabled: bool = True
-    utilization_threshold: float = 0.5  # --scale-down-utilization-threshold (GPU nodes: GPU utilization)
-    unneeded_time_ms: int = 600_000  # --scale-down-unneeded-time
-    delay_after_add_ms: int = 600_000  # --scale-down-delay-after-add
-    delete_delay_after_taint_ms: int = 5_000  # --node-delete-delay-after-taint
+    utilization_threshold: float = SCALE_DOWN_UTILIZATION_THRESHOLD  # GPU nodes: GPU utilization
+    unneeded_time_ms: int = SCALE_DOWN_UNNEEDED_TIME_MS
+    delay_after_add_ms: int = SCALE_DOWN_DELAY_AFTER_ADD_MS
+    delete_delay_after_taint_ms: int = NODE_DELETE_DELAY_AFTER_TAINT_MS
     recheck_before_delete: bool = True  # False: delete on the judgment made before tainting (the race)
 
 
 class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
-    scan_interval_ms: int = 10_000
-    max_node_provision_time_ms: int = 900_000
-    max_node_startup_time_ms: int = 900_000
-    expander: Expander = "least-waste"
+    """cluster-autoscaler's flags a scenario sets; their defaults in core/kube/defaults.py."""
+
+    scan_interval_ms: int = SCAN_INTERVAL_MS
+    max_node_provision_time_ms: int = MAX_NODE_PROVISION_TIME_MS
+    max_node_startup_time_ms: int = MAX_NODE_STARTUP_TIME_MS
+    expander: Expander = EXPANDER
     scale_down: ScaleDownSettings = msgspec.field(default_factory=ScaleDownSettings)
     capacity_revoked: bool = False  # ProvisioningRequests: revoke a booking whose capacity is gone
     reserve_bookings: bool = False  # ProvisioningRequests: the scheduler honours a booking (a reservation)

@@ -14,13 +14,15 @@ PreEnqueue rejections (`NotReadyForScheduling`) are not attempts: they have no b
 
 from __future__ import annotations
 
+from ..kube.defaults import POD_INITIAL_BACKOFF_MS, POD_MAX_BACKOFF_MS, POD_MAX_IN_UNSCHEDULABLE_PODS_MS
 from ..state.cluster import ClusterState, PodState
 
 NOT_READY = "NotReadyForScheduling"  # v1.PodReasonNotReadyForScheduling (KEP-5501)
 PARKED = ("Unschedulable", NOT_READY)  # conditions of pods in the unschedulable pool
-INITIAL_BACKOFF_MS = 1_000
-MAX_BACKOFF_MS = 10_000
-MAX_IN_UNSCHEDULABLE_MS = 5 * 60_000
+# podInitialBackoffSeconds, podMaxBackoffSeconds, DefaultPodMaxInUnschedulablePodsDuration (core/kube/defaults.py)
+INITIAL_BACKOFF_MS = POD_INITIAL_BACKOFF_MS
+MAX_BACKOFF_MS = POD_MAX_BACKOFF_MS
+MAX_IN_UNSCHEDULABLE_MS = POD_MAX_IN_UNSCHEDULABLE_PODS_MS
 
 
 def backoff_ms(attempts: int) -> int:

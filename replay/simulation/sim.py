@@ -22,6 +22,7 @@ from dralab.core.run.config import build_reactors, run_config
 from dralab.core.run.inputs import scenario_inputs
 from dralab.core.scenario.load import Scenario
 from dralab.core.state.cluster import ClusterState
+from dralab.replay.logs.gc_policy import collector_paused
 
 from .sim_faults import RuntimeFaults, runtime_fault_inputs
 from .sim_faults import SimulationStuck as SimulationStuck  # the simulator's error, raised by both settle loops
@@ -99,12 +100,13 @@ class Simulator:
             if not due:
                 return
             proposals = []
-            for reactor in due:  # all on the same view, as concurrent actors would
-                record, wake = decide(reactor, self.state, now, self.seed)
-                self.seen[reactor.name] = self.state.offset
-                self.wake[reactor.name] = NEVER if wake is None else wake
-                if record is not None:
-                    proposals.append((reactor, record, expectations(record, self.state)))
+            with collector_paused():  # decisions make objects that live on (replay/logs/gc_policy.py)
+                for reactor in due:  # all on the same view, as concurrent actors would
+                    record, wake = decide(reactor, self.state, now, self.seed)
+                    self.seen[reactor.name] = self.state.offset
+                    self.wake[reactor.name] = NEVER if wake is None else wake
+                    if record is not None:
+                        proposals.append((reactor, record, expectations(record, self.state)))
             self.order_rng.shuffle(proposals)
             for reactor, record, expect in proposals:
                 if all(self.state.version(k) == v for k, v in expect.items()):

@@ -42,6 +42,7 @@ from dralab.core.engine.contract import Reactor, decide, expectations
 from dralab.core.log.events import FaultInjected, Record, decode_record
 from dralab.core.run.config import build_reactors
 from dralab.core.state.cluster import ClusterState, FaultState
+from dralab.replay.logs.gc_policy import collector_paused
 
 NEVER = 2**62
 
@@ -216,7 +217,8 @@ class RuntimeFaults:
                 lagging = view is not sim.state
                 runner = self.shadows[reactor.name] if lagging else reactor
                 for _copy in range(2 if e.duplicate else 1):  # a duplicated delivery: the same view twice
-                    record, wake = decide(runner, view, now + e.skew, sim.seed)
+                    with collector_paused():  # replay/logs/gc_policy.py
+                        record, wake = decide(runner, view, now + e.skew, sim.seed)
                     if record is not None:
                         proposals.append((reactor, record, expectations(record, view), lagging))
                 sim.seen[reactor.name] = view.offset

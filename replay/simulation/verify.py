@@ -22,6 +22,7 @@ from dralab.core.engine.contract import Reactor, decide, expectations
 from dralab.core.log.events import Record, RunStarted, decode_record, encode_record, record_to_builtins
 from dralab.core.run.config import build_reactors
 from dralab.core.state.cluster import ClusterState
+from dralab.replay.logs.gc_policy import collector_paused
 
 
 @dataclass
@@ -138,11 +139,10 @@ def verify(log: Entries, timings: dict[str, float] | None = None) -> VerifyResul
                 return Divergence(offset, record.source, record.view, record.t, f"no reactor named {record.source!r}")
             if record.view >= offset:
                 return Divergence(offset, record.source, record.view, record.t, "view is not before the decision")
-            if timings is None:
+            started = time.perf_counter()
+            with collector_paused():  # as the run decided it (replay/logs/gc_policy.py)
                 recomputed, _ = decide(reactor, state, record.t, run.seed)
-            else:
-                started = time.perf_counter()
-                recomputed, _ = decide(reactor, state, record.t, run.seed)
+            if timings is not None:
                 timings[record.source] = timings.get(record.source, 0.0) + time.perf_counter() - started
             if recomputed is None or encode_record(recomputed) != payload:
                 why = "recomputed nothing" if recomputed is None else "recomputed a different decision"

@@ -31,6 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...cluster.nodes import delete_node, set_taints
+from ...kube.defaults import (
+    MAX_DRAIN_PARALLELISM,
+    MAX_SCALE_DOWN_PARALLELISM,
+    NODE_DELETE_DELAY_AFTER_TAINT_MS,
+    SCALE_DOWN_DELAY_AFTER_ADD_MS,
+    SCALE_DOWN_NON_EMPTY_CANDIDATES_COUNT,
+    SCALE_DOWN_UNNEEDED_TIME_MS,
+    SCALE_DOWN_UTILIZATION_THRESHOLD,
+)
 from ...log.events import AnyEvent
 from ...state.cluster import ClusterState, NodeState, PodState
 from ..simulation.capacity import SimNode, Simulation
@@ -39,18 +48,15 @@ from .drain import RemovalSimulator, pods_to_move
 Snapshot = Callable[[], tuple[Simulation, list[SimNode]]]
 
 TAINT_KEY = "ToBeDeletedByClusterAutoscaler"
-MAX_PARALLELISM = 10  # --max-scale-down-parallelism (empty nodes deleted per loop)
-MAX_DRAIN_PARALLELISM = 1  # --max-drain-parallelism (nodes with pods drained at once)
-NON_EMPTY_CANDIDATES = 30  # --scale-down-non-empty-candidates-count (drain simulations per loop)
 
 
 @dataclass(frozen=True)
 class ScaleDown:
     enabled: bool = True
-    utilization_threshold: float = 0.5
-    unneeded_time_ms: int = 600_000
-    delay_after_add_ms: int = 600_000
-    delete_delay_after_taint_ms: int = 5_000
+    utilization_threshold: float = SCALE_DOWN_UTILIZATION_THRESHOLD
+    unneeded_time_ms: int = SCALE_DOWN_UNNEEDED_TIME_MS
+    delay_after_add_ms: int = SCALE_DOWN_DELAY_AFTER_ADD_MS
+    delete_delay_after_taint_ms: int = NODE_DELETE_DELAY_AFTER_TAINT_MS
     recheck_before_delete: bool = True
     # A cache, never an answer: node -> the pod that blocked its drain (drainability depends on the pod
     # alone, so while that pod is on the node the node stays blocked).
@@ -109,7 +115,7 @@ class ScaleDown:
         for node in view.nodes.values():
             # the cheap checks first, the one that excludes most nodes (in use lately) at the head: every
             # one of them only excludes, so their order changes nothing
-            if node.busy_t > since or node.ready_t > since or tainted >= MAX_PARALLELISM:
+            if node.busy_t > since or node.ready_t > since or tainted >= MAX_SCALE_DOWN_PARALLELISM:
                 continue
             group = view.node_groups.get(node.group)
             if group is None or sizes.get(node.group, 0) <= group.min:
@@ -117,7 +123,8 @@ class ScaleDown:
             if node.name in leaving or not ready(node) or node.name in occupied:
                 continue
             if node.pods:  # the drain's cheap exclusions before the utilization
-                if snapshot is None or draining >= MAX_DRAIN_PARALLELISM or simulated >= NON_EMPTY_CANDIDATES:
+                if (snapshot is None or draining >= MAX_DRAIN_PARALLELISM
+                        or simulated >= SCALE_DOWN_NON_EMPTY_CANDIDATES_COUNT):
                     continue
                 if self._blocker.get(node.name) in node.pods:
                     continue  # the pod that blocked its drain is still there: still blocked

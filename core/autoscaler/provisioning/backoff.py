@@ -9,9 +9,10 @@ not published) is given up on too (`ScaleUpTimedOut`) but left alone: it may sti
 paid for and maybe idle.
 
 Each failure backs its group off: 5 min after the first, doubling if the previous backoff had already
-ended, at most 30 min, back to 5 min after 3 h without failure; failures during an active backoff do
-not extend it. A group in backoff is skipped by scale-up (the expander picks another group: the
-"fall back to another GPU type or zone" behaviour) and its upcoming nodes are not counted.
+ended, at most 30 min, back to 5 min after 3 h without failure (the flags' defaults: core/kube/defaults.py);
+failures during an active backoff do not extend it. A group in backoff is skipped by scale-up (the
+expander picks another group: the "fall back to another GPU type or zone" behaviour) and its upcoming
+nodes are not counted.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ...kube.defaults import (
+    INITIAL_NODE_GROUP_BACKOFF_MS,
+    MAX_NODE_GROUP_BACKOFF_MS,
+    MAX_NODE_PROVISION_TIME_MS,
+    MAX_NODE_STARTUP_TIME_MS,
+    NODE_GROUP_BACKOFF_RESET_TIMEOUT_MS,
+)
 from ...log.events import AnyEvent, NodeDeleted, ScaleUpTimedOut
 from ...state.cluster import ClusterState, NodeState
 from ...state.groups import NodeGroupState
-
-INITIAL_BACKOFF_MS = 5 * 60_000
-MAX_BACKOFF_MS = 30 * 60_000
-BACKOFF_RESET_MS = 3 * 60 * 60_000
 
 
 def backoff_until(group: NodeGroupState) -> int:
@@ -34,10 +38,10 @@ def backoff_until(group: NodeGroupState) -> int:
     for t, _, _ in sorted(group.failures):
         if t < until:
             continue  # a failure during an active backoff does not compound
-        if last is not None and t - last < BACKOFF_RESET_MS and duration:
-            duration = min(duration * 2, MAX_BACKOFF_MS)
+        if last is not None and t - last < NODE_GROUP_BACKOFF_RESET_TIMEOUT_MS and duration:
+            duration = min(duration * 2, MAX_NODE_GROUP_BACKOFF_MS)
         else:
-            duration = INITIAL_BACKOFF_MS
+            duration = INITIAL_NODE_GROUP_BACKOFF_MS
         until, last = t + duration, t
     return until
 
@@ -48,8 +52,8 @@ def backed_off(group: NodeGroupState, now: int) -> bool:
 
 @dataclass(frozen=True)
 class Timeouts:
-    max_node_provision_time_ms: int = 15 * 60_000
-    max_node_startup_time_ms: int = 15 * 60_000
+    max_node_provision_time_ms: int = MAX_NODE_PROVISION_TIME_MS
+    max_node_startup_time_ms: int = MAX_NODE_STARTUP_TIME_MS
 
     def check(self, view: ClusterState, now: int, ready: Callable[[NodeState], bool],
               candidates: Iterable[str] | None = None) -> list[AnyEvent]:

@@ -1,0 +1,82 @@
+"""The one home of every default dralab takes from an upstream component's flag, field or constant.
+
+Each default is named after what it models (the flag, the config field or the Go constant) and cites it,
+so that a reader changing one knows what upstream does and every user (the scenario loader, the
+autoscaler, the scheduler's queue, the controllers) reads the same value. Where dralab's value differs
+from upstream's the comment says so. In the kube layer, the lowest, so that every layer can import it.
+
+All times are milliseconds of cluster time.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+MINUTE_MS: Final = 60_000
+
+# --- cluster-autoscaler (cluster-autoscaler/config/flags/flags.go; config/autoscaling_options.go) -------
+
+# --scan-interval (config.DefaultScanInterval = 10 s): how often the cluster is reevaluated.
+SCAN_INTERVAL_MS: Final = 10_000
+# --expander (expander.LeastWasteExpanderName): how scale-up picks a node group among those that help.
+EXPANDER: Final = "least-waste"
+# --max-node-provision-time (15 min): a VM not registered this long after the cloud accepted it is
+# given up on (removeOldUnregisteredNodes).
+MAX_NODE_PROVISION_TIME_MS: Final = 15 * MINUTE_MS
+# --max-node-startup-time (15 min): a node registered but not ready this long later is given up on.
+MAX_NODE_STARTUP_TIME_MS: Final = 15 * MINUTE_MS
+# --scale-down-unneeded-time (config.DefaultScaleDownUnneededTime = 10 min).
+SCALE_DOWN_UNNEEDED_TIME_MS: Final = 10 * MINUTE_MS
+# --scale-down-delay-after-add (10 min).
+SCALE_DOWN_DELAY_AFTER_ADD_MS: Final = 10 * MINUTE_MS
+# --node-delete-delay-after-taint (5 s).
+NODE_DELETE_DELAY_AFTER_TAINT_MS: Final = 5_000
+# --scale-down-utilization-threshold (config.DefaultScaleDownUtilizationThreshold = 0.5); dralab applies
+# it to GPU utilization on GPU nodes, as --scale-down-gpu-utilization-threshold (also 0.5) does.
+SCALE_DOWN_UTILIZATION_THRESHOLD: Final = 0.5
+# --max-scale-down-parallelism (10): empty nodes deleted per loop.
+MAX_SCALE_DOWN_PARALLELISM: Final = 10
+# --max-drain-parallelism (1): nodes with pods drained at once.
+MAX_DRAIN_PARALLELISM: Final = 1
+# --scale-down-non-empty-candidates-count (30): drain simulations per loop.
+SCALE_DOWN_NON_EMPTY_CANDIDATES_COUNT: Final = 30
+# Node-group backoff after a failed scale-up (utils/backoff/exponential_backoff.go):
+# --initial-node-group-backoff-duration (5 min), --max-node-group-backoff-duration (30 min),
+# --node-group-backoff-reset-timeout (3 h).
+INITIAL_NODE_GROUP_BACKOFF_MS: Final = 5 * MINUTE_MS
+MAX_NODE_GROUP_BACKOFF_MS: Final = 30 * MINUTE_MS
+NODE_GROUP_BACKOFF_RESET_TIMEOUT_MS: Final = 3 * 60 * MINUTE_MS
+# ProvisioningRequests: --provisioning-request-initial-backoff-time (1 min) and
+# --provisioning-request-max-backoff-time (10 min), the retry backoff after a failed scale-up.
+PROVISIONING_REQUEST_INITIAL_BACKOFF_MS: Final = MINUTE_MS
+PROVISIONING_REQUEST_MAX_BACKOFF_MS: Final = 10 * MINUTE_MS
+# ProvisioningRequests' booking: capacity stays booked in the simulation this long after Provisioned=True
+# (processors/provreq: 10 min, a constant, no flag; then the condition BookingExpired).
+PROVISIONING_REQUEST_RESERVATION_MS: Final = 10 * MINUTE_MS
+# Lifetime (processors/provreq/processor.go; constants, no flags): defaultExpirationTime (7 days) and
+# defaultTerminalProvReqTTL (7 days).
+PROVISIONING_REQUEST_EXPIRATION_MS: Final = 7 * 24 * 60 * MINUTE_MS
+PROVISIONING_REQUEST_TERMINAL_TTL_MS: Final = 7 * 24 * 60 * MINUTE_MS
+
+# --- kube-scheduler (pkg/scheduler/apis/config/v1 defaults; pkg/scheduler/backend/queue) -------------------
+
+# podInitialBackoffSeconds (1 s, DefaultPodInitialBackoffDuration) and podMaxBackoffSeconds (10 s,
+# DefaultPodMaxBackoffDuration): the backoff of a pod after a failed scheduling attempt.
+POD_INITIAL_BACKOFF_MS: Final = 1_000
+POD_MAX_BACKOFF_MS: Final = 10_000
+# DefaultPodMaxInUnschedulablePodsDuration (5 min): a pod parked in the unschedulable pool longer is
+# flushed back to the active queue.
+POD_MAX_IN_UNSCHEDULABLE_PODS_MS: Final = 5 * MINUTE_MS
+# The GangScheduling plugin's Permit deadline (1.35, pkg/scheduler/backend/workloadmanager,
+# DefaultSchedulingTimeoutDuration = 5 min). Fixed upstream; a setting in dralab.
+GANG_SCHEDULING_TIMEOUT_MS: Final = 5 * MINUTE_MS
+
+# --- workload controllers and Kueue -------------------------------------------------------------------
+
+# batch/v1 Job spec.backoffLimit default (6).
+JOB_BACKOFF_LIMIT: Final = 6
+# Kueue ProvisioningRequestConfig.spec.retryStrategy defaults (apis/kueue, provisioningrequestconfig_types.go):
+# backoffLimitCount 3, backoffBaseSeconds 60, backoffMaxSeconds 1800.
+KUEUE_RETRY_BACKOFF_LIMIT_COUNT: Final = 3
+KUEUE_RETRY_BACKOFF_BASE_S: Final = 60
+KUEUE_RETRY_BACKOFF_MAX_S: Final = 1800
