@@ -1,6 +1,7 @@
 """A scheduling cycle's state (kube-scheduler's CycleState and assume cache), apart from the scheduler
-reactor (scheduler.py) so that its plugins (gang.py, the DRA plugin) can take it without importing the
-reactor: what one decision has taken so far, on which nodes, and the events it will append."""
+reactor (reactor.py) so that its plugins (plugins/gang_scheduling.py, plugins/dynamic_resources.py) can
+take it without importing the reactor: what one decision has taken so far, on which nodes, and the
+events it will append."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from ..dra.allocated import AllocatedState
 from ..log.events import AnyEvent, ClaimAllocated, ClaimReserved, PodBound, PodUnschedulable
 from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
-from .dynamic_resources import Held, PodClaims
-from .fragmentation import FreeDevices, workload_histogram
 from .framework import Status
+from .plugins.dynamic_resources import Held, PodClaims
+from .plugins.fragmentation import FreeDevices, workload_histogram
 
 
 def pod_has_claims(pod: PodState) -> bool:
@@ -104,7 +105,7 @@ class Cycle:
         self._take(pod, node, allocations)
 
     def hold(self, pod: PodState, node: str, allocations: dict[str, dict[str, Any]], gang: str) -> None:
-        """Reserve without binding: a gang member waiting at Permit (see gang.py)."""
+        """Reserve without binding: a gang member waiting at Permit (see plugins/gang_scheduling.py)."""
         self._take(pod, node, allocations)
         self.held.update((k, (gang, a)) for k, a in allocations.items())
 

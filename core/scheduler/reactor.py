@@ -4,7 +4,7 @@ Shaped like kube-scheduler's framework (pkg/scheduler/framework): small filter p
 filters.py's order, with the FitError helpers) that answer with a Status or None (framework.py), a score
 function, a pure `schedule_one` with fast paths that plain.py checks. Devices come two ways:
 as extended resources (`nvidia.com/gpu`, counted) and through DRA claims, allocated with the
-structured allocator (dynamic_resources.py) after the other filters pass, all of a pod's claims together.
+structured allocator (plugins/dynamic_resources.py) after the other filters pass, all of a pod's claims together.
 
 Requeueing (a simple form of upstream's queueing hints): a pod already marked unschedulable is tried
 again only when something that can make room happened after its condition was written
@@ -31,7 +31,6 @@ from ..engine.contract import Decision, Trigger
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 from ..state.cluster import ClusterState, NodeState, PodState
 from .cycle import Cycle, Used, pod_has_claims
-from .dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .feasibility_cache import FeasibilityCache
 from .filters import FILTERS as FILTERS
 from .filters import STATIC_FILTERS, ShapeMemo, first_failure, fit_error, num_feasible_nodes_to_find
@@ -42,11 +41,11 @@ from .filters import pending_cause as pending_cause
 from .filters import static_shape as static_shape
 from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
-from .fragmentation import dra_fragmentation, fragmentation_score, pod_demand
-from .framework import ScorePlugin
-from .gang import GangCycle, Placed
 from .plain import schedule_pod
-from .plugins.node_resources_fit import failure_message, lacking
+from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
+from .plugins.fragmentation import dra_fragmentation, fragmentation_score, pod_demand
+from .plugins.gang_scheduling import GangCycle, Placed
+from .plugins.node_resources_fit import SCORERS, failure_message, lacking, utilisation
 from .queue import NOT_READY, due
 
 # what a node's static filter answers depend on, its name aside (read as two lists, not a tuple per node:
@@ -58,19 +57,7 @@ SCHEDULING_GATED = "SchedulingGated"  # v1.PodReasonSchedulingGated
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
-def _utilisation(pod: PodState, node: NodeState, used: dict[str, int]) -> float:
-    """Mean fraction of each requested resource in use after placing the pod."""
-    fractions = [
-        (used.get(r, 0) + a) / node.allocatable[r] for r, a in pod.requests.items() if node.allocatable.get(r)
-    ]
-    return sum(fractions) / len(fractions) if fractions else 0.0
-
-
-SCORERS: dict[str, ScorePlugin] = {
-    "most-allocated": _utilisation,
-    "least-allocated": lambda pod, node, used: 1.0 - _utilisation(pod, node, used),
-}
-SCORE_POLICIES = (*SCORERS, "fragmentation")  # fragmentation.py: needs the decision's device counts
+SCORE_POLICIES = (*SCORERS, "fragmentation")  # plugins/fragmentation.py: needs the decision's device counts
 
 
 @dataclass
@@ -94,7 +81,7 @@ class Scheduler:
             raise ValueError(f"unknown scheduler feature gates {unknown}; "
                              f"expected some of {list(SCHEDULER_FEATURE_GATES)}")
         self._dra = DraPlugin()
-        self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see fragmentation.py)
+        self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see plugins/fragmentation.py)
         # static shape -> node -> (manifest, ready, static filter answer): a cache (see _static)
         self._static_memo: dict[str, dict[str, tuple[dict[str, Any], bool, str | None]]] = {}
         self._shapes = ShapeMemo()  # static_shape per pod, a cache (filters.py)
@@ -230,7 +217,7 @@ class Scheduler:
         scanned = 0
         dra_nodes: list[str] = []
         # NodeResourcesFit's check (`lacking`) and the score inlined (the hot loop): for most-/least-
-        # allocated with at most two requested resources the same float arithmetic as _utilisation (one
+        # allocated with at most two requested resources the same float arithmetic as `utilisation` (one
         # or two additions round the same whatever sum() does).
         requests = sorted(pod.requests.items())
         inline = self.score != "fragmentation" and len(pod.requests) <= 2
@@ -314,7 +301,7 @@ class Scheduler:
         histogram = cycle.histogram(self._demand)
         free = cycle.free_devices
         return lambda p, node, used: fragmentation_score(
-            demand, free.free(node, used), histogram, _utilisation(p, node, used))
+            demand, free.free(node, used), histogram, utilisation(p, node, used))
 
     def _pick(
         self,

@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..dra.allocated import AllocatedState
-from ..dra.model import Claim, Device, SubRequest
-from ..log.events import claim_key
-from ..state.cluster import PENDING, RUNNING, ClusterState, NodeState, PodState
+from ...dra.allocated import AllocatedState
+from ...dra.model import Claim, Device, SubRequest
+from ...log.events import claim_key
+from ...state.cluster import PENDING, RUNNING, ClusterState, NodeState, PodState
 
 if TYPE_CHECKING:
-    from ..dra.cel import CelMatcher
+    from ...dra.cel import CelMatcher
 
 
 def is_device_resource(resource: str) -> bool:

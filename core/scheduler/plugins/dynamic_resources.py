@@ -13,15 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dra.allocated import AllocatedState
-from ..dra.allocator import AllocationError, Allocator
-from ..dra.cel import CelMatcher, SelectorError
-from ..dra.model import Claim
-from ..dra.model import Node as DraNode
-from ..kube.nodeselector import node_selector_matches
-from ..log.events import claim_key
-from ..state.cluster import ClusterState, NodeState, PodState
-from ..state.dra import RESERVED_FOR_MAX
+from ...dra.allocated import AllocatedState
+from ...dra.allocator import AllocationError, Allocator
+from ...dra.cel import CelMatcher, SelectorError
+from ...dra.model import Claim
+from ...dra.model import Node as DraNode
+from ...kube.nodeselector import node_selector_matches
+from ...log.events import claim_key
+from ...state.cluster import ClusterState, NodeState, PodState
+from ...state.dra import RESERVED_FOR_MAX
 
 DRA_FAILURE = "cannot allocate all claims"
 Held = dict[str, tuple[str, dict[str, Any]]]  # claim key -> (gang key, allocation) of members waiting at Permit
