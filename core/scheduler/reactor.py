@@ -46,16 +46,13 @@ from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import dra_fragmentation, fragmentation_score, pod_demand
 from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.node_resources_fit import SCORERS, failure_message, lacking, utilisation
+from .plugins.scheduling_gates import SCHEDULING_GATED, gated
 from .queue import NOT_READY, due
 
 # what a node's static filter answers depend on, its name aside (read as two lists, not a tuple per node:
 # lists of the very same objects compare at C speed, by identity)
 _MANIFEST = attrgetter("manifest")
 _READY = attrgetter("ready")
-
-SCHEDULING_GATED = "SchedulingGated"  # v1.PodReasonSchedulingGated
-GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
-
 
 SCORE_POLICIES = (*SCORERS, "fragmentation")  # plugins/fragmentation.py: needs the decision's device counts
 
@@ -116,10 +113,9 @@ class Scheduler:
 
     def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle) -> None:
         view = cycle.view
-        gates = pod.manifest.get("spec", {}).get("schedulingGates")
-        if gates:  # the SchedulingGates PreEnqueue plugin: not tried while any gate is left
-            names = [str(g.get("name")) for g in gates]
-            cycle.pending(pod, SCHEDULING_GATED, GATED_MESSAGE, "gated", f"waiting for scheduling gates: {names}")
+        gate = gated(pod)  # PreEnqueue: SchedulingGates, then GangScheduling
+        if gate is not None:
+            cycle.pending(pod, SCHEDULING_GATED, gate.message, gate.cause, gate.detail)
             return
         gang, rejection = gangs.admit(pod)
         if rejection is not None:

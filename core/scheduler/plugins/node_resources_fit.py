@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ...state.cluster import NodeState, PodState
-from ..framework import ScorePlugin, Status, unschedulable
+from ..framework import ExtensionPoint, ScorePlugin, Status, unschedulable
 
 NAME = "NodeResourcesFit"
+EXTENSION_POINTS = (ExtensionPoint.FILTER, ExtensionPoint.SCORE)
 
 # The kubelet's --max-pods default: the pods a node runs when its allocatable does not say.
 KUBELET_MAX_PODS_DEFAULT = 110
