@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ..state.cluster import NodeState, PodState
 
@@ -158,3 +158,21 @@ class BindPlugin(Protocol[S]):
     """Bind: the binding itself (DefaultBinder; dralab's PodBound event)."""
 
     def __call__(self, state: S, pod: PodState, node: str, /) -> Status | None: ...
+
+
+@dataclass(frozen=True)
+class Profile(Generic[S]):
+    """The plugins registered at each extension point, each tuple in the order its plugins run (upstream's
+    KubeSchedulerProfile; the scheduler builds one per decision over its cycle, scheduler/profile.py). The
+    Score point is the pod's score policy, chosen at PreScore; DynamicResources' Filter runs apart, last
+    and lazily on the best-scored nodes (reactor.py, `_pick`)."""
+
+    pre_enqueue: tuple[PreEnqueuePlugin, ...] = ()
+    pre_filter: tuple[PreFilterPlugin[S], ...] = ()
+    filter: tuple[FilterPlugin, ...] = ()
+    post_filter: tuple[PostFilterPlugin[S], ...] = ()
+    pre_score: tuple[PreScorePlugin[S], ...] = ()
+    reserve: tuple[ReservePlugin[S], ...] = ()
+    permit: tuple[PermitPlugin[S], ...] = ()
+    pre_bind: tuple[PreBindPlugin[S], ...] = ()
+    bind: tuple[BindPlugin[S], ...] = ()
