@@ -1,8 +1,9 @@
 """The scheduler reactor: binds pending pods to Ready nodes, one scheduling cycle per view.
 
-Shaped like kube-scheduler's framework (pkg/scheduler/framework): small filter plugins (plugins/, in
-filters.py's order, with the FitError helpers) that answer with a Status or None (framework.py), a score
-function, a pure `schedule_one` with fast paths that plain.py checks. Devices come two ways:
+Shaped like kube-scheduler's framework (pkg/scheduler/framework): plugins (plugins/, one module each,
+declaring their extension points: framework.py) that answer with a Status or None, registered in a
+profile (profile.py); a pure `schedule_one` with fast paths that plain.py, one loop over the profile's
+points, checks. Devices come two ways:
 as extended resources (`nvidia.com/gpu`, counted) and through DRA claims, allocated with the
 structured allocator (plugins/dynamic_resources.py) after the other filters pass, all of a pod's claims together.
 
