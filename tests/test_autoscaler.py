@@ -13,7 +13,7 @@ from dralab.core.autoscaler.reactor import Autoscaler
 from dralab.core.autoscaler.simulation.capacity import Simulation
 from dralab.core.engine.contract import decision_rng
 from dralab.core.log.events import NodeCreated, PodUnschedulable, ScaleUpRequested
-from dralab.core.scheduler.dynamic_resources import DraPlugin
+from dralab.core.scheduler.plugins.dynamic_resources import DraPlugin
 from dralab.core.scheduler.reactor import Scheduler
 from dralab.core.state.cluster import ClusterState
 

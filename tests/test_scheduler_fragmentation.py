@@ -13,7 +13,7 @@ import yaml
 from builders import GPU_TOLERATION, arrival, group, key, node_template, pod, scenario_doc
 
 from dralab.core.scenario.load import parse_scenario
-from dralab.core.scheduler.fragmentation import expected_fragmentation, fragmentation_score
+from dralab.core.scheduler.plugins.fragmentation import expected_fragmentation, fragmentation_score
 from dralab.replay.logs.logfile import LogFile
 from dralab.replay.simulation.sim import simulate
 from dralab.replay.simulation.verify import verify

@@ -68,3 +68,28 @@ def test_each_filter_status_says_the_cause_its_message_counts_for() -> None:
         assert (one.code, one.cause) == (status.code, status.cause)
     assert fit_error(3, Counter(seen)).code == Code.UNSCHEDULABLE  # one node came as close as capacity
     assert fit_error(0, Counter()).cause == "capacity"
+
+
+def test_each_plugin_module_declares_its_name_and_extension_points_in_upstreams_order() -> None:
+    """Every module under core/scheduler/plugins/ is one plugin: its NAME and the extension points it
+    implements (EXTENSION_POINTS, in interface.go's order); the registered filters are the Filter plugins'."""
+    import importlib
+    import pkgutil
+
+    from dralab.core.scheduler import plugins
+    from dralab.core.scheduler.framework import ExtensionPoint
+
+    order = list(ExtensionPoint)
+    assert [p.value for p in order] == ["PreEnqueue", "PreFilter", "Filter", "PostFilter", "PreScore", "Score",
+                                        "Reserve", "Permit", "PreBind", "Bind"]
+    declared: dict[str, tuple[ExtensionPoint, ...]] = {}
+    for info in pkgutil.iter_modules(plugins.__path__):
+        module = importlib.import_module(f"{plugins.__name__}.{info.name}")
+        points = module.EXTENSION_POINTS
+        assert points and list(points) == sorted(points, key=order.index), info.name
+        declared[module.NAME] = points
+    assert {"NodeUnschedulable", "NodeAffinity", "TaintToleration", "NodeResourcesFit", "DynamicResources",
+            "GangScheduling", "SchedulingGates"} <= set(declared)
+    registered = {importlib.import_module(f.__module__).NAME for f in FILTERS}
+    # DynamicResources' Filter is registered apart: it runs last and lazily, on the best-scored nodes
+    assert registered == {n for n, p in declared.items() if ExtensionPoint.FILTER in p} - {"DynamicResources"}

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..dra.model import DeviceID, Slice
 from ..log.events import NodeCreated, PodBound, Record, ResourceSlicePublished, ScaleUpRequested
-from ..scheduler.fragmentation import pod_demand
+from ..scheduler.plugins.fragmentation import pod_demand
 from ..state.cluster import PENDING, ClusterState, NodeState
 from .gpu_units import ONE, Unit, capacity_share, device_units, is_gpu_resource, template_gpus
 from .run_metrics import RunMetrics, sample

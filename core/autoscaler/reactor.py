@@ -29,8 +29,8 @@ from ..engine.contract import Decision, Trigger
 from ..kube.defaults import EXPANDER, MAX_NODE_PROVISION_TIME_MS, MAX_NODE_STARTUP_TIME_MS, SCAN_INTERVAL_MS
 from ..kube.provreq import consumed_request
 from ..log.events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
-from ..scheduler.dynamic_resources import DraPlugin
 from ..scheduler.filters import ShapeMemo
+from ..scheduler.plugins.dynamic_resources import DraPlugin
 from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
 from .disruption.scale_down import ScaleDown

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from ..engine.contract import decision_rng
 from ..log.events import PodBound
 from ..scheduler.cycle import Cycle
-from ..scheduler.gang import GangCycle
+from ..scheduler.plugins.gang_scheduling import GangCycle
 from ..scheduler.reactor import Scheduler
 from ..state.cluster import ClusterState
 

@@ -1,19 +1,23 @@
 """A scheduling cycle's state (kube-scheduler's CycleState and assume cache), apart from the scheduler
-reactor (scheduler.py) so that its plugins (gang.py, the DRA plugin) can take it without importing the
-reactor: what one decision has taken so far, on which nodes, and the events it will append."""
+reactor (reactor.py) so that its plugins (plugins/gang_scheduling.py, plugins/dynamic_resources.py) can
+take it without importing the reactor: what one decision has taken so far, on which nodes, and the
+events it will append."""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..dra.allocated import AllocatedState
+from ..dra.allocator import Allocator
 from ..log.events import AnyEvent, ClaimAllocated, ClaimReserved, PodBound, PodUnschedulable
 from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
-from .dynamic_resources import Held, PodClaims
-from .fragmentation import FreeDevices, workload_histogram
-from .framework import Status
+from .framework import ScorePlugin, Status
+from .plugins.dynamic_resources import Held, PodClaims
+from .plugins.fragmentation import FreeDevices, workload_histogram
 
 
 def pod_has_claims(pod: PodState) -> bool:
@@ -104,7 +108,7 @@ class Cycle:
         self._take(pod, node, allocations)
 
     def hold(self, pod: PodState, node: str, allocations: dict[str, dict[str, Any]], gang: str) -> None:
-        """Reserve without binding: a gang member waiting at Permit (see gang.py)."""
+        """Reserve without binding: a gang member waiting at Permit (see plugins/gang_scheduling.py)."""
         self._take(pod, node, allocations)
         self.held.update((k, (gang, a)) for k, a in allocations.items())
 
@@ -127,3 +131,19 @@ class Cycle:
                 cond.reason, cond.message, cond.cause, cond.detail) != (reason, message, cause, detail):
             self.events.append(PodUnschedulable(pod=pod.key, reason=reason, message=message, cause=cause,
                                                 detail=detail))
+
+
+@dataclass
+class Attempt:
+    """One pod's scheduling attempt within a decision (upstream's CycleState): what each extension point
+    hands to those after it (profile.py, plain.py)."""
+
+    cycle: Cycle
+    pod: PodState
+    gang: str | None = None  # the pod's gang (GangScheduling), when its policy has a minCount
+    claims: PodClaims = field(default_factory=PodClaims)  # DynamicResources' PreFilter
+    allocator: Allocator | None = None  # built at PreFilter when a claim is to be allocated
+    score: ScorePlugin | None = None  # the policy's scorer for this pod (PreScore)
+    dra_nodes: list[str] = field(default_factory=list)  # nodes that failed DynamicResources' Filter only
+    reasons: Counter[str] = field(default_factory=Counter)  # the filters' reasons, counted over nodes
+    allocations: dict[str, dict[str, Any]] = field(default_factory=dict)  # the chosen node's, by claim

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from ..kube.provreq import consumed_request
 from ..state.cluster import ClusterState, NodeState, PodState
-from .dynamic_resources import DRA_FAILURE
 from .framework import Code, FilterPlugin, Status
+from .plugins.dynamic_resources import DRA_FAILURE
 from .plugins.node_affinity import node_selector
 from .plugins.node_resources_fit import TOO_MANY_PODS
 from .plugins.node_resources_fit import fits_resources as fits_resources

@@ -14,9 +14,10 @@ is not modelled.)
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from enum import IntEnum
-from typing import Protocol
+from enum import IntEnum, StrEnum
+from typing import Generic, Protocol, TypeVar
 
 from ..state.cluster import NodeState, PodState
 
@@ -64,6 +65,43 @@ def unresolvable(message: str, cause: str, plugin: str, detail: str = "") -> Sta
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, message, cause, detail, plugin)
 
 
+class ExtensionPoint(StrEnum):
+    """Upstream's extension points (pkg/scheduler/framework/interface.go), in the order a pod meets them:
+    PreEnqueue before the queue; PreFilter, Filter, PostFilter, PreScore, Score in the scheduling cycle;
+    Reserve and Permit at its end; PreBind and Bind in the binding cycle. A plugin module declares the
+    points it implements (`EXTENSION_POINTS`, in this order) next to its `NAME`."""
+
+    PRE_ENQUEUE = "PreEnqueue"
+    PRE_FILTER = "PreFilter"
+    FILTER = "Filter"
+    POST_FILTER = "PostFilter"
+    PRE_SCORE = "PreScore"
+    SCORE = "Score"
+    RESERVE = "Reserve"
+    PERMIT = "Permit"
+    PRE_BIND = "PreBind"
+    BIND = "Bind"
+
+
+# The cycle's state (upstream's CycleState; dralab's scheduler/cycle.py Cycle): a parameter here so that
+# this module, which cycle.py imports for Status, imports nothing of it.
+S = TypeVar("S", contravariant=True)
+
+
+class PreEnqueuePlugin(Protocol):
+    """PreEnqueue: may the pod enter the queue at all? None is Success; a rejection keeps it out (the
+    scheduler writes it as the pod's condition) until something it waits for changes."""
+
+    def __call__(self, pod: PodState, /) -> Status | None: ...
+
+
+class PreFilterPlugin(Protocol[S]):
+    """PreFilter: what the pod needs before any node is looked at (DynamicResources resolves its claims);
+    a rejection fails the whole attempt, Skip leaves the plugin's Filter out for this pod."""
+
+    def __call__(self, state: S, pod: PodState, /) -> Status | None: ...
+
+
 class FilterPlugin(Protocol):
     """The Filter extension point: can the pod go on this node at this usage? None is Success. The
     filters (plugins/) are plain functions of this shape, run in filters.FILTERS' order."""
@@ -71,8 +109,70 @@ class FilterPlugin(Protocol):
     def __call__(self, pod: PodState, node: NodeState, used: dict[str, int], /) -> Status | None: ...
 
 
+class PostFilterPlugin(Protocol[S]):
+    """PostFilter: runs when no node passed the filters, with each rejection's reason counted. Upstream's
+    is preemption; dralab has none, and its PostFilter says why (the FitError's pending cause, refined by
+    DynamicResources and fragmentation)."""
+
+    def __call__(self, state: S, pod: PodState, reasons: Counter[str], /) -> Status: ...
+
+
+class PreScorePlugin(Protocol[S]):
+    """PreScore: once per pod before scoring the nodes that passed (the fragmentation score reads the
+    decision's device demand here)."""
+
+    def __call__(self, state: S, pod: PodState, nodes: list[NodeState], /) -> Status | None: ...
+
+
 class ScorePlugin(Protocol):
     """The Score extension point for one score policy (most-/least-allocated, fragmentation): the higher
     the better; ties are broken at random, as selectHost does."""
 
     def __call__(self, pod: PodState, node: NodeState, used: dict[str, int], /) -> float: ...
+
+
+class ReservePlugin(Protocol[S]):
+    """Reserve: the chosen node's resources and devices are taken in the cycle's state (the assume
+    cache) before binding; Unreserve gives them back when a later point rejects the pod."""
+
+    def reserve(self, state: S, pod: PodState, node: str, /) -> Status | None: ...
+
+    def unreserve(self, state: S, pod: PodState, node: str, /) -> None: ...
+
+
+class PermitPlugin(Protocol[S]):
+    """Permit: Success binds now, Wait holds the reserved pod (a gang member until its quorum), a
+    rejection unreserves it."""
+
+    def __call__(self, state: S, pod: PodState, node: str, /) -> Status | None: ...
+
+
+class PreBindPlugin(Protocol[S]):
+    """PreBind: what must be written before the binding (DynamicResources: the claims' allocations and
+    reservedFor)."""
+
+    def __call__(self, state: S, pod: PodState, node: str, /) -> Status | None: ...
+
+
+class BindPlugin(Protocol[S]):
+    """Bind: the binding itself (DefaultBinder; dralab's PodBound event)."""
+
+    def __call__(self, state: S, pod: PodState, node: str, /) -> Status | None: ...
+
+
+@dataclass(frozen=True)
+class Profile(Generic[S]):
+    """The plugins registered at each extension point, each tuple in the order its plugins run (upstream's
+    KubeSchedulerProfile; the scheduler builds one per decision over its cycle, scheduler/profile.py). The
+    Score point is the pod's score policy, chosen at PreScore; DynamicResources' Filter runs apart, last
+    and lazily on the best-scored nodes (reactor.py, `_pick`)."""
+
+    pre_enqueue: tuple[PreEnqueuePlugin, ...] = ()
+    pre_filter: tuple[PreFilterPlugin[S], ...] = ()
+    filter: tuple[FilterPlugin, ...] = ()
+    post_filter: tuple[PostFilterPlugin[S], ...] = ()
+    pre_score: tuple[PreScorePlugin[S], ...] = ()
+    reserve: tuple[ReservePlugin[S], ...] = ()
+    permit: tuple[PermitPlugin[S], ...] = ()
+    pre_bind: tuple[PreBindPlugin[S], ...] = ()
+    bind: tuple[BindPlugin[S], ...] = ()

@@ -1,4 +1,5 @@
-"""The scheduler without its fast paths: upstream's schedulePod as written, node by node.
+"""The scheduler without its fast paths: upstream's scheduleOne as written, one loop over the profile's
+extension points, and schedulePod node by node.
 
 Why: the reactor answers most attempts from caches (the per-shape feasibility cache, the failure memo of
 a decision, the static node lists kept across decisions, the DRA failure memo) and from an inlined copy
@@ -7,9 +8,12 @@ module is that plain algorithm, so that a property test (tests/test_scheduler_fa
 the two decision by decision. It is switched on by `Scheduler.fast_paths = False`, an attribute that is
 not part of a run's configuration (no scenario or log can ask for it).
 
-Here every filter (filters.FILTERS: NodeUnschedulable, NodeAffinity, TaintToleration, NodeResourcesFit)
-runs on every node visited, from the rotating start, with the decision's usage; the score is the policy's
-function; DRA runs last on the best-scored nodes (`pick`, without its failure memo).
+Here a pod goes through the profile's points in upstream's order (`attempt`: PreEnqueue, PreFilter,
+then the node search, PostFilter when no node is found, else Reserve, Permit, PreBind and Bind; the
+plugins: profile.py); in the search every registered filter (NodeUnschedulable, NodeAffinity,
+TaintToleration, NodeResourcesFit) runs on every node visited, from the rotating start, with the
+decision's usage; the score is the policy's function; DRA's Filter runs last on the best-scored nodes
+(`pick`, without its failure memo).
 """
 
 from __future__ import annotations
@@ -19,17 +23,61 @@ from collections.abc import Callable
 from typing import Any
 
 from ..state.cluster import PodState
-from .cycle import Cycle
-from .filters import FILTERS, num_feasible_nodes_to_find
-from .framework import ScorePlugin
+from .cycle import Attempt, Cycle
+from .filters import num_feasible_nodes_to_find
+from .framework import Code, FilterPlugin, Profile, ScorePlugin
+from .plugins import scheduling_gates
+from .queue import NOT_READY
 
 Pick = Callable[[dict[float, list[str]], Counter[str], list[str]], tuple[str | None, dict[str, dict[str, Any]]]]
 
 
-def schedule_pod(cycle: Cycle, pod: PodState, score: ScorePlugin, pick: Pick
+def attempt(profile: Profile[Attempt], state: Attempt,
+            pick: Callable[[Attempt], Pick]) -> None:
+    """One pod through the profile's points (upstream's scheduleOne, its binding cycle at once): a
+    rejection at PreEnqueue or PreFilter is written as the pod's condition (SchedulingGated, or
+    NotReadyForScheduling), a Wait there writes nothing; no node found: PostFilter's Status; else the
+    node is reserved and, unless a Permit plugin says Wait, bound. `pick`: DynamicResources' Filter on
+    the best-scored nodes, bound to the attempt."""
+    cycle, pod = state.cycle, state.pod
+    for enqueue in profile.pre_enqueue:
+        status = enqueue(pod)
+        if status is not None:
+            gate = status.plugin == scheduling_gates.NAME
+            cycle.pending(pod, scheduling_gates.SCHEDULING_GATED if gate else NOT_READY, status.message,
+                          status.cause, status.detail)
+            return
+    for pre_filter in profile.pre_filter:
+        status = pre_filter(state, pod)
+        if status is not None:
+            if status.code != Code.WAIT:
+                cycle.pending(pod, NOT_READY, status.message, status.cause, status.detail)
+            return
+    for pre_score in profile.pre_score:
+        pre_score(state, pod, list(cycle.view.nodes.values()))
+    assert state.score is not None, "no PreScore plugin chose the score"
+    node, state.reasons, state.allocations, state.dra_nodes = schedule_pod(
+        cycle, pod, profile.filter, state.score, pick(state))
+    if node is None:
+        for post_filter in profile.post_filter:
+            status = post_filter(state, pod, state.reasons)
+            cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
+        return
+    for plugin in profile.reserve:
+        plugin.reserve(state, pod, node)
+    waits = [s for permit in profile.permit if (s := permit(state, pod, node)) is not None]
+    if any(s.code == Code.WAIT for s in waits):
+        return  # held at Permit: bound with its group (GangCycle.finish)
+    for pre_bind in profile.pre_bind:
+        pre_bind(state, pod, node)
+    for bind in profile.bind:
+        bind(state, pod, node)
+
+
+def schedule_pod(cycle: Cycle, pod: PodState, filters: tuple[FilterPlugin, ...], score: ScorePlugin, pick: Pick
                  ) -> tuple[str | None, Counter[str], dict[str, dict[str, Any]], list[str]]:
-    """Scheduler.schedule_one's answer, computed plainly: the node (or None), the reasons counted over the
-    nodes visited, the chosen node's DRA allocations, and the nodes that failed only on DRA."""
+    """Scheduler.schedule_one's answer (upstream's schedulePod), computed plainly: the node (or None), the
+    reasons counted over the nodes visited, the chosen node's DRA allocations, and the nodes that failed only on DRA."""
     nodes, used = cycle.view.nodes, cycle.used
     names = list(nodes)
     reasons: Counter[str] = Counter()
@@ -45,7 +93,7 @@ def schedule_pod(cycle: Cycle, pod: PodState, score: ScorePlugin, pick: Pick
             name = order[scanned]
             scanned += 1
             node, node_used = nodes[name], used[name]
-            status = next((s for f in FILTERS if (s := f(pod, node, node_used)) is not None), None)
+            status = next((s for f in filters if (s := f(pod, node, node_used)) is not None), None)
             if status is not None:
                 reasons[status.message] += 1
                 continue

@@ -1,10 +1,11 @@
 """The scheduler reactor: binds pending pods to Ready nodes, one scheduling cycle per view.
 
-Shaped like kube-scheduler's framework (pkg/scheduler/framework): small filter plugins (plugins/, in
-filters.py's order, with the FitError helpers) that answer with a Status or None (framework.py), a score
-function, a pure `schedule_one` with fast paths that plain.py checks. Devices come two ways:
+Shaped like kube-scheduler's framework (pkg/scheduler/framework): plugins (plugins/, one module each,
+declaring their extension points: framework.py) that answer with a Status or None, registered in a
+profile (profile.py); a pure `schedule_one` with fast paths that plain.py, one loop over the profile's
+points, checks. Devices come two ways:
 as extended resources (`nvidia.com/gpu`, counted) and through DRA claims, allocated with the
-structured allocator (dynamic_resources.py) after the other filters pass, all of a pod's claims together.
+structured allocator (plugins/dynamic_resources.py) after the other filters pass, all of a pod's claims together.
 
 Requeueing (a simple form of upstream's queueing hints): a pod already marked unschedulable is tried
 again only when something that can make room happened after its condition was written
@@ -21,7 +22,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from operator import attrgetter
 from typing import Any
@@ -30,11 +31,10 @@ from ..dra.allocator import Allocator
 from ..engine.contract import Decision, Trigger
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
 from ..state.cluster import ClusterState, NodeState, PodState
-from .cycle import Cycle, Used, pod_has_claims
-from .dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
+from .cycle import Attempt, Cycle, Used
 from .feasibility_cache import FeasibilityCache
 from .filters import FILTERS as FILTERS
-from .filters import STATIC_FILTERS, ShapeMemo, first_failure, fit_error, num_feasible_nodes_to_find
+from .filters import STATIC_FILTERS, ShapeMemo, first_failure, num_feasible_nodes_to_find
 from .filters import fits_resources as fits_resources
 from .filters import fragmented as fragmented
 from .filters import node_ready as node_ready
@@ -42,11 +42,13 @@ from .filters import pending_cause as pending_cause
 from .filters import static_shape as static_shape
 from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
-from .fragmentation import dra_fragmentation, fragmentation_score, pod_demand
-from .framework import ScorePlugin
-from .gang import GangCycle, Placed
-from .plain import schedule_pod
-from .plugins.node_resources_fit import failure_message, lacking
+from .plain import Pick, attempt
+from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
+from .plugins.fragmentation import fragmentation_score, pod_demand
+from .plugins.gang_scheduling import GangCycle, Placed
+from .plugins.node_resources_fit import SCORERS, failure_message, lacking, utilisation
+from .plugins.scheduling_gates import SCHEDULING_GATED, gated
+from .profile import WAITING, DynamicResources, default_profile
 from .queue import NOT_READY, due
 
 # what a node's static filter answers depend on, its name aside (read as two lists, not a tuple per node:
@@ -54,23 +56,7 @@ from .queue import NOT_READY, due
 _MANIFEST = attrgetter("manifest")
 _READY = attrgetter("ready")
 
-SCHEDULING_GATED = "SchedulingGated"  # v1.PodReasonSchedulingGated
-GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
-
-
-def _utilisation(pod: PodState, node: NodeState, used: dict[str, int]) -> float:
-    """Mean fraction of each requested resource in use after placing the pod."""
-    fractions = [
-        (used.get(r, 0) + a) / node.allocatable[r] for r, a in pod.requests.items() if node.allocatable.get(r)
-    ]
-    return sum(fractions) / len(fractions) if fractions else 0.0
-
-
-SCORERS: dict[str, ScorePlugin] = {
-    "most-allocated": _utilisation,
-    "least-allocated": lambda pod, node, used: 1.0 - _utilisation(pod, node, used),
-}
-SCORE_POLICIES = (*SCORERS, "fragmentation")  # fragmentation.py: needs the decision's device counts
+SCORE_POLICIES = (*SCORERS, "fragmentation")  # plugins/fragmentation.py: needs the decision's device counts
 
 
 @dataclass
@@ -94,7 +80,8 @@ class Scheduler:
             raise ValueError(f"unknown scheduler feature gates {unknown}; "
                              f"expected some of {list(SCHEDULER_FEATURE_GATES)}")
         self._dra = DraPlugin()
-        self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see fragmentation.py)
+        self._claims = DynamicResources(self._dra)  # its PreFilter and PostFilter (profile.py)
+        self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see plugins/fragmentation.py)
         # static shape -> node -> (manifest, ready, static filter answer): a cache (see _static)
         self._static_memo: dict[str, dict[str, tuple[dict[str, Any], bool, str | None]]] = {}
         self._shapes = ShapeMemo()  # static_shape per pod, a cache (filters.py)
@@ -128,11 +115,14 @@ class Scheduler:
         return Decision(tuple(cycle.events), wake)
 
     def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle) -> None:
-        view = cycle.view
-        gates = pod.manifest.get("spec", {}).get("schedulingGates")
-        if gates:  # the SchedulingGates PreEnqueue plugin: not tried while any gate is left
-            names = [str(g.get("name")) for g in gates]
-            cycle.pending(pod, SCHEDULING_GATED, GATED_MESSAGE, "gated", f"waiting for scheduling gates: {names}")
+        """One pod's attempt (upstream's scheduleOne): the points of the default profile (profile.py) in
+        upstream's order, with the fast paths between them; without fast paths, plain.attempt's loop."""
+        if not self.fast_paths:
+            attempt(default_profile(self._dra, gangs, self._scorer), Attempt(cycle, pod), self._plain_pick)
+            return
+        gate = gated(pod)  # PreEnqueue: SchedulingGates, then GangScheduling
+        if gate is not None:
+            cycle.pending(pod, SCHEDULING_GATED, gate.message, gate.cause, gate.detail)
             return
         gang, rejection = gangs.admit(pod)
         if rejection is not None:
@@ -140,19 +130,18 @@ class Scheduler:
             # written as reason NotReadyForScheduling, which the autoscaler does not act on.
             cycle.pending(pod, NOT_READY, rejection.message, rejection.cause, rejection.detail)
             return
-        claims = (self._dra.prefilter(view, pod, cycle.assumed, cycle.held, gang) if pod_has_claims(pod)
-                  else PodClaims())
-        if claims.missing:
-            cycle.pending(pod, NOT_READY, f"waiting for objects: {claims.missing}", "missing", claims.missing)
+        state = Attempt(cycle, pod, gang)
+        status = self._claims.pre_filter(state, pod)  # DynamicResources
+        if status is not None:
+            if status is not WAITING:
+                cycle.pending(pod, NOT_READY, status.message, status.cause, status.detail)
             return
-        if claims.waiting:
-            return  # the claim controller has not created the pod's claims yet, or a waiting gang holds one
-        allocator = self._dra.allocator(view, cycle.allocated) if claims.to_allocate else None
+        claims, allocator = state.claims, state.allocator
         # A pod with no claims, of a shape that already failed in this decision with no binding since:
         # the same failure (schedule_one's answer depends on the shape, the requests and the decision's
         # usage only; its one side effect, the rotating start, is replayed). Most failed attempts.
         again = (self._shapes(pod), tuple(pod.requests.items()), len(cycle.changed)) \
-            if not claims.any and self.score != "fragmentation" and self.fast_paths else None
+            if not claims.any and self.score != "fragmentation" else None
         failed = cycle.failed.get(again) if again is not None else None
         if failed is not None:
             n, status = failed
@@ -160,7 +149,7 @@ class Scheduler:
                 cycle.cursor[0] = cycle.cursor[0] % n + n
             cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
             return
-        node_name, reasons, allocations, dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
+        node_name, reasons, allocations, state.dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
         if node_name is not None:
             if gang is None:
                 cycle.bind(pod, node_name, claims, allocations)
@@ -168,17 +157,7 @@ class Scheduler:
                 cycle.hold(pod, node_name, allocations, gang)
                 gangs.place(gang, Placed(pod, node_name, allocations))
             return
-        status = fit_error(len(view.nodes), reasons)
-        cause, detail = status.cause, ""
-        if dra_nodes and allocator is not None:
-            cause, detail = self._dra.explain(allocator, claims, view.nodes[dra_nodes[0]])
-            if cause == "capacity":
-                split = dra_fragmentation(view, self._dra.matcher, cycle.allocated, claims.to_allocate, dra_nodes)
-                if split is not None:
-                    cause, detail = "fragmentation", split
-        elif cause == "capacity" and fragmented(view, pod, cycle.used):
-            cause = "fragmentation"
-        status = replace(status, cause=cause, detail=detail)
+        status = self._claims.post_filter(state, pod, reasons)
         if again is not None:
             cycle.failed[again] = (len(cycle.static[again[0]]), status)
         cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
@@ -201,9 +180,6 @@ class Scheduler:
         nodes scanned, the same best nodes in the same order, so the same choice from the same
         random draws, or the same failures counted; the node-by-node loop below is for the rest.
         """
-        if not self.fast_paths:
-            return schedule_pod(cycle, pod, self._scorer(cycle, pod),
-                                partial(self._pick, cycle, claims=claims, allocator=allocator, memo=False))
         view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
         shape = self._shapes(pod)
@@ -230,7 +206,7 @@ class Scheduler:
         scanned = 0
         dra_nodes: list[str] = []
         # NodeResourcesFit's check (`lacking`) and the score inlined (the hot loop): for most-/least-
-        # allocated with at most two requested resources the same float arithmetic as _utilisation (one
+        # allocated with at most two requested resources the same float arithmetic as `utilisation` (one
         # or two additions round the same whatever sum() does).
         requests = sorted(pod.requests.items())
         inline = self.score != "fragmentation" and len(pod.requests) <= 2
@@ -285,6 +261,10 @@ class Scheduler:
                 return chosen, reasons, allocations, []
         return None, reasons, {}, dra_nodes
 
+    def _plain_pick(self, state: Attempt) -> Pick:
+        """DynamicResources' Filter on the best-scored nodes for the plain run: `_pick` without its memo."""
+        return partial(self._pick, state.cycle, claims=state.claims, allocator=state.allocator, memo=False)
+
     def _node_score(self, pod: PodState, score: Callable[[PodState, NodeState, dict[str, int]], float]
                     ) -> Callable[[NodeState, dict[str, int]], float]:
         """The score of one node for the pod (most-/least-allocated), as the loop below computes it: its
@@ -314,7 +294,7 @@ class Scheduler:
         histogram = cycle.histogram(self._demand)
         free = cycle.free_devices
         return lambda p, node, used: fragmentation_score(
-            demand, free.free(node, used), histogram, _utilisation(p, node, used))
+            demand, free.free(node, used), histogram, utilisation(p, node, used))
 
     def _pick(
         self,

@@ -31,8 +31,8 @@ from typing import Any
 
 from ...cluster.workload_controllers import replicated
 from ...kube.nodeselector import node_selector_matches
-from ...scheduler.dynamic_resources import PodClaims
-from ...scheduler.fragmentation import claim_demand
+from ...scheduler.plugins.dynamic_resources import PodClaims
+from ...scheduler.plugins.fragmentation import claim_demand
 from ...state.cluster import ClusterState, NodeState, PodState
 from ...state.objects import controller_ref
 from ..simulation.capacity import SimNode, Simulation

@@ -33,9 +33,9 @@ from ...dra.convert import convert_slice
 from ...dra.model import Slice
 from ...dra.pools import SliceIndex
 from ...scenario.dra import render_slice_templates, slice_names
-from ...scheduler.dynamic_resources import DraPlugin, PodClaims, dra_node
 from ...scheduler.filters import ShapeMemo
-from ...scheduler.fragmentation import claim_demand
+from ...scheduler.plugins.dynamic_resources import DraPlugin, PodClaims, dra_node
+from ...scheduler.plugins.fragmentation import claim_demand
 from ...scheduler.plugins.node_resources_fit import lacking
 from ...scheduler.reactor import FILTERS, fits_resources, node_ready
 from ...state.cluster import ClusterState, NodeGroupState, NodeState, PodState

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...cluster.pod_claims import claim_manifest
 from ...dra.claims import convert_claim
 from ...dra.model import Claim
-from ...scheduler.dynamic_resources import PodClaims
+from ...scheduler.plugins.dynamic_resources import PodClaims
 from ...state.cluster import ClusterState, PodState
 
 MATERIALIZE, UNRESOLVED = "materialize", "unresolved"

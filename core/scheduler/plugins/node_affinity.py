@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from ...kube.nodeselector import node_selector_matches
 from ...state.cluster import NodeState, PodState
-from ..framework import Status, unresolvable
+from ..framework import ExtensionPoint, Status, unresolvable
 
 NAME = "NodeAffinity"
+EXTENSION_POINTS = (ExtensionPoint.FILTER,)
 _MISMATCH = unresolvable("node(s) didn't match Pod's node affinity/selector", "selector", NAME)
 
 

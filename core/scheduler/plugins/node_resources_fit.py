@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ...state.cluster import NodeState, PodState
-from ..framework import Status, unschedulable
+from ..framework import ExtensionPoint, ScorePlugin, Status, unschedulable
 
 NAME = "NodeResourcesFit"
+EXTENSION_POINTS = (ExtensionPoint.FILTER, ExtensionPoint.SCORE)
 
 # The kubelet's --max-pods default: the pods a node runs when its allocatable does not say.
 KUBELET_MAX_PODS_DEFAULT = 110
@@ -77,3 +78,20 @@ def fit_status(checks: Sequence[tuple[str, int]], used: Mapping[str, int],
 def fits_resources(pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
     """The plugin's Filter: every requested resource, plus one pod slot, within allocatable."""
     return fit_status(sorted(pod.requests.items()), used, node.allocatable)
+
+
+# Score: NodeResourcesFit's scoring strategies (noderesources/most_allocated.go, least_allocated.go), as
+# dralab's score policies of the same names. Not upstream's integer scores weighted per resource: the mean
+# fraction of each requested resource in use after placing the pod (the fast path inlines this arithmetic).
+def utilisation(pod: PodState, node: NodeState, used: dict[str, int]) -> float:
+    """Mean fraction of each requested resource in use after placing the pod."""
+    fractions = [
+        (used.get(r, 0) + a) / node.allocatable[r] for r, a in pod.requests.items() if node.allocatable.get(r)
+    ]
+    return sum(fractions) / len(fractions) if fractions else 0.0
+
+
+SCORERS: dict[str, ScorePlugin] = {
+    "most-allocated": utilisation,
+    "least-allocated": lambda pod, node, used: 1.0 - utilisation(pod, node, used),
+}

@@ -6,9 +6,10 @@ UnschedulableAndUnresolvable, as upstream: no room freed on the node changes the
 from __future__ import annotations
 
 from ...state.cluster import NodeState, PodState
-from ..framework import Status, unresolvable
+from ..framework import ExtensionPoint, Status, unresolvable
 
 NAME = "NodeUnschedulable"
+EXTENSION_POINTS = (ExtensionPoint.FILTER,)
 _NOT_READY = unresolvable("node(s) were not ready", "not-ready", NAME)
 _CORDONED = unresolvable("node(s) were unschedulable", "not-ready", NAME)
 

@@ -9,9 +9,10 @@ from typing import Any
 
 from ...kube.provreq import BOOKING_TAINT, booking_value, consumed_request
 from ...state.cluster import NodeState, PodState
-from ..framework import Status, unresolvable
+from ..framework import ExtensionPoint, Status, unresolvable
 
 NAME = "TaintToleration"
+EXTENSION_POINTS = (ExtensionPoint.FILTER,)
 
 
 def tolerates(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:

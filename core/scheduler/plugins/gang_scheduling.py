@@ -31,17 +31,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..kube.durations import format_duration
-from ..kube.workloads import group_policy, min_count
-from ..log.events import AnyEvent, ClaimAllocated, ClaimReserved, PodBound, PodReserved, PodUnreserved
-from ..state.cluster import PENDING, RUNNING, ClusterState, PodState
-from ..state.gangs import Reservation
+from ...kube.durations import format_duration
+from ...kube.workloads import group_policy, min_count
+from ...log.events import AnyEvent, ClaimAllocated, ClaimReserved, PodBound, PodReserved, PodUnreserved
+from ...state.cluster import PENDING, RUNNING, ClusterState, PodState
+from ...state.gangs import Reservation
+from ..framework import ExtensionPoint
 
 if TYPE_CHECKING:
-    from .cycle import Cycle
+    from ..cycle import Cycle
     from .dynamic_resources import DraPlugin
 
-PLUGIN = "GangScheduling"
+NAME = PLUGIN = "GangScheduling"
+# PreEnqueue: GangCycle.admit; Reserve: the placed member's hold (Cycle.hold); Permit: GangCycle.finish
+# (bind the groups at quorum, else wait) and GangCycle.expire (reject at the deadline).
+EXTENSION_POINTS = (ExtensionPoint.PRE_ENQUEUE, ExtensionPoint.RESERVE, ExtensionPoint.PERMIT)
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dra.allocated import AllocatedState
-from ..dra.allocator import AllocationError, Allocator
-from ..dra.cel import CelMatcher, SelectorError
-from ..dra.model import Claim
-from ..dra.model import Node as DraNode
-from ..kube.nodeselector import node_selector_matches
-from ..log.events import claim_key
-from ..state.cluster import ClusterState, NodeState, PodState
-from ..state.dra import RESERVED_FOR_MAX
+from ...dra.allocated import AllocatedState
+from ...dra.allocator import AllocationError, Allocator
+from ...dra.cel import CelMatcher, SelectorError
+from ...dra.model import Claim
+from ...dra.model import Node as DraNode
+from ...kube.nodeselector import node_selector_matches
+from ...log.events import claim_key
+from ...state.cluster import ClusterState, NodeState, PodState
+from ...state.dra import RESERVED_FOR_MAX
+from ..framework import ExtensionPoint
 
+NAME = "DynamicResources"
+# PreFilter: DraPlugin.prefilter; Filter: DraPlugin.filter (run last and lazily, on the best-scored nodes:
+# reactor.py); PostFilter: DraPlugin.explain (why, not upstream's deallocation); Reserve: the allocations in
+# the cycle's assume cache; PreBind: ClaimAllocated and ClaimReserved, written with the binding (cycle.py).
+EXTENSION_POINTS = (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER, ExtensionPoint.POST_FILTER,
+                    ExtensionPoint.RESERVE, ExtensionPoint.PRE_BIND)
 DRA_FAILURE = "cannot allocate all claims"
 Held = dict[str, tuple[str, dict[str, Any]]]  # claim key -> (gang key, allocation) of members waiting at Permit
 # Allocator explanation kinds -> dralab's pending reasons.

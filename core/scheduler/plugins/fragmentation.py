@@ -19,13 +19,19 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..dra.allocated import AllocatedState
-from ..dra.model import Claim, Device, SubRequest
-from ..log.events import claim_key
-from ..state.cluster import PENDING, RUNNING, ClusterState, NodeState, PodState
+from ...dra.allocated import AllocatedState
+from ...dra.model import Claim, Device, SubRequest
+from ...log.events import claim_key
+from ...state.cluster import PENDING, RUNNING, ClusterState, NodeState, PodState
+from ..framework import ExtensionPoint
 
 if TYPE_CHECKING:
-    from ..dra.cel import CelMatcher
+    from ...dra.cel import CelMatcher
+
+NAME = "Fragmentation"  # dralab's own, not an upstream plugin
+# PreScore: the workload's histogram, once per decision (Cycle.histogram); Score: fragmentation_score;
+# PostFilter: the `fragmentation` pending cause (dra_fragmentation, filters.fragmented).
+EXTENSION_POINTS = (ExtensionPoint.POST_FILTER, ExtensionPoint.PRE_SCORE, ExtensionPoint.SCORE)
 
 
 def is_device_resource(resource: str) -> bool:
