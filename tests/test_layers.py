@@ -14,20 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from test_layering import module_name  # one reading of a file's module name for both tests
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"core": "dralab.core", "actors": "dralab.actors", "replay": "dralab.replay", "cli": "dralab"}
 LAYERS = ("kube", "dra", "log", "state", "scenario", "engine", "cluster", "scheduler", "autoscaler", "controllers",
           "run", "checks", "analysis")
-
-
-def module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT)
-    parts = [FOLDERS[rel.parts[0]], *rel.parts[1:]]
-    parts[-1] = parts[-1].removesuffix(".py")
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(p for p in parts if p)
 
 
 def imported(path: Path, modules: set[str], name: str | None = None) -> list[tuple[int, str]]:
