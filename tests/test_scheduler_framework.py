@@ -20,15 +20,16 @@ def test_the_pod_slot_first_then_each_request_in_order() -> None:
     checks = [("cpu", 2000), ("memory", 10), (GPU, 1)]
     full = {"pods": 3, "cpu": 7000, "memory": 0, GPU: 4}
     alloc = {"pods": 3, "cpu": 8000, "memory": 5, GPU: 4}
-    assert lacking(checks, full, alloc) == ["pods"]
-    assert lacking(checks, full, alloc, every=True) == ["pods", "cpu", "memory", GPU]
-    assert lacking([("cpu", 0)], {}, {}) == []  # a request of 0 is never short, the slot defaults to 110
+    assert list(lacking(checks, full, alloc)) == ["pods"]
+    assert list(lacking(checks, full, alloc, every=True)) == ["pods", "cpu", "memory", GPU]
+    assert not lacking([("cpu", 0)], {}, {})  # a request of 0 is never short, the slot defaults to 110
+    assert list(lacking(checks, {**full, "pods": 0}, alloc)) == ["cpu"]
 
 
 def test_the_kubelets_max_pods_default_when_a_node_does_not_say() -> None:
     assert KUBELET_MAX_PODS_DEFAULT == 110
     assert allocatable_of({}, "pods") == 110 and allocatable_of({}, "cpu") == 0
-    assert lacking([], {"pods": 109}, {}) == [] and lacking([], {"pods": 110}, {}) == ["pods"]
+    assert not lacking([], {"pods": 109}, {}) and list(lacking([], {"pods": 110}, {})) == ["pods"]
 
 
 def test_fit_status_is_unschedulable_with_the_cause() -> None:

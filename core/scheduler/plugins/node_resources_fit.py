@@ -33,20 +33,28 @@ def allocatable_of(allocatable: Mapping[str, int], resource: str) -> int:
 
 
 def lacking(checks: Sequence[tuple[str, int]], used: Mapping[str, int], allocatable: Mapping[str, int],
-            *, every: bool = False) -> list[str]:
+            *, every: bool = False) -> Sequence[str]:
     """The resources a pod lacks on a node, in the filter's order: `pods` (its one slot), then those of
     `checks` (the pod's requests, sorted) short of allocatable minus `used`. Empty: the pod fits. Stops at
-    the first unless `every` (the audit names them all). Runs per node in the scheduler's hot loops."""
-    out: list[str] = []
+    the first unless `every` (the audit names them all). Runs per node in the scheduler's hot loops, so the
+    usual answers build nothing: the empty tuple when the pod fits, a one-item tuple at the first lack."""
+    if every:
+        return _every_lacking(checks, used, allocatable)
     if used.get("pods", 0) + 1 > allocatable.get("pods", KUBELET_MAX_PODS_DEFAULT):
-        out.append("pods")
-        if not every:
-            return out
+        return _PODS
     for resource, amount in checks:
         if amount and used.get(resource, 0) + amount > allocatable.get(resource, 0):
-            out.append(resource)
-            if not every:
-                return out
+            return (resource,)
+    return ()
+
+
+_PODS = ("pods",)
+
+
+def _every_lacking(checks: Sequence[tuple[str, int]], used: Mapping[str, int],
+                   allocatable: Mapping[str, int]) -> list[str]:
+    out = ["pods"] if used.get("pods", 0) + 1 > allocatable.get("pods", KUBELET_MAX_PODS_DEFAULT) else []
+    out += [r for r, amount in checks if amount and used.get(r, 0) + amount > allocatable.get(r, 0)]
     return out
 
 
