@@ -47,7 +47,7 @@ class RecordSink:
         try:
             self._writer = self._open_writer()
         except OSError as exc:
-            raise SinkError(f"--log: {self.path}: cannot write: {exc.strerror or exc}") from None
+            raise SinkError(self._cannot("cannot write", exc)) from None
         except Exception as exc:  # the writer's own refusal (a path that became a link, say) names the path
             raise SinkError(str(exc)) from None
         self._next_flush = time.monotonic() + self.flush_every_s
@@ -60,7 +60,7 @@ class RecordSink:
         try:
             self._writer.write(offset, payload)
         except OSError as exc:
-            self.error = f"--log: {self.path}: cannot write: {exc.strerror or exc}"
+            self.error = self._cannot("cannot write", exc)
             raise SinkError(self.error) from None
         self.records += 1
         self.last_offset = offset
@@ -95,9 +95,12 @@ class RecordSink:
             else:
                 self._writer.close()
         except OSError as exc:
-            self.error = f"--log: {self.path}: cannot finish the file: {exc.strerror or exc}"
+            self.error = self._cannot("cannot finish the file", exc)
         except Exception as exc:  # the writer's own refusal (the target became a link meanwhile, say)
             self.error = str(exc)
+
+    def _cannot(self, what: str, exc: OSError) -> str:
+        return f"--log: {self.path}: {what}: {exc.strerror or exc}"
 
     def kept(self) -> str:
         """What a failed run left, for its message."""

@@ -58,7 +58,7 @@ def compose_config(tmp_path_factory: pytest.TempPathFactory, **env: str) -> subp
     assert COMPOSE is not None
     empty_env_file = tmp_path_factory.mktemp("compose") / "empty.env"
     empty_env_file.write_text("")
-    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(empty_env_file.parent), **env}
+    clean = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(empty_env_file.parent), **env}
     return subprocess.run(
         [*COMPOSE, "--env-file", str(empty_env_file), "-f", str(COMPOSE_FILE), "config"],
         capture_output=True, text=True, env=clean, cwd=REPO, check=False, timeout=120,

@@ -154,7 +154,7 @@ def test_a_regular_file_is_replaced_and_nothing_is_left_beside_it(recorded: Path
 def test_output_folders_refuse_what_is_not_a_folder(
     option: str, kind: str, recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    target = SPECIAL[kind](tmp_path)
+    target = SPECIAL[kind](tmp_path)  # a link here points to a file: not a folder (a link to a folder is followed)
     before = _state(target)
     argv = {
         "--png-dir": ["report", str(recorded), "--html", str(tmp_path / "r.html"), "--png-dir", str(target)],
@@ -163,8 +163,6 @@ def test_output_folders_refuse_what_is_not_a_folder(
         "--log-dir": ["trace", "philly", "--job-list", "j.csv", "--log-dir", str(target)],
         "--out": ["chaos", QUICKSTART, "--seeds", "1", "--out", str(target), "--quiet"],
     }[option]
-    if kind == "symlink":  # a link to a file: not a folder (a link to a folder is followed, see below)
-        pass
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert option in err and "Traceback" not in err, err

@@ -5,7 +5,8 @@ The collector is a process-wide switch: its runner sets it, never the pure code 
 (the record, the state) and no garbage cycles, so the collector's passes over the growing heap while they
 run are wasted work: on a 5,000-node bring-up in the simulator the drivers' decisions took 1.4 s with it
 running, 0.36 s without, and decoding a 6.5 MB snapshot 0.8 s against 0.28 s (measured 2026-12-05 on the
-project's loaded 2-core machine). The runners pause it around both; any garbage a decision leaves is
+project's loaded 2-core machine; benchmarks/bringup_bench.py and snapshot_bench.py time both as the runners
+run them). The runners pause it around both; any garbage a decision leaves is
 collected after it, at the next allocation past the threshold.
 """
 
