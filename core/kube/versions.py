@@ -1,0 +1,203 @@
+"""Kubernetes version profiles: which release a scenario or a dump emulates, its feature gates and the API
+versions its API server serves.
+
+A real cluster is one release with a set of feature gates: a gate off by default stays off unless the
+operator turns it on, a GA gate may be locked on, and an API version is served only by the releases that
+have it (alpha and beta API versions also only when `--runtime-config` enables them, KEP-3136). dralab
+does the same: a scenario (`spec.kubernetes`) or a command (`--kubernetes-version`, `--feature-gates`,
+`--runtime-config`) names a release, 1.34 to 1.37 (default: 1.37, the current one), and every check and
+reactor asks the resulting :class:`Profile`.
+
+Sources (see ../shared/reference/k8s-1.37.md for the citations): the versioned feature-gate specs of
+kube-scheduler and kube-apiserver (pkg/features/kube_features.go, `versionedFeatureGates`), the KEPs named
+per gate, and the API groups' `prerelease-lifecycle-gen` tags. Where the sources disagree the choice is
+written next to the gate. The table in docs/versions.md shows it all per release.
+
+Logs written before profiles existed carry no `kubernetes` entry in their run configuration: they were
+made by dralab's model of 1.35 (:data:`LEGACY_VERSION`), and are read as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .fields import FieldError, join
+
+VERSIONS = ("1.34", "1.35", "1.36", "1.37")
+DEFAULT_VERSION = "1.37"  # the current release
+LEGACY_VERSION = "1.35"  # what a log without a `kubernetes` entry was made by
+
+Stage = Literal["alpha", "beta", "ga", "locked", "removed"]
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """A feature gate at one release: its stage and default (`locked`: GA and locked to its default;
+    `removed`: the gate is gone, merged into `merged_into`, and naming it is an error)."""
+
+    stage: Stage
+    default: bool
+    merged_into: str = ""
+
+
+def _g(spec: str) -> GateSpec:
+    """`A-` alpha off, `B+` beta on, `B-` beta off, `GA+` GA on, `L+` GA locked on, `X:Gate` removed."""
+    if spec.startswith("X:"):
+        return GateSpec("removed", False, spec[2:])
+    stage = {"A": "alpha", "B": "beta", "GA": "ga", "L": "locked"}[spec[:-1]]
+    return GateSpec(stage, spec.endswith("+"))  # type: ignore[arg-type]
+
+
+def _row(*specs: str | None) -> dict[str, GateSpec]:
+    return {v: _g(s) for v, s in zip(VERSIONS, specs, strict=True) if s is not None}
+
+
+# gate -> release -> spec; a release missing from a row is one in which the gate does not exist.
+GATES: dict[str, dict[str, GateSpec]] = {
+    # --- workload-aware scheduling (KEP-4671, KEP-5832, KEP-5710, KEP-5732, KEP-5729, KEP-6012, KEP-5547/6089)
+    "GenericWorkload": _row(None, "A-", "A-", "B-"),  # beta in 1.37 but off by default
+    "GangScheduling": _row(None, "A-", "A-", "X:GenericWorkload"),  # merged into GenericWorkload in 1.37
+    "WorkloadAwarePreemption": _row(None, None, "A-", "X:GenericWorkload"),  # merged in 1.37
+    "PodGroupPreemptionPolicy": _row(None, None, None, "A-"),
+    # CONFLICT: KEP-5732 plans beta for 1.37, the 1.37 gate table still says alpha, off: followed here.
+    "TopologyAwareWorkloadScheduling": _row(None, None, "A-", "A-"),
+    "DRAWorkloadResourceClaims": _row(None, None, "A-", "B-"),
+    "CompositePodGroup": _row(None, None, None, "A-"),
+    "WorkloadWithJob": _row(None, None, "A-", "A-"),
+    # --- scheduler (KEP-5278, KEP-5598)
+    "NominatedNodeNameForExpectation": _row("A-", "B+", "B+", "B+"),
+    "OpportunisticBatching": _row(None, "B+", "B+", "B+"),
+    # --- DRA (KEP-4381 and its extensions)
+    "DynamicResourceAllocation": _row("GA+", "L+", "L+", "L+"),
+    "DRAPrioritizedList": _row("B+", "B+", "GA+", "L+"),
+    "DRAAdminAccess": _row("B+", "B+", "L+", "L+"),
+    "DRAPartitionableDevices": _row("A-", "A-", "B+", "B+"),
+    "DRADeviceTaints": _row("A-", "A-", "B+", "GA+"),
+    "DRADeviceTaintRules": _row(None, "A-", "B-", "GA+"),
+    "DRAConsumableCapacity": _row("A-", "A-", "B+", "B+"),
+    "DRAExtendedResource": _row("A-", "A-", "B+", "L+"),
+    "DRADeviceBindingConditions": _row("A-", "A-", "B+", "B+"),
+    "DRAResourceClaimDeviceStatus": _row("B+", "B+", "B+", "L+"),
+    "DRASchedulerFilterTimeout": _row("B+", "B+", "B+", "B+"),
+}
+
+
+@dataclass(frozen=True)
+class ApiVersion:
+    """An API group/version and the releases that serve it; `gate` must be on for its kinds to be
+    served at all; alpha and beta versions must also be enabled with `--runtime-config` (KEP-3136:
+    new beta APIs are off by default)."""
+
+    group_version: str
+    kinds: tuple[str, ...]
+    releases: tuple[str, ...]
+    gate: str = ""
+    stage: Literal["alpha", "beta", "ga"] = "ga"
+    # kinds that need a gate of their own, on top of `gate`
+    kind_gates: Mapping[str, str] = field(default_factory=dict)
+
+
+SCHEDULING_API_VERSIONS = (
+    # 1.35: Workload with embedded pod groups (KEP-4671 alpha)
+    ApiVersion("scheduling.k8s.io/v1alpha1", ("Workload",), ("1.35",), "GenericWorkload", "alpha"),
+    # 1.36: Workload as a template, standalone PodGroup (KEP-5832); v1alpha1 gone
+    ApiVersion("scheduling.k8s.io/v1alpha2", ("Workload", "PodGroup"), ("1.36",), "GenericWorkload", "alpha"),
+    # 1.37: v1beta1 plus v1alpha3 (v1alpha2 removed); CompositePodGroup (KEP-6012) only in v1alpha3, and only
+    # served with its gate on
+    ApiVersion("scheduling.k8s.io/v1alpha3", ("Workload", "PodGroup", "CompositePodGroup"), ("1.37",),
+               "GenericWorkload", "alpha", {"CompositePodGroup": "CompositePodGroup"}),
+    ApiVersion("scheduling.k8s.io/v1beta1", ("Workload", "PodGroup"), ("1.37",), "GenericWorkload", "beta"),
+)
+API_VERSIONS: dict[str, ApiVersion] = {a.group_version: a for a in SCHEDULING_API_VERSIONS}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One release with its effective feature gates (every gate of that release, defaults applied) and
+    the alpha/beta API versions enabled with runtime-config."""
+
+    version: str = DEFAULT_VERSION
+    gates: Mapping[str, bool] = field(default_factory=dict)
+    overrides: Mapping[str, bool] = field(default_factory=dict)  # as the user set them (recorded in logs)
+    runtime_config: frozenset[str] = frozenset()
+
+    def enabled(self, gate: str) -> bool:
+        if gate not in GATES:
+            raise KeyError(f"unknown feature gate {gate!r}")
+        return bool(self.gates.get(gate, False))
+
+    def require(self, gate: str, path: str, what: str) -> None:
+        """Refuse `what` (at `path`) unless `gate` is on, naming the gate and how to turn it on."""
+        if self.enabled(gate):
+            return
+        spec = GATES[gate].get(self.version)
+        if spec is None:
+            raise FieldError(path, f"{what} needs the feature gate {gate}, which Kubernetes {self.version} "
+                                   "does not have")
+        raise FieldError(path, f"{what} needs the feature gate {gate} ({spec.stage}, off by default in Kubernetes "
+                               f"{self.version}); turn it on in spec.kubernetes.featureGates or --feature-gates")
+
+    def check_api(self, api_version: str, kind: str, path: str) -> None:
+        """Refuse an object whose group/version this release does not serve (or serves only with a gate or
+        runtime-config that is off), as the API server answers `no matches for kind`."""
+        api = API_VERSIONS.get(api_version)
+        if api is None or kind not in api.kinds:
+            return  # not a versioned API this module knows: the caller's own check decides
+        where = join(path, "apiVersion")
+        if self.version not in api.releases:
+            served = [a.group_version for a in SCHEDULING_API_VERSIONS
+                      if kind in a.kinds and self.version in a.releases]
+            hint = f"; it serves {', '.join(served)}" if served else ""
+            releases = ", ".join(api.releases)
+            raise FieldError(where, f"Kubernetes {self.version} does not serve {kind} in `{api_version}` (served by "
+                                    f"{releases}){hint}")
+        if api.gate:
+            self.require(api.gate, where, f"{kind} `{api_version}`")
+        kind_gate = api.kind_gates.get(kind)
+        if kind_gate:
+            self.require(kind_gate, where, f"{kind} `{api_version}`")
+        if api.stage != "ga" and api_version not in self.runtime_config:
+            raise FieldError(where, f"`{api_version}` is a {api.stage} API, not enabled by default in Kubernetes "
+                                    f"{self.version}; enable it in spec.kubernetes.runtimeConfig or --runtime-config "
+                                    f"(`{api_version}=true`)")
+
+
+def make_profile(version: str | None = None, overrides: Mapping[str, bool] | None = None,
+                 runtime_config: Mapping[str, bool] | None = None, *, path: str = "spec.kubernetes") -> Profile:
+    """The profile of `version` (default 1.37) with `overrides` applied, checked as kube-apiserver checks
+    `--feature-gates`: an unknown gate, a gate this release does not have (or has removed) and a locked gate
+    set against its lock are refused with the path of the offending entry."""
+    version = DEFAULT_VERSION if version is None else version
+    if version not in VERSIONS:
+        raise FieldError(join(path, "version"), f"unsupported Kubernetes version `{version}`; expected one of "
+                                                f"{', '.join(VERSIONS)}")
+    gates = {name: row[version].default for name, row in GATES.items()
+             if version in row and row[version].stage != "removed"}
+    given = dict(overrides or {})
+    for name, value in given.items():
+        g_path = join(join(path, "featureGates"), name)
+        row = GATES.get(name)
+        if row is None:
+            raise FieldError(g_path, f"unknown feature gate `{name}`; dralab models {', '.join(sorted(GATES))}")
+        spec = row.get(version)
+        if spec is None:
+            first = next(iter(row))
+            raise FieldError(g_path, f"Kubernetes {version} has no feature gate `{name}` (it exists from {first})")
+        if spec.stage == "removed":
+            raise FieldError(g_path, f"the feature gate `{name}` was removed in Kubernetes {version}: merged into "
+                                     f"`{spec.merged_into}`; drop it from the gates")
+        if spec.stage == "locked" and value != spec.default:
+            raise FieldError(g_path, f"cannot set feature gate {name} to {str(value).lower()}, feature is locked "
+                                     f"to {str(spec.default).lower()}")
+        gates[name] = bool(value)
+    enabled: set[str] = set()
+    for api_version, on in (runtime_config or {}).items():
+        r_path = join(join(path, "runtimeConfig"), api_version)
+        if api_version not in API_VERSIONS:
+            raise FieldError(r_path, f"unknown API version `{api_version}` for runtime-config; dralab models "
+                                     f"{', '.join(API_VERSIONS)}")
+        if on:
+            enabled.add(api_version)
+    return Profile(version, gates, given, frozenset(enabled))
