@@ -45,9 +45,12 @@ from .events_faults import (
     FaultInjected,
 )
 from .events_gangs import (
+    PodGroupConditionSet,
+    PodGroupCreated,
     PodReserved,
     PodUnreserved,
     WorkloadCreated,
+    podgroup_key,
     workload_key,
 )
 from .events_nodes import (
@@ -104,6 +107,8 @@ __all__ = [
     "PodCreated",
     "PodEvicted",
     "PodFinished",
+    "PodGroupConditionSet",
+    "PodGroupCreated",
     "PodReserved",
     "PodTemplateCreated",
     "PodUngated",
@@ -133,6 +138,7 @@ __all__ = [
     "group_key",
     "node_key",
     "pod_key",
+    "podgroup_key",
     "record_to_builtins",
     "workload_key",
 ]
@@ -184,6 +190,8 @@ AnyEvent = (
     | AdmissionCheckUpdated
     | FaultInjected
     | FaultApplied
+    | PodGroupCreated
+    | PodGroupConditionSet
 )
 
 

@@ -51,3 +51,37 @@ class PodUnreserved(Event, tag="PodUnreserved", frozen=True):
     def touched(self) -> tuple[str, ...]:
         return (self.pod,)
 
+
+
+# ------------------------------------------------ PodGroups (scheduling.k8s.io v1alpha2/v1alpha3/v1beta1, 1.36+)
+
+
+def podgroup_key(namespace: str, name: str) -> str:
+    return f"podgroup/{namespace}/{name}"
+
+
+class PodGroupCreated(Event, tag="PodGroupCreated", frozen=True):
+    """A PodGroup exists (KEP-4671 with KEP-5832's decoupled API, 1.36+): the runtime object its member pods
+    name in `spec.schedulingGroup.podGroupName`. `manifest` is in the v1beta1 shape whatever version it was
+    written in (core/kube/podgroups.py converts, as the API server stores one version)."""
+
+    manifest: dict[str, Any]
+
+    def touched(self) -> tuple[str, ...]:
+        return (podgroup_key(*_meta(self.manifest)),)
+
+
+class PodGroupConditionSet(Event, tag="PodGroupConditionSet", frozen=True):
+    """The scheduler writes a condition of a PodGroup's status (a strategic merge patch in the scheduling
+    cycle, KEP-4671 "Implementation Notes"): `PodGroupInitiallyScheduled` (1.37; `PodGroupScheduled` in 1.36)
+    with reason `Scheduled`, `Unschedulable` or `SchedulerError`, and `DisruptionTarget` (reason
+    `PreemptionByScheduler`, KEP-5710). The fold keeps `lastTransitionTime` when the status does not change."""
+
+    group: str  # "<namespace>/<name>"
+    condition: str  # the condition type
+    status: str  # "True" | "False"
+    reason: str
+    message: str = ""
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"podgroup/{self.group}",)

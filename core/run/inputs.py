@@ -20,6 +20,7 @@ from ..log.events import (
     NodeGroupDefined,
     NodeReady,
     PodCreated,
+    PodGroupCreated,
     PodTemplateCreated,
     ProvisioningRequestCreated,
     Record,
@@ -81,7 +82,7 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
     return Record(id=f"{SOURCE}/setup", source=SOURCE, view=-1, t=0, events=tuple(events))
 
 
-OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload", "PodTemplate",
+OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload", "PodGroup", "PodTemplate",
                 "ProvisioningRequest")
 
 
@@ -98,6 +99,8 @@ def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
             events.append(ResourceClaimTemplateCreated(manifest=obj))
         elif kind == "Workload":
             events.append(WorkloadCreated(manifest=obj))
+        elif kind == "PodGroup":
+            events.append(PodGroupCreated(manifest=obj))
         elif kind == "PodTemplate":
             events.append(PodTemplateCreated(manifest=obj))
         elif kind == "ProvisioningRequest":

@@ -50,6 +50,20 @@ class Used:
         return own
 
 
+@dataclass
+class Savepoint:
+    """A point of a decision to roll back to (Cycle.savepoint)."""
+
+    events: int
+    changed: int
+    own: dict[str, dict[str, int]]
+    assumed: dict[str, dict[str, Any]]
+    held: Held
+    dra_failed: set[tuple[str, str]]
+    failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, Status]]
+    allocations: list[dict[str, Any]] = field(default_factory=list)  # added to `allocated` since, in order
+
+
 class Cycle:
     """One decision's scratch state: the assume cache (resources and devices taken by the bindings
     made earlier in this decision) and the events so far."""
@@ -74,6 +88,7 @@ class Cycle:
         # (static shape, requests, len(changed)) -> (static list's length, the pod's Status) of a claim-free
         # pod that failed: the answer for its likes until the next binding (Scheduler._schedule)
         self.failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, Status]] = {}
+        self._journal: list[Savepoint] = []  # open savepoints, newest last
         for reservation in held or ():
             self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
             self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())
@@ -96,6 +111,41 @@ class Cycle:
             self._histogram = workload_histogram(self.view, demand)
         return self._histogram
 
+    def savepoint(self) -> Savepoint:
+        """What `rollback` needs to undo the bindings made after this point (a PodGroup's trial placement:
+        plugins/pod_group.py). Usage is journalled, not copied: rolling back writes the old usage and
+        appends the nodes to `changed` again, so the feasibility cache, which reads `changed` as a growing
+        journal, re-evaluates them."""
+        sp = Savepoint(len(self.events), len(self.changed), {n: dict(u) for n, u in self.used.own_map().items()},
+                       dict(self.assumed), dict(self.held), set(self.dra_failed), dict(self.failed))
+        self._journal.append(sp)
+        return sp
+
+    def rollback(self, sp: Savepoint) -> None:
+        """Undo everything since `sp` (which must be the newest savepoint)."""
+        assert self._journal and self._journal[-1] is sp, "rollback of a savepoint that is not the newest"
+        self._journal.pop()
+        del self.events[sp.events:]
+        touched = dict.fromkeys(self.changed[sp.changed:])
+        own = self.used.own_map()
+        for node in touched:
+            if node in sp.own:
+                own[node] = sp.own[node]
+            else:
+                own.pop(node, None)
+        self.changed.extend(touched)
+        for allocation in reversed(sp.allocations):
+            self.allocated.remove_allocation(allocation)
+        self.assumed, self.held, self.dra_failed, self.failed = sp.assumed, sp.held, sp.dra_failed, sp.failed
+        self._free = None
+
+    def release(self, sp: Savepoint) -> None:
+        """Keep what was done since `sp` (which must be the newest savepoint)."""
+        assert self._journal and self._journal[-1] is sp, "release of a savepoint that is not the newest"
+        self._journal.pop()
+        if self._journal:
+            self._journal[-1].allocations.extend(sp.allocations)
+
     def bind(self, pod: PodState, node: str, claims: PodClaims, allocations: dict[str, dict[str, Any]]) -> None:
         self.events.append(PodBound(pod=pod.key, node=node))
         for key, allocation in allocations.items():
@@ -115,6 +165,8 @@ class Cycle:
     def _take(self, pod: PodState, node: str, allocations: dict[str, dict[str, Any]]) -> None:
         for allocation in allocations.values():
             self.allocated.add_allocation(allocation)
+            if self._journal:
+                self._journal[-1].allocations.append(allocation)
         if allocations and self._free is not None:
             self._free.forget(node)
         node_used = self.used.own(node)

@@ -39,6 +39,9 @@ def retry_offset(view: ClusterState, pod: PodState) -> int:
     """The last offset at which something happened that can make this parked pod schedulable: room
     appearing anywhere, or (for a gang member) another member of its gang arriving (upstream's
     GangScheduling queueing hint on Pod/Add)."""
+    group = view.gang.group_of.get(pod.key)
+    if group is not None:  # a PodGroup member (1.36+): its group's arrival or a new member is news too
+        return max(view.room_offset, view.gang.group_offset.get(group, 0))
     ref = view.gang.refs.get(pod.key)
     if ref is None:
         return view.room_offset

@@ -42,11 +42,13 @@ from .filters import pending_cause as pending_cause
 from .filters import static_shape as static_shape
 from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
+from .framework import Status, unresolvable
 from .plain import Pick, attempt
 from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import fragmentation_score, pod_demand
 from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.node_resources_fit import SCORERS, failure_message, lacking, utilisation
+from .plugins.pod_group import OUTSIDE_DOMAIN, Placement, PodGroupCycle, schedule_group
 from .plugins.scheduling_gates import SCHEDULING_GATED, gated
 from .profile import WAITING, DynamicResources, default_profile
 from .queue import NOT_READY, due
@@ -100,8 +102,22 @@ class Scheduler:
         gangs.expire(cycle)
         busy = gangs.busy  # waiting at Permit, or just released: not in the queue this decision
         wake = gangs.wake_at()
+        by_group = self._pod_groups(queue, view)  # 1.36+: the PodGroups' pods, queued as one entry each
+        group_of = view.gang.group_of if by_group else None
         for pod in queue:
             if pod.key in busy:
+                continue
+            group = group_of.get(pod.key) if group_of is not None else None
+            if group is not None:
+                members = by_group.pop(group, None)
+                if members is None:
+                    continue  # its group was tried at its first pod's place in the queue
+                later = self._group_due(view, members, now)
+                if later is None:
+                    schedule_group(cycle, PodGroupCycle(view, *self._group_settings()), group, members,
+                                   partial(self._place, cycle))
+                elif later >= 0:
+                    wake = later if wake is None or later < wake else wake
                 continue
             ready, later = due(view, pod, now)  # the unschedulable pool and backoff (queue.py)
             if not ready:
@@ -113,6 +129,57 @@ class Scheduler:
         if finished is not None and (wake is None or finished < wake):
             wake = finished
         return Decision(tuple(cycle.events), wake)
+
+    @staticmethod
+    def _pod_groups(queue: list[PodState], view: ClusterState) -> dict[str, list[PodState]]:
+        """The pending pods of each PodGroup, in queue order (empty when no pod names a PodGroup)."""
+        group_of = view.gang.group_of
+        if not group_of:
+            return {}
+        out: dict[str, list[PodState]] = {}
+        for pod in queue:
+            group = group_of.get(pod.key)
+            if group is not None:
+                out.setdefault(group, []).append(pod)
+        return out
+
+    @staticmethod
+    def _group_due(view: ClusterState, members: list[PodState], now: int) -> int | None:
+        """None when the group is tried now (any of its pods is due: a new pod, or a retry after backoff);
+        else when it may be (-1: on an event)."""
+        wake = -1
+        for pod in members:
+            ready, later = due(view, pod, now)
+            if ready:
+                return None
+            if later is not None and (wake < 0 or later < wake):
+                wake = later
+        return wake
+
+    def _group_settings(self) -> tuple[str, bool]:
+        """The release (condition names, beta checks) and whether TopologyAwareWorkloadScheduling is on."""
+        profile = getattr(self, "profile", None)
+        if profile is None:
+            return "1.37", True
+        version = str(profile.version)
+        return version, bool(profile.gates.get("TopologyAwareWorkloadScheduling", False))
+
+    def _place(self, cycle: Cycle, pod: PodState, nodes: frozenset[str] | None) -> Placement | Status:
+        """One pod of a PodGroup's cycle through PreFilter, Filter and Score (restricted to `nodes` when the
+        group has a topology domain), bound in the cycle when it fits; else why not."""
+        state = Attempt(cycle, pod)
+        status = self._claims.pre_filter(state, pod)  # DynamicResources
+        if status is not None:
+            if status is WAITING:
+                return unresolvable("waiting for the pod's ResourceClaims to be created", "missing",
+                                    "DynamicResources")
+            return status
+        node_name, reasons, allocations, state.dra_nodes = self.schedule_one(
+            cycle, pod, state.claims, state.allocator, restrict=nodes)
+        if node_name is None:
+            return self._claims.post_filter(state, pod, reasons)
+        cycle.bind(pod, node_name, state.claims, allocations)
+        return Placement(pod, node_name, state.claims, allocations)
 
     def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle) -> None:
         """One pod's attempt (upstream's scheduleOne): the points of the default profile (profile.py) in
@@ -163,7 +230,8 @@ class Scheduler:
         cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
 
     def schedule_one(
-        self, cycle: Cycle, pod: PodState, claims: PodClaims, allocator: Allocator | None
+        self, cycle: Cycle, pod: PodState, claims: PodClaims, allocator: Allocator | None,
+        restrict: frozenset[str] | None = None,
     ) -> tuple[str | None, Counter[str], dict[str, dict[str, Any]], list[str]]:
         """Filter, score, pick the best node (random among equals), as upstream's schedulePod.
 
@@ -179,18 +247,21 @@ class Scheduler:
         A pod without claims is answered from the per-shape cache (feasibility_cache.py): the same
         nodes scanned, the same best nodes in the same order, so the same choice from the same
         random draws, or the same failures counted; the node-by-node loop below is for the rest.
+        `restrict`: only these nodes (a PodGroup's topology domain); the others fail as outside it.
         """
         view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
         shape = self._shapes(pod)
         nodes = self._static_nodes(cycle, pod, shape)
+        if restrict is not None:
+            nodes = [(name, failure if name in restrict else OUTSIDE_DOMAIN) for name, failure in nodes]
         score = self._scorer(cycle, pod)
         # Like upstream, stop once enough feasible nodes are found, starting where the last search
         # stopped (a rotating start, carried by the decision's cycle); if none of them can take the
         # pod's claims, look at the rest too.
         want = num_feasible_nodes_to_find(len(nodes))
         start = cycle.cursor[0] % len(nodes) if nodes else 0
-        if nodes and not claims.any and self.score != "fragmentation":
+        if nodes and not claims.any and self.score != "fragmentation" and restrict is None:
             index = self._feasibility.index((shape, tuple(pod.requests.items())), pod.requests,
                                             self._node_score(pod, score))
             index.sync(view, nodes, cycle, cycle.changed, used.own_map() if isinstance(used, Used) else {})

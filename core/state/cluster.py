@@ -38,6 +38,8 @@ from ..log.events import (
     PodCreated,
     PodEvicted,
     PodFinished,
+    PodGroupConditionSet,
+    PodGroupCreated,
     PodReserved,
     PodUngated,
     PodUnreserved,
@@ -76,6 +78,7 @@ ROOM_EVENTS = (
     ResourceClaimTemplateCreated,
     NodeGroupDefined,
     WorkloadCreated,
+    PodGroupCreated,
     PodUnreserved,
     NodeTaintsChanged,  # a taint removed (a NodeReady again is room too, listed above)
 )
@@ -241,6 +244,14 @@ class ClusterState(ClusterIndexes):
 
     def _on_workload_created(self, offset: int, t: int, event: WorkloadCreated) -> None:
         self.gang.workload_created(event)
+
+    def _on_podgroup_created(self, offset: int, t: int, event: PodGroupCreated) -> None:
+        if not self.gang.podgroup_created(offset, event):
+            self.anomalies.append(f"offset {offset}: PodGroup {event.touched()[0]} created twice")
+
+    def _on_podgroup_condition(self, offset: int, t: int, event: PodGroupConditionSet) -> None:
+        if not self.gang.podgroup_condition(offset, t, event):
+            self.anomalies.append(f"offset {offset}: condition {event.condition} of unknown PodGroup {event.group}")
 
     def _on_pod_reserved(self, offset: int, t: int, event: PodReserved) -> None:
         self._pod_reserved(offset, event)
@@ -476,6 +487,8 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
     NodeGroupDefined: ClusterState._on_node_group_defined,
     RunStarted: ClusterState._on_run_started,
     WorkloadCreated: ClusterState._on_workload_created,
+    PodGroupCreated: ClusterState._on_podgroup_created,
+    PodGroupConditionSet: ClusterState._on_podgroup_condition,
     PodReserved: ClusterState._on_pod_reserved,
     PodUnreserved: ClusterState._on_pod_unreserved,
     FaultInjected: ClusterState._on_fault_injected,

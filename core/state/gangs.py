@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kube.workloads import GangRef, gang_ref, group_policy, min_count
-from ..log.events import PodReserved, WorkloadCreated
+from ..log.events import PodGroupConditionSet, PodGroupCreated, PodReserved, WorkloadCreated
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,61 @@ class Reservation:
 
 
 @dataclass
+class GroupCondition:
+    """One condition of a PodGroup's status; `t` is its lastTransitionTime (cluster ms)."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    t: int
+    offset: int
+
+
+@dataclass
+class PodGroupState:
+    """A PodGroup (1.36+) as the fold knows it: its manifest (v1beta1 shape) and its status conditions."""
+
+    key: str  # "<namespace>/<name>"
+    manifest: dict[str, Any]
+    created_offset: int
+    conditions: dict[str, GroupCondition] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = self.manifest.get("spec") or {}
+        return spec
+
+    @property
+    def min_count(self) -> int | None:
+        """The gang's minCount; None for the basic policy."""
+        return min_count(self.spec.get("schedulingPolicy") or {})
+
+    @property
+    def topology_key(self) -> str | None:
+        """The node label key of the group's topology constraint (KEP-5732: at most one), or None."""
+        topology = (self.spec.get("schedulingConstraints") or {}).get("topology") or []
+        return str(topology[0].get("key")) if topology and isinstance(topology[0], dict) else None
+
+    @property
+    def priority(self) -> int | None:
+        value = self.spec.get("priority")
+        return int(value) if isinstance(value, int) else None
+
+    def condition(self, kind: str) -> GroupCondition | None:
+        return self.conditions.get(kind)
+
+
+def scheduling_group(pod: dict[str, Any]) -> str | None:
+    """The `<namespace>/<podGroupName>` a pod names in `spec.schedulingGroup` (1.36+), or None."""
+    ref = (pod.get("spec") or {}).get("schedulingGroup")
+    if not isinstance(ref, dict) or not ref.get("podGroupName"):
+        return None
+    namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+    return f"{namespace}/{ref['podGroupName']}"
+
+
+@dataclass
 class GangState:
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> Workload manifest
     refs: dict[str, GangRef] = field(default_factory=dict)  # pod key -> its group, for pods with workloadRef
@@ -37,12 +92,46 @@ class GangState:
     bound_now: dict[str, None] = field(default_factory=dict)  # gangs with a binding in the record being applied
     bound: dict[str, None] = field(default_factory=dict)  # gangs that have had members bound (for the summary)
     timeouts: int = 0  # waiting members released at their gang's deadline
+    # 1.36+: PodGroups ("ns/name" -> state), which PodGroup each pod names, the members of each name (also of
+    # a PodGroup not created yet: its pods wait for it) and the offset its last member or the group arrived
+    podgroups: dict[str, PodGroupState] = field(default_factory=dict)
+    group_of: dict[str, str] = field(default_factory=dict)
+    group_members: dict[str, dict[str, None]] = field(default_factory=dict)
+    group_offset: dict[str, int] = field(default_factory=dict)
 
     def workload_created(self, event: WorkloadCreated) -> None:
         meta = event.manifest.get("metadata") or {}
         self.workloads[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = event.manifest
 
+    def podgroup_created(self, offset: int, event: PodGroupCreated) -> bool:
+        """False (and no change) for a PodGroup that exists already."""
+        meta = event.manifest.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        if key in self.podgroups:
+            return False
+        self.podgroups[key] = PodGroupState(key, event.manifest, offset)
+        self.group_members.setdefault(key, {})
+        self.group_offset[key] = offset
+        return True
+
+    def podgroup_condition(self, offset: int, t: int, event: PodGroupConditionSet) -> bool:
+        """Set a condition (lastTransitionTime kept when the status stays); False for an unknown group."""
+        group = self.podgroups.get(event.group)
+        if group is None:
+            return False
+        old = group.conditions.get(event.condition)
+        since = old.t if old is not None and old.status == event.status else t
+        group.conditions[event.condition] = GroupCondition(event.condition, event.status, event.reason, event.message,
+                                                      since, offset)
+        return True
+
     def pod_created(self, offset: int, key: str, manifest: dict[str, Any]) -> None:
+        group = scheduling_group(manifest)
+        if group is not None:
+            self.group_of[key] = group
+            self.group_members.setdefault(group, {})[key] = None
+            self.group_offset[group] = offset
+            return
         ref = gang_ref(manifest)
         if ref is None:
             return

@@ -1,0 +1,173 @@
+"""The PodGroup scheduling cycle (kube-scheduler 1.36/1.37, KEP-4671 with KEP-5832; topology, KEP-5732) in the
+scheduler reactor, through the simulator: the group placed in one cycle, all or nothing; PreEnqueue until the
+PodGroup and minCount pods exist; the PodGroup's condition; basic groups; the priority mismatch; a topology
+domain per label value; and the log verifies (replay decides the same)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
+
+from dralab.core.log.events import PodBound, PodGroupConditionSet, PodUnschedulable, decode_record
+from dralab.core.scenario.load import parse_scenario
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.verify import verify
+
+V1BETA1 = "scheduling.k8s.io/v1beta1"
+
+
+def podgroup(name: str = "train", min_count: int | None = 4, *, topology: str | None = None,
+             priority: int | None = None) -> dict[str, Any]:
+    """A PodGroup in the v1beta1 (hub) shape, as the API checks leave it."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}},
+                            "disruptionMode": {"single": {}}}
+    if topology is not None:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    if priority is not None:
+        spec["priority"] = priority
+    return {"apiVersion": V1BETA1, "kind": "PodGroup", "metadata": {"name": name, "namespace": "default"},
+            "spec": spec}
+
+
+def member(name: str = "worker", gpu: int = 4, **kwargs: Any) -> dict[str, Any]:
+    return pod(name, gpu=gpu, tolerations=[GPU_TOLERATION], **kwargs)
+
+
+def run(arrivals: list[tuple[dict[str, Any], str | None]], podgroups: list[dict[str, Any]], *,
+        groups: list[dict[str, Any]] | None = None, nodes: dict[str, int] | None = None,
+        duration: str = "10m", seed: int = 3):  # type: ignore[no-untyped-def]
+    """Simulate: `arrivals` are (a `spec.workload[]` entry, the PodGroup its pods name or None)."""
+    groups = groups if groups is not None else [group("gpu", max=2, delay="1m", template=node_template(gpu=8))]
+    d = scenario_doc(groups, nodes=nodes if nodes is not None else {"gpu": 2},
+                     workload=[a for a, _ in arrivals], duration=duration)
+    sc = parse_scenario(d, "podgroup.yaml")
+    for (_, name), loaded in zip(arrivals, sc.workload, strict=True):
+        if name is not None:
+            loaded.pod["spec"]["schedulingGroup"] = {"podGroupName": name}
+    sc = msgspec.structs.replace(sc, objects=[*sc.objects, *podgroups])
+    result = simulate(sc, seed)
+    assert result.violations == [], result.violations
+    checked = verify(LogFile("x", {}, result.entries))
+    assert checked.ok, checked.divergence and checked.divergence.render()
+    return result
+
+
+def events_of(result, kind):  # type: ignore[no-untyped-def]
+    out = []
+    for offset, payload in result.entries:
+        rec = decode_record(payload, offset)
+        out += [(offset, rec.t, e) for e in rec.events if isinstance(e, kind)]
+    return out
+
+
+def pods_named(result, base: str) -> list[Any]:  # type: ignore[no-untyped-def]
+    return [p for p in result.state.pods.values() if p.key.split("/")[2].startswith(base)]
+
+
+def test_a_gang_that_fits_binds_whole_in_one_record_and_the_group_is_initially_scheduled() -> None:
+    result = run([(arrival(0, member(), count=4, run_for="5m"), "train")], [podgroup()])
+    bound = events_of(result, PodBound)
+    assert len(bound) == 4 and len({offset for offset, _, _ in bound}) == 1
+    conditions = [e for _, _, e in events_of(result, PodGroupConditionSet)]
+    assert [(c.condition, c.status, c.reason) for c in conditions] == [
+        ("PodGroupInitiallyScheduled", "True", "Scheduled")]
+    state = result.state.gang.podgroups["default/train"]
+    assert state.conditions["PodGroupInitiallyScheduled"].status == "True"
+
+
+def test_a_gang_that_does_not_fit_binds_nothing_and_every_pod_says_why() -> None:
+    """Five 4-GPU pods, minCount 5, on two 8-GPU nodes (room for four): nothing binds, not even the four
+    that fit; the autoscaler, blind to PodGroups, sees unschedulable pods one by one."""
+    result = run([(arrival(0, member(), count=5), "train")], [podgroup(min_count=5)], duration="30s")
+    assert events_of(result, PodBound) == []
+    for p in pods_named(result, "worker"):
+        assert p.condition is not None and p.condition.reason == "Unschedulable"
+        assert 'pod group "train" is unschedulable' in p.condition.message
+    condition = result.state.gang.podgroups["default/train"].conditions["PodGroupInitiallyScheduled"]
+    assert (condition.status, condition.reason) == ("False", "Unschedulable")
+
+
+def test_the_group_binds_when_the_autoscaler_adds_room() -> None:
+    result = run([(arrival(0, member(), count=5, run_for="10m"), "train")], [podgroup(min_count=5)],
+                 groups=[group("gpu", max=3, delay="1m", template=node_template(gpu=8))], duration="5m")
+    bound = events_of(result, PodBound)
+    assert len(bound) == 5 and len({offset for offset, _, _ in bound}) == 1
+    assert {t for _, t, _ in bound} != {0}
+
+
+def test_pods_wait_outside_the_queue_until_the_podgroup_and_min_count_exist() -> None:
+    result = run([(arrival(0, member(), count=3), "train")], [podgroup()], duration="30s")
+    for p in pods_named(result, "worker"):
+        assert p.condition is not None
+        assert (p.condition.reason, p.condition.cause) == ("NotReadyForScheduling", "gang")
+        assert p.condition.detail == "3 of minCount 4 pods of PodGroup default/train exist"
+    missing = run([(arrival(0, member(), count=4), "train")], [], duration="30s")
+    for p in pods_named(missing, "worker"):
+        assert p.condition is not None
+        assert (p.condition.reason, p.condition.cause) == ("NotReadyForScheduling", "missing")
+        assert p.condition.message == 'waiting for pod group "train" to be created'
+
+
+def test_a_basic_group_binds_what_fits() -> None:
+    result = run([(arrival(0, member(), count=5, run_for="5m"), "train")], [podgroup(min_count=None)],
+                 duration="30s")
+    assert len(events_of(result, PodBound)) == 4
+    left = [p for p in pods_named(result, "worker") if p.node is None]
+    assert len(left) == 1 and left[0].condition is not None and left[0].condition.reason == "Unschedulable"
+
+
+def test_a_pod_whose_priority_differs_from_its_groups_rejects_the_group() -> None:
+    result = run([(arrival(0, member(priority=10), count=4), "train")], [podgroup(priority=100)],
+                 duration="30s")
+    assert events_of(result, PodBound) == []
+    for p in pods_named(result, "worker"):
+        assert p.condition is not None and p.condition.reason == "SchedulerError"
+    condition = result.state.gang.podgroups["default/train"].conditions["PodGroupInitiallyScheduled"]
+    assert (condition.status, condition.reason) == ("False", "SchedulerError")
+
+
+def racks(a: int, b: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    return ([group("rack-a", max=a, delay="1m", template=node_template(gpu=8, labels={"rack": "a"})),
+             group("rack-b", max=b, delay="1m", template=node_template(gpu=8, labels={"rack": "b"}))],
+            {"rack-a": a, "rack-b": b})
+
+
+def test_a_topology_constraint_keeps_the_group_in_one_domain() -> None:
+    """Six 4-GPU pods: rack a has two 8-GPU nodes (4 pods), rack b three (6 pods): only b takes the group,
+    though the cluster as a whole has room for ten."""
+    groups, nodes = racks(2, 3)
+    result = run([(arrival(0, member(), count=6, run_for="5m"), "train")], [podgroup(min_count=6, topology="rack")],
+                 groups=groups, nodes=nodes, duration="30s")
+    bound = [e for _, _, e in events_of(result, PodBound)]
+    assert len(bound) == 6
+    assert {result.state.nodes[e.node].manifest["metadata"]["labels"]["rack"] for e in bound} == {"b"}
+    condition = result.state.gang.podgroups["default/train"].conditions["PodGroupInitiallyScheduled"]
+    assert "rack=b" in condition.message
+
+
+def test_the_tightest_domain_wins_when_both_fit() -> None:
+    """Four 4-GPU pods fit in either rack; rack a (two nodes) is left fuller, so it is chosen."""
+    groups, nodes = racks(2, 3)
+    result = run([(arrival(0, member(), count=4, run_for="5m"), "train")], [podgroup(topology="rack")],
+                 groups=groups, nodes=nodes, duration="30s")
+    bound = [e for _, _, e in events_of(result, PodBound)]
+    assert {result.state.nodes[e.node].manifest["metadata"]["labels"]["rack"] for e in bound} == {"a"}
+
+
+def test_no_domain_big_enough_rejects_the_group_naming_the_closest() -> None:
+    groups, nodes = racks(2, 2)
+    result = run([(arrival(0, member(), count=6), "train")], [podgroup(min_count=6, topology="rack")],
+                 groups=groups, nodes=nodes, duration="5s")
+    assert events_of(result, PodBound) == []
+    p = pods_named(result, "worker")[0]
+    assert p.condition is not None and "no rack domain fits the pod group" in p.condition.message
+
+
+def test_unschedulable_members_are_retried_after_backoff_not_every_decision() -> None:
+    result = run([(arrival(0, member(), count=5), "train")], [podgroup(min_count=5)],
+                 groups=[group("gpu", max=2, delay="1m", template=node_template(gpu=8))], duration="2m")
+    attempts = [e for _, _, e in events_of(result, PodUnschedulable) if e.reason == "Unschedulable"]
+    assert 5 <= len(attempts) <= 5 * 12  # backoff and the unschedulable pool bound the retries
