@@ -5,12 +5,23 @@ domain per label value; and the log verifies (replay decides the same)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import msgspec
+import yaml
 from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
 
-from dralab.core.log.events import PodBound, PodGroupConditionSet, PodUnschedulable, decode_record
+from dralab.core.log.events import (
+    ClaimAllocated,
+    ClaimReleased,
+    ClaimReserved,
+    PodBound,
+    PodGroupConditionSet,
+    PodUnschedulable,
+    ResourceClaimCreated,
+    decode_record,
+)
 from dralab.core.scenario.load import parse_scenario
 from dralab.replay.logs.logfile import LogFile
 from dralab.replay.simulation.sim import simulate
@@ -171,3 +182,54 @@ def test_unschedulable_members_are_retried_after_backoff_not_every_decision() ->
                  groups=[group("gpu", max=2, delay="1m", template=node_template(gpu=8))], duration="2m")
     attempts = [e for _, _, e in events_of(result, PodUnschedulable) if e.reason == "Unschedulable"]
     assert 5 <= len(attempts) <= 5 * 12  # backoff and the unschedulable pool bound the retries
+
+
+# ---------------------------------------------------------------- ResourceClaims for PodGroups (KEP-5729)
+
+DRA_QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "dra-quickstart.yaml"
+
+
+def run_group_claims(pods: int = 3, *, entry_template: str = "one-gpu", run_for: str = "2m"):  # type: ignore[no-untyped-def]
+    d = yaml.safe_load(DRA_QUICKSTART.read_text())
+    d["spec"]["duration"] = "5m"
+    d["spec"]["workload"] = [{"at": 0, "count": pods, "runFor": run_for, "pod": {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker"},
+        "spec": {"containers": [{"name": "w", "image": "trainer"}],
+                 "resourceClaims": [{"name": "shared", "resourceClaimTemplateName": entry_template}]}}}]
+    sc = parse_scenario(d, "group-claims.yaml")
+    for loaded in sc.workload:
+        loaded.pod["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+    group_obj = podgroup(min_count=pods)
+    group_obj["spec"]["resourceClaims"] = [{"name": "shared", "resourceClaimTemplateName": "one-gpu"}]
+    sc = msgspec.structs.replace(sc, objects=[*sc.objects, group_obj])
+    result = simulate(sc, 7)
+    assert result.violations == [], result.violations
+    checked = verify(LogFile("x", {}, result.entries))
+    assert checked.ok, checked.divergence and checked.divergence.render()
+    return result
+
+
+def test_a_group_claim_is_made_once_allocated_once_and_reserved_for_the_group() -> None:
+    result = run_group_claims()
+    created = [e for _, _, e in events_of(result, ResourceClaimCreated)]
+    assert len(created) == 1
+    made = created[0]
+    assert made.pod == "podgroup/default/train" and made.pod_claim == "shared"
+    owner = made.manifest["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"]) == ("PodGroup", "train")
+    allocated = [e for _, _, e in events_of(result, ClaimAllocated)]
+    assert len(allocated) == 1 and allocated[0].pod == "podgroup/default/train"
+    bound = [e for _, _, e in events_of(result, PodBound)]
+    assert len(bound) == 3 and len({e.node for e in bound}) == 1  # a node-local device: one node for all
+    assert [e for _, _, e in events_of(result, ClaimReserved)] == []  # reservedFor: the group, once
+    released = [e for _, _, e in events_of(result, ClaimReleased)]
+    assert [(e.pod, e.deallocate) for e in released] == [("podgroup/default/train", True)]
+
+
+def test_a_pod_entry_that_does_not_match_the_groups_is_the_pods_own() -> None:
+    result = run_group_claims(2, entry_template="four-gpus-one-domain")
+    created = [e for _, _, e in events_of(result, ResourceClaimCreated)]
+    owners = sorted(e.pod for e in created)
+    assert owners == ["pod/default/worker-0", "pod/default/worker-1", "podgroup/default/train"]
+    allocated = [e for _, _, e in events_of(result, ClaimAllocated)]
+    assert sorted(e.pod for e in allocated) == ["pod/default/worker-0", "pod/default/worker-1"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..cluster.pod_claims import group_claims, same_source
+from ..log.events import claim_key
 from ..scheduler.plugins.node_resources_fit import allocatable_of
 from ..state.cluster import ClusterState, NodeState
 from .dra import CounterWatch, counter_violations, counters_within_capacity
@@ -87,10 +89,23 @@ def claims_reserved_for_running_pods(state: ClusterState) -> list[str]:
 
 def _unreserved(state: ClusterState, key: str) -> list[str]:
     out = []
-    for claim_key in state.dra.pod_claims.get(key, {}).values():
-        claim = state.dra.claims.get(claim_key)
+    for own in state.dra.pod_claims.get(key, {}).values():
+        claim = state.dra.claims.get(own)
         if claim is None or key not in claim.reserved_for:
-            out.append(f"pod {key} runs without being in reservedFor of {claim_key}")
+            out.append(f"pod {key} runs without being in reservedFor of {own}")
+    if key in state.gang.group_of:  # KEP-5729: a PodGroup's claim is reserved for the group, not its pods
+        pod = state.pods[key]
+        shared = group_claims(state, pod)
+        for entry in pod.manifest.get("spec", {}).get("resourceClaims") or []:
+            group = shared.get(entry.get("name", ""))
+            if group is None or not same_source(group[1], entry):
+                continue
+            made = (state.dra.pod_claims.get(group[0], {}).get(entry.get("name", ""))
+                    if entry.get("resourceClaimTemplateName")
+                    else claim_key(key.split("/")[1], str(entry.get("resourceClaimName"))))
+            claim = state.dra.claims.get(made or "")
+            if claim is None or group[0] not in claim.reserved_for:
+                out.append(f"pod {key} runs while its PodGroup is not in reservedFor of {made or entry.get('name')}")
     return out
 
 

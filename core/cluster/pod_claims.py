@@ -8,7 +8,7 @@ import copy
 import random
 from typing import Any
 
-from ..state.cluster import PodState
+from ..state.cluster import ClusterState, PodState
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand: no vowels, no look-alikes
@@ -25,15 +25,23 @@ def generate_name(pod: str, claim: str, rng: random.Random) -> str:
 
 
 def claim_manifest(template: dict[str, Any], pod: PodState, pod_claim: str, name: str) -> dict[str, Any]:
+    return owned_claim_manifest(template, pod.manifest, pod_claim, name)
+
+
+def owned_claim_manifest(template: dict[str, Any], owner: dict[str, Any], pod_claim: str, name: str
+                         ) -> dict[str, Any]:
+    """The claim made from `template` for `owner` (a Pod, or a PodGroup for KEP-5729's group claims, made the
+    same way: owned by the group, annotated with the group's claim entry name)."""
     meta = template.get("metadata") or {}
     spec = template.get("spec") or {}
-    pod_meta = pod.manifest.get("metadata") or {}
+    owner_meta = owner.get("metadata") or {}
     claim_meta: dict[str, Any] = {
         "name": name,
         "namespace": meta.get("namespace") or "default",
         "annotations": {**((spec.get("metadata") or {}).get("annotations") or {}), POD_CLAIM_ANNOTATION: pod_claim},
         "ownerReferences": [{
-            "apiVersion": "v1", "kind": "Pod", "name": pod_meta.get("name"), "uid": pod_meta.get("uid", ""),
+            "apiVersion": owner.get("apiVersion") or "v1", "kind": owner.get("kind") or "Pod",
+            "name": owner_meta.get("name"), "uid": owner_meta.get("uid", ""),
             "controller": True, "blockOwnerDeletion": True,
         }],
     }
@@ -41,3 +49,20 @@ def claim_manifest(template: dict[str, Any], pod: PodState, pod_claim: str, name
         claim_meta["labels"] = copy.deepcopy(spec["metadata"]["labels"])
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": claim_meta,
             "spec": copy.deepcopy(spec.get("spec") or {})}
+
+
+def group_claims(view: ClusterState, pod: PodState) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The claims of the pod's PodGroup (KEP-5729, DRAWorkloadResourceClaims): entry name -> (the group's
+    consumer key `podgroup/<ns>/<name>`, the group's entry); empty for a pod without a group or claims."""
+    group = view.gang.group_of.get(pod.key)
+    state = view.gang.podgroups.get(group) if group is not None else None
+    if state is None:
+        return {}
+    entries = state.spec.get("resourceClaims") or []
+    return {str(e.get("name")): (f"podgroup/{group}", e) for e in entries if isinstance(e, dict)}
+
+
+def same_source(group_entry: dict[str, Any], pod_entry: dict[str, Any]) -> bool:
+    """KEP-5729's matching rule: the pod uses the group's claim only when its entry has the same name and the
+    same claim or template name; any other entry is the pod's own."""
+    return all(group_entry.get(f) == pod_entry.get(f) for f in ("resourceClaimName", "resourceClaimTemplateName"))

@@ -61,6 +61,7 @@ class Savepoint:
     held: Held
     dra_failed: set[tuple[str, str]]
     failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, Status]]
+    reserved: set[tuple[str, str]]
     allocations: list[dict[str, Any]] = field(default_factory=list)  # added to `allocated` since, in order
 
 
@@ -89,6 +90,7 @@ class Cycle:
         # pod that failed: the answer for its likes until the next binding (Scheduler._schedule)
         self.failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, Status]] = {}
         self._journal: list[Savepoint] = []  # open savepoints, newest last
+        self.reserved: set[tuple[str, str]] = set()  # (claim, PodGroup consumer) reserved in this decision
         for reservation in held or ():
             self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
             self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())
@@ -117,7 +119,8 @@ class Cycle:
         appends the nodes to `changed` again, so the feasibility cache, which reads `changed` as a growing
         journal, re-evaluates them."""
         sp = Savepoint(len(self.events), len(self.changed), {n: dict(u) for n, u in self.used.own_map().items()},
-                       dict(self.assumed), dict(self.held), set(self.dra_failed), dict(self.failed))
+                       dict(self.assumed), dict(self.held), set(self.dra_failed), dict(self.failed),
+                       set(self.reserved))
         self._journal.append(sp)
         return sp
 
@@ -137,6 +140,7 @@ class Cycle:
         for allocation in reversed(sp.allocations):
             self.allocated.remove_allocation(allocation)
         self.assumed, self.held, self.dra_failed, self.failed = sp.assumed, sp.held, sp.dra_failed, sp.failed
+        self.reserved = sp.reserved
         self._free = None
 
     def release(self, sp: Savepoint) -> None:
@@ -148,13 +152,20 @@ class Cycle:
 
     def bind(self, pod: PodState, node: str, claims: PodClaims, allocations: dict[str, dict[str, Any]]) -> None:
         self.events.append(PodBound(pod=pod.key, node=node))
+        consumers = claims.consumers
         for key, allocation in allocations.items():
-            self.events.append(ClaimAllocated(claim=key, allocation=allocation, pod=pod.key))
+            consumer = consumers.get(key, pod.key)  # a PodGroup's claim is reserved for the group (KEP-5729)
+            self.events.append(ClaimAllocated(claim=key, allocation=allocation, pod=consumer))
             self.assumed[key] = allocation
+            if consumer != pod.key:
+                self.reserved.add((key, consumer))
         for key, _ in claims.allocated:
             state = self.view.dra.claims[key]
-            if pod.key not in state.reserved_for:
-                self.events.append(ClaimReserved(claim=key, pod=pod.key))
+            consumer = consumers.get(key, pod.key)
+            if consumer not in state.reserved_for and (key, consumer) not in self.reserved:
+                self.events.append(ClaimReserved(claim=key, pod=consumer))
+                if consumer != pod.key:
+                    self.reserved.add((key, consumer))
         self._take(pod, node, allocations)
 
     def hold(self, pod: PodState, node: str, allocations: dict[str, dict[str, Any]], gang: str) -> None:

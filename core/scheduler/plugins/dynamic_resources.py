@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...cluster.pod_claims import group_claims, same_source
 from ...dra.allocated import AllocatedState
 from ...dra.allocator import AllocationError, Allocator
 from ...dra.cel import CelMatcher, SelectorError
@@ -53,6 +54,9 @@ class PodClaims:
     allocated: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (claim key, allocation)
     missing: str | None = None  # a referenced object that does not exist: the pod is pending, reason missing
     waiting: bool = False  # a claim from a template is not created yet (the claim controller will)
+    # claim key -> the consumer to reserve it for when it is not the pod: its PodGroup ("podgroup/<ns>/<name>"),
+    # for the pod's entries that match one of the group's (KEP-5729)
+    consumers: dict[str, str] = field(default_factory=dict)
 
     @property
     def any(self) -> bool:
@@ -78,8 +82,18 @@ class DraPlugin:
         out = PodClaims()
         namespace = pod.key.split("/")[1]
         generated = view.dra.pod_claims.get(pod.key, {})
+        shared = group_claims(view, pod)
         for entry in pod.manifest.get("spec", {}).get("resourceClaims") or []:
-            if entry.get("resourceClaimName"):
+            group = shared.get(entry.get("name", ""))
+            if group is not None and same_source(group[1], entry):
+                key_or_none = self._group_claim(view, namespace, group[0], entry, out)
+                if key_or_none is None:
+                    if out.missing is not None:
+                        return out
+                    continue
+                key = key_or_none
+                out.consumers[key] = group[0]
+            elif entry.get("resourceClaimName"):
                 key = claim_key(namespace, entry["resourceClaimName"])
                 if key not in view.dra.claims:
                     out.missing = f"ResourceClaim {namespace}/{entry['resourceClaimName']} does not exist"
@@ -103,7 +117,8 @@ class DraPlugin:
                 continue
             allocation = assumed.get(key, state.allocation)
             if allocation is not None:
-                if pod.key not in state.reserved_for and len(state.reserved_for) >= RESERVED_FOR_MAX:
+                consumer = out.consumers.get(key, pod.key)
+                if consumer not in state.reserved_for and len(state.reserved_for) >= RESERVED_FOR_MAX:
                     out.missing = f"ResourceClaim {key[6:]} already has {RESERVED_FOR_MAX} consumers"
                     return out
                 out.allocated.append((key, allocation))
@@ -115,6 +130,26 @@ class DraPlugin:
                             return out
                 out.to_allocate.append(state.claim)
         return out
+
+    @staticmethod
+    def _group_claim(view: ClusterState, namespace: str, consumer: str, entry: dict[str, Any],
+                     out: PodClaims) -> str | None:
+        """The claim key of a PodGroup's claim entry; None with `out.missing` (it does not exist) or
+        `out.waiting` (the claim controller has not made it from its template yet)."""
+        if entry.get("resourceClaimName"):
+            key = claim_key(namespace, entry["resourceClaimName"])
+            if key not in view.dra.claims:
+                out.missing = f"ResourceClaim {namespace}/{entry['resourceClaimName']} does not exist"
+                return None
+            return key
+        template = entry.get("resourceClaimTemplateName", "")
+        if f"{namespace}/{template}" not in view.dra.templates:
+            out.missing = f"ResourceClaimTemplate {namespace}/{template} does not exist"
+            return None
+        made = view.dra.pod_claims.get(consumer, {}).get(entry.get("name", ""))
+        if made is None:
+            out.waiting = True
+        return made
 
     def allocator(self, view: ClusterState, allocated: AllocatedState) -> Allocator:
         return Allocator([], view.dra.classes, allocated, self.matcher, index=view.dra.slice_index())
