@@ -17,6 +17,7 @@ from dralab.core.log.events import (
     ClaimReleased,
     ClaimReserved,
     PodBound,
+    PodEvicted,
     PodGroupConditionSet,
     PodUnschedulable,
     ResourceClaimCreated,
@@ -233,3 +234,43 @@ def test_a_pod_entry_that_does_not_match_the_groups_is_the_pods_own() -> None:
     assert owners == ["pod/default/worker-0", "pod/default/worker-1", "podgroup/default/train"]
     allocated = [e for _, _, e in events_of(result, ClaimAllocated)]
     assert sorted(e.pod for e in allocated) == ["pod/default/worker-0", "pod/default/worker-1"]
+
+
+# ---------------------------------------------------------------- workload-aware preemption (KEP-5710)
+
+
+def test_a_higher_priority_group_preempts_the_least_important_pods_it_needs() -> None:
+    """Four low-priority 4-GPU pods fill two 8-GPU nodes; a gang of two (priority 100) arrives: two victims,
+    the newest, are evicted (the others are reprieved), then the gang binds whole."""
+    result = run([(arrival(0, member("low", priority=0), count=4, run_for="1h"), None),
+                  (arrival("1m", member(priority=100), count=2, run_for="5m"), "train")],
+                 [podgroup(min_count=2, priority=100)], duration="3m")
+    evicted = [e for _, _, e in events_of(result, PodEvicted)]
+    assert len(evicted) == 2 and all("by pod group default/train" in e.reason for e in evicted)
+    assert {e.node for e in evicted} <= {"gpu-0", "gpu-1"}
+    bound = [(t, e) for _, t, e in events_of(result, PodBound) if e.pod.startswith("pod/default/worker")]
+    assert len(bound) == 2 and bound[0][0] > 60_000
+    waiting = [e for _, _, e in events_of(result, PodUnschedulable) if e.cause == "preemption"]
+    assert waiting and "waiting for 2 preemption victims" in waiting[0].message
+
+
+def test_a_group_with_disruption_mode_all_is_evicted_whole() -> None:
+    batch = podgroup("batch", min_count=4, priority=0)
+    batch["spec"]["disruptionMode"] = {"all": {}}
+    result = run([(arrival(0, member("low", priority=0), count=4, run_for="1h"), "batch"),
+                  (arrival("1m", member(priority=100), count=1, run_for="5m"), "train")],
+                 [batch, podgroup(min_count=1, priority=100)], duration="3m")
+    evicted = [e for _, _, e in events_of(result, PodEvicted)]
+    assert len(evicted) == 4  # one slot needed, the whole group goes
+    target = result.state.gang.podgroups["default/batch"].conditions["DisruptionTarget"]
+    assert (target.status, target.reason) == ("True", "PreemptionByScheduler")
+
+
+def test_no_preemption_with_policy_never_or_against_equal_priority() -> None:
+    never = podgroup(min_count=2, priority=100)
+    never["spec"]["preemptionPolicy"] = "Never"
+    for low, group in ((0, never), (100, podgroup(min_count=2, priority=100))):
+        result = run([(arrival(0, member("low", priority=low), count=4, run_for="1h"), None),
+                      (arrival("1m", member(priority=100), count=2), "train")], [group], duration="2m")
+        assert events_of(result, PodEvicted) == []
+        assert all(p.node is None for p in pods_named(result, "worker"))

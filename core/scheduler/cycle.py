@@ -62,7 +62,8 @@ class Savepoint:
     dra_failed: set[tuple[str, str]]
     failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, Status]]
     reserved: set[tuple[str, str]]
-    allocations: list[dict[str, Any]] = field(default_factory=list)  # added to `allocated` since, in order
+    # (added, allocation): added to or removed from `allocated` since, in order
+    allocations: list[tuple[bool, dict[str, Any]]] = field(default_factory=list)
 
 
 class Cycle:
@@ -137,8 +138,11 @@ class Cycle:
             else:
                 own.pop(node, None)
         self.changed.extend(touched)
-        for allocation in reversed(sp.allocations):
-            self.allocated.remove_allocation(allocation)
+        for added, allocation in reversed(sp.allocations):
+            if added:
+                self.allocated.remove_allocation(allocation)
+            else:
+                self.allocated.add_allocation(allocation)
         self.assumed, self.held, self.dra_failed, self.failed = sp.assumed, sp.held, sp.dra_failed, sp.failed
         self.reserved = sp.reserved
         self._free = None
@@ -177,7 +181,7 @@ class Cycle:
         for allocation in allocations.values():
             self.allocated.add_allocation(allocation)
             if self._journal:
-                self._journal[-1].allocations.append(allocation)
+                self._journal[-1].allocations.append((True, allocation))
         if allocations and self._free is not None:
             self._free.forget(node)
         node_used = self.used.own(node)
@@ -185,6 +189,25 @@ class Cycle:
         for resource, amount in pod.requests.items():
             node_used[resource] = node_used.get(resource, 0) + amount
         node_used["pods"] = node_used.get("pods", 0) + 1
+
+    def remove(self, pod: PodState, allocations: list[dict[str, Any]]) -> None:
+        """Take a running pod off its node in this decision (a preemption victim, while preemption weighs
+        it; always inside a savepoint), and free `allocations` (the claims only it uses)."""
+        assert self._journal, "a pod is removed only inside a savepoint"
+        for allocation in allocations:
+            self.allocated.remove_allocation(allocation)
+            self._journal[-1].allocations.append((False, allocation))
+        self._free = None
+        node = str(pod.node)
+        node_used = self.used.own(node)
+        self.changed.append(node)
+        for resource, amount in pod.requests.items():
+            node_used[resource] = node_used.get(resource, 0) - amount
+        node_used["pods"] = node_used.get("pods", 0) - 1
+
+    def restore(self, pod: PodState, allocations: list[dict[str, Any]]) -> None:
+        """Put back a pod `remove` took off (a victim preemption reprieves)."""
+        self._take(pod, str(pod.node), {str(i): a for i, a in enumerate(allocations)})
 
     def pending(self, pod: PodState, reason: str, message: str, cause: str, detail: str) -> None:
         """Write the PodScheduled condition: always after a failed attempt (`Unschedulable`, which counts

@@ -156,13 +156,16 @@ class Scheduler:
                 wake = later
         return wake
 
-    def _group_settings(self) -> tuple[str, bool]:
-        """The release (condition names, beta checks) and whether TopologyAwareWorkloadScheduling is on."""
+    def _group_settings(self) -> tuple[str, bool, bool]:
+        """The release (condition names, beta checks), whether TopologyAwareWorkloadScheduling is on, and
+        whether workload-aware preemption is (1.36: its own gate; 1.37: part of GenericWorkload)."""
         profile = getattr(self, "profile", None)
         if profile is None:
-            return "1.37", True
+            return "1.37", True, True
         version = str(profile.version)
-        return version, bool(profile.gates.get("TopologyAwareWorkloadScheduling", False))
+        gates = profile.gates
+        preemption = gates.get("WorkloadAwarePreemption", False) if version == "1.36" else version >= "1.37"
+        return version, bool(gates.get("TopologyAwareWorkloadScheduling", False)), bool(preemption)
 
     def _place(self, cycle: Cycle, pod: PodState, nodes: frozenset[str] | None) -> Placement | Status:
         """One pod of a PodGroup's cycle through PreFilter, Filter and Score (restricted to `nodes` when the

@@ -27,8 +27,8 @@ scheduler places it in one cycle, on one snapshot:
   (PodGroupPodsCount), then the tightest fit (NodeResourcesFit: least of the requested resources left free in
   the domain), then the seeded random source among equals.
 
-Upstream's 1.37 group preemption (workload-aware preemption, KEP-5710) is not modelled here: a group that does
-not fit fails, as when no victim is found.
+A group that does not fit may preempt lower-priority pods and groups (workload-aware preemption, KEP-5710:
+plugins/workload_preemption.py) before it is rejected.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from ...state.gangs import PodGroupState
 from ..framework import ExtensionPoint, Status, unresolvable, unschedulable
 from ..queue import NOT_READY
 from .scheduling_gates import SCHEDULING_GATED, gated
+from .workload_preemption import candidates, devices, evict, group_priority, plan, preempts
 
 if TYPE_CHECKING:
     from ..cycle import Cycle
@@ -100,10 +101,11 @@ def live_members(view: ClusterState, group: str) -> int:
 class PodGroupCycle:
     """One decision's PodGroup cycles (the scheduler reactor calls `admit`, then `schedule`, per group)."""
 
-    def __init__(self, view: ClusterState, version: str, topology: bool) -> None:
+    def __init__(self, view: ClusterState, version: str, topology: bool, preemption: bool = True) -> None:
         self.view = view
         self.version = version
         self.topology = topology  # TopologyAwareWorkloadScheduling on
+        self.preemption = preemption  # workload-aware preemption (1.36: its gate; 1.37: GenericWorkload)
 
     def admit(self, key: str) -> tuple[PodGroupState | None, Status | None]:
         """PreEnqueue for the group: (the PodGroup, None) when it may be tried, else a rejection."""
@@ -252,35 +254,78 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
     if isinstance(domains, str):
         _reject(cycle, groups, group, ready, Trial(None), need, f"no placement for the pod group: {domains}")
         return
+    sp = cycle.savepoint()
+    best, trials = _choose(cycle, groups, group, ready, place, domains, need)
+    if best is not None:
+        cycle.release(sp)
+        _accept(cycle, groups, group, ready, best, running)
+        return
+    cycle.rollback(sp)
+    if groups.preemption and preempts(group) and _preempt(cycle, groups, group, ready, place, domains, need):
+        return
+    if len(trials) == 1:
+        _reject(cycle, groups, group, ready, trials[0], need, None)
+        return
+    closest = max(trials, key=lambda t: len(t.placed))
+    _reject(cycle, groups, group, ready, closest, need,
+            f"no {group.topology_key} domain fits the pod group ({len(trials)} tried; at most "
+            f"{len(closest.placed)} of {need} pods fit, in {closest.domain})")
+
+
+def _choose(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], place: Place,
+            domains: list[str | None], need: int) -> tuple[Trial | None, list[Trial]]:
+    """Run the group algorithm in each placement and leave the best feasible one applied in the cycle
+    (bound); (None, the trials) when none is feasible, with nothing applied."""
     if len(domains) == 1:
         sp = cycle.savepoint()
-        best = groups.trial(cycle, group, ready, place, domains[0], need)
-        if _feasible(best, need):
+        trial = groups.trial(cycle, group, pods, place, domains[0], need)
+        if _feasible(trial, need):
             cycle.release(sp)
-            _accept(cycle, groups, group, ready, best, running)
-        else:
-            cycle.rollback(sp)
-            _reject(cycle, groups, group, ready, best, need, None)
-        return
+            return trial, [trial]
+        cycle.rollback(sp)
+        return None, [trial]
     # Topology: every domain is a placement; run the algorithm in each, keep the best feasible one.
     trials: list[Trial] = []
     for domain in domains:
         sp = cycle.savepoint()
-        trials.append(groups.trial(cycle, group, ready, place, domain, need))
+        trials.append(groups.trial(cycle, group, pods, place, domain, need))
         cycle.rollback(sp)
     feasible = [t for t in trials if _feasible(t, need)]
     if not feasible:
-        closest = max(trials, key=lambda t: len(t.placed))
-        _reject(cycle, groups, group, ready, closest, need,
-                f"no {group.topology_key} domain fits the pod group ({len(trials)} tried; at most "
-                f"{len(closest.placed)} of {need} pods fit, in {closest.domain})")
-        return
+        return None, trials
     top = max((len(t.placed), -t.leftover) for t in feasible)
     best_ones = [t for t in feasible if (len(t.placed), -t.leftover) == top]
     best = best_ones[0] if len(best_ones) == 1 else cycle.rng.choice(best_ones)
     for p in best.placed:  # the chosen placement again, as it was found (same order, same state)
         cycle.bind(p.pod, p.node, p.claims, p.allocations)
-    _accept(cycle, groups, group, ready, best, running)
+    return best, trials
+
+
+def _preempt(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], place: Place,
+             domains: list[str | None], need: int) -> bool:
+    """Workload-aware preemption (plugins/workload_preemption.py): evict what the group needs; False when
+    no set of lower-priority victims makes room."""
+    priority = group_priority(group, pods)
+    victims = candidates(groups.view, priority, group.key)
+
+    def attempt(c: Cycle) -> tuple[int, set[tuple[str, str, str]]] | None:
+        best, _ = _choose(c, groups, group, pods, place, domains, need)
+        if best is None:
+            return None
+        return len(best.placed), {d for p in best.placed for a in p.allocations.values() for d in devices(a)}
+
+    evicted = plan(cycle, victims, attempt)
+    if not evicted:
+        return False
+    evict(cycle, evicted, group.key)
+    count = sum(len(v.pods) for v in evicted)
+    name = group.key.split("/", 1)[1]
+    message = f'pod group "{name}" is waiting for {count} preemption victims to terminate'
+    detail = ", ".join(p.key for v in evicted for p in v.pods)
+    for pod in pods:
+        cycle.pending(pod, "Unschedulable", message, "preemption", detail)
+    groups.condition(cycle, group, "False", "Unschedulable", message)
+    return True
 
 
 SCHEDULER_ERROR = "SchedulerError"

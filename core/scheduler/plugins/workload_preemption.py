@@ -1,0 +1,180 @@
+"""Workload-aware preemption (KEP-5710): when a PodGroup's cycle fails, evict lower-priority pods and groups
+so that the group fits, whole groups as one victim when their `disruptionMode` is `all`.
+
+kube-scheduler 1.37 (GenericWorkload, which absorbed the WorkloadAwarePreemption gate; 1.36 behind that gate)
+disables per-pod PostFilter in the group cycle and runs one PodGroupPostFilter after the group failed:
+
+1. The preemptor's priority is the PodGroup's (`spec.priority`, resolved from `priorityClassName` at
+   admission; dralab: the pods' when the group has none). `preemptionPolicy: Never` means no preemption.
+2. Candidate victims: running pods of lower priority, in units: a pod, or every running pod of a PodGroup
+   whose `disruptionMode` is `all` (the unit's priority is its group's).
+3. With every candidate removed, the group algorithm must place the group (minCount), else preemption cannot
+   help and the group fails as before.
+4. Reprieve: with the group placed, victims are put back from the most important (higher priority first; at
+   equal priority groups before single pods, then the older first) as long as they still fit where they run;
+   a unit comes back whole or not at all. What is left is evicted.
+5. The victims are evicted (`PodEvicted`, the pods' DisruptionTarget), victim PodGroups get `DisruptionTarget`
+   True with reason `PreemptionByScheduler`; the preemptor's pods wait (Unschedulable, cause `preemption`)
+   and are tried again once the victims are gone. dralab models a zero grace period, so that is the next
+   decision after backoff; upstream reserves the room with nominatedNodeName meanwhile.
+
+Not modelled: PodDisruptionBudgets (none in dralab), the preemption of single pods by single pods (issue 21),
+and the scoring of several candidate victim sets: dralab takes the one reprieve leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...log.events import AnyEvent, PodEvicted, PodGroupConditionSet
+from ...state.cluster import RUNNING, ClusterState, PodState
+from ...state.gangs import PodGroupState
+from .node_resources_fit import lacking
+
+if TYPE_CHECKING:
+    from ..cycle import Cycle
+
+NAME = "WorkloadAwarePreemption"
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+
+@dataclass
+class Victim:
+    """A unit of eviction: one pod, or a whole PodGroup with disruptionMode `all`."""
+
+    pods: list[PodState]
+    priority: int
+    group: str | None  # "ns/name" of the PodGroup the pods belong to (for its DisruptionTarget)
+    whole: bool  # the unit is the group (disruptionMode all)
+    allocations: list[dict[str, Any]]  # claims only this unit uses, freed with it
+
+
+def group_priority(group: PodGroupState, pods: list[PodState]) -> int:
+    priority = group.priority
+    return priority if priority is not None else max((p.priority for p in pods), default=0)
+
+
+def preempts(group: PodGroupState) -> bool:
+    return bool(group.spec.get("preemptionPolicy", "PreemptLowerPriority") != "Never")
+
+
+def candidates(view: ClusterState, priority: int, own_group: str) -> list[Victim]:
+    """Running pods of lower priority, as eviction units, least important first."""
+    running = view.pods_by_phase[RUNNING]
+    units: dict[str, Victim] = {}
+    singles: list[Victim] = []
+    for key in running:
+        pod = view.pods[key]
+        if pod.node is None:
+            continue
+        group_key = view.gang.group_of.get(key)
+        if group_key == own_group:
+            continue
+        group = view.gang.podgroups.get(group_key) if group_key is not None else None
+        whole = group is not None and "all" in (group.spec.get("disruptionMode") or {})
+        if group is not None and whole:
+            unit = units.get(group.key)
+            if unit is None:
+                unit = units[group.key] = Victim([], 0, group.key, True, [])
+            unit.pods.append(pod)
+            continue
+        pod_priority = group.priority if group is not None and group.priority is not None else pod.priority
+        if pod_priority < priority:
+            singles.append(Victim([pod], pod_priority, group_key, False, []))
+    for unit in units.values():
+        group = view.gang.podgroups[str(unit.group)]
+        unit.priority = group_priority(group, unit.pods)
+    victims = [u for u in units.values() if u.priority < priority] + singles
+    for victim in victims:
+        victim.allocations = _own_allocations(view, victim)
+    # least important first: lower priority, single pods before groups, the newest first
+    victims.sort(key=lambda v: (v.priority, v.whole, -max(p.created_offset for p in v.pods)))
+    return victims
+
+
+def _own_allocations(view: ClusterState, victim: Victim) -> list[dict[str, Any]]:
+    """The allocations of the claims no one but the victim's pods (or its group) uses."""
+    consumers = {p.key for p in victim.pods}
+    if victim.whole and victim.group is not None:
+        consumers.add(f"podgroup/{victim.group}")
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for owner in sorted(consumers):
+        for key in view.dra.pod_claims.get(owner, {}).values():
+            state = view.dra.claims.get(key)
+            if key in seen or state is None or state.allocation is None or not state.reserved_for:
+                continue
+            if set(state.reserved_for) <= consumers:
+                seen.add(key)
+                out.append(state.allocation)
+    return out
+
+
+def devices(allocation: dict[str, Any]) -> set[tuple[str, str, str]]:
+    results = (allocation.get("devices") or {}).get("results") or []
+    return {(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))) for r in results}
+
+
+def reprieve(cycle: Cycle, victims: list[Victim], taken: set[tuple[str, str, str]]) -> list[Victim]:
+    """Put back the victims that still fit, most important first, each unit whole; return the evicted ones."""
+    evicted: list[Victim] = []
+    for victim in reversed(victims):  # most important first
+        fits = not any(devices(a) & taken for a in victim.allocations)
+        usage: dict[str, dict[str, int]] = {}
+        for pod in victim.pods:
+            node = str(pod.node)
+            used = usage.setdefault(node, dict(cycle.used[node]))
+            if lacking(sorted(pod.requests.items()), used, cycle.view.nodes[node].allocatable):
+                fits = False
+                break
+            for resource, amount in pod.requests.items():
+                used[resource] = used.get(resource, 0) + amount
+            used["pods"] = used.get("pods", 0) + 1
+        if fits:
+            for i, pod in enumerate(victim.pods):
+                cycle.restore(pod, victim.allocations if i == 0 else [])
+        else:
+            evicted.append(victim)
+    return evicted
+
+
+def evict(cycle: Cycle, victims: list[Victim], preemptor: str) -> None:
+    """The eviction events: each pod (DisruptionTarget), and each victim PodGroup's DisruptionTarget."""
+    events: list[AnyEvent] = []
+    groups: dict[str, None] = {}
+    for victim in victims:
+        for pod in victim.pods:
+            events.append(PodEvicted(pod=pod.key, node=str(pod.node),
+                                     reason=f"preemption: by pod group {preemptor} ({NAME})"))
+        if victim.group is not None:
+            groups[victim.group] = None
+    for group in groups:
+        events.append(PodGroupConditionSet(group=group, condition=DISRUPTION_TARGET, status="True",
+                                           reason=PREEMPTION_BY_SCHEDULER,
+                                           message=f"preempted to make room for pod group {preemptor}"))
+    cycle.events.extend(events)
+
+
+# The group algorithm with some pods taken off: (the cycle) -> pods placed, devices they took, or None.
+Attempt = Callable[["Cycle"], "tuple[int, set[tuple[str, str, str]]] | None"]
+
+
+def plan(cycle: Cycle, victims: list[Victim], attempt: Attempt) -> list[Victim] | None:
+    """Remove every candidate, place the group, reprieve; the victims to evict, or None if even removing all
+    of them does not let the group fit. Everything is rolled back: only the answer is kept."""
+    if not victims:
+        return None
+    sp = cycle.savepoint()
+    try:
+        for victim in victims:
+            for i, pod in enumerate(victim.pods):
+                cycle.remove(pod, victim.allocations if i == 0 else [])
+        placed = attempt(cycle)
+        if placed is None:
+            return None
+        return reprieve(cycle, victims, placed[1])
+    finally:
+        cycle.rollback(sp)
