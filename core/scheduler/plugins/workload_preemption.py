@@ -31,12 +31,15 @@ from typing import TYPE_CHECKING, Any
 from ...log.events import AnyEvent, PodEvicted, PodGroupConditionSet
 from ...state.cluster import RUNNING, ClusterState, PodState
 from ...state.gangs import PodGroupState
+from ..framework import ExtensionPoint
 from .node_resources_fit import lacking
 
 if TYPE_CHECKING:
     from ..cycle import Cycle
 
 NAME = "WorkloadAwarePreemption"
+# 1.37's PodGroupPostFilter point, run once after a group cycle failed (upstream's PostFilter for groups)
+EXTENSION_POINTS = (ExtensionPoint.POST_FILTER,)
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
