@@ -269,8 +269,8 @@ def test_a_group_with_disruption_mode_all_is_evicted_whole() -> None:
 def test_no_preemption_with_policy_never_or_against_equal_priority() -> None:
     never = podgroup(min_count=2, priority=100)
     never["spec"]["preemptionPolicy"] = "Never"
-    for low, group in ((0, never), (100, podgroup(min_count=2, priority=100))):
+    for low, preemptor in ((0, never), (100, podgroup(min_count=2, priority=100))):
         result = run([(arrival(0, member("low", priority=low), count=4, run_for="1h"), None),
-                      (arrival("1m", member(priority=100), count=2), "train")], [group], duration="2m")
+                      (arrival("1m", member(priority=100), count=2), "train")], [preemptor], duration="2m")
         assert events_of(result, PodEvicted) == []
         assert all(p.node is None for p in pods_named(result, "worker"))
