@@ -274,3 +274,70 @@ def test_no_preemption_with_policy_never_or_against_equal_priority() -> None:
                       (arrival("1m", member(priority=100), count=2), "train")], [preemptor], duration="2m")
         assert events_of(result, PodEvicted) == []
         assert all(p.node is None for p in pods_named(result, "worker"))
+
+
+# ---------------------------------------------------------------- CompositePodGroups (KEP-6012)
+
+
+def composite(name: str, min_group_count: int | None, parent: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "workloadRef": {"workloadName": "lws", "templateName": name},
+        "schedulingPolicy": {"gang": {"minGroupCount": min_group_count}} if min_group_count else {"basic": {}}}
+    if parent is not None:
+        spec["parentCompositePodGroupName"] = parent
+    return {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def child(name: str, min_count: int, parent: str) -> dict[str, Any]:
+    group = podgroup(name, min_count)
+    group["spec"]["parentCompositePodGroupName"] = parent
+    return group
+
+
+def replica(i: int, workers: int = 2, gpu: int = 4) -> list[tuple[dict[str, Any], str]]:
+    return [(arrival(0, member(f"r{i}-leader", gpu=gpu), run_for="10m"), f"r{i}-leader"),
+            (arrival(0, member(f"r{i}-worker", gpu=gpu), count=workers, run_for="10m"), f"r{i}-workers")]
+
+
+def replica_groups(i: int, parent: str, workers: int = 2) -> list[dict[str, Any]]:
+    return [child(f"r{i}-leader", 1, parent), child(f"r{i}-workers", workers, parent)]
+
+
+def test_a_composite_binds_its_groups_together_or_not_at_all() -> None:
+    fits = run(replica(0), [composite("r0", 2), *replica_groups(0, "r0")], duration="30s")
+    bound = events_of(fits, PodBound)
+    assert len(bound) == 3 and len({o for o, _, _ in bound}) == 1
+    assert fits.state.gang.composites["default/r0"].conditions["CompositePodGroupInitiallyScheduled"].status == "True"
+    # the leader fits on its own, the workers (4 x 4 GPUs) do not: nothing binds, not even the leader
+    too_big = run(replica(0, workers=4), [composite("r0", 2), *replica_groups(0, "r0", workers=4)], duration="30s")
+    assert events_of(too_big, PodBound) == []
+    leader = too_big.state.pods["pod/default/r0-leader"]
+    assert leader.condition is not None and 'composite pod group "r0"' in leader.condition.message
+    condition = too_big.state.gang.composites["default/r0"].conditions["CompositePodGroupInitiallyScheduled"]
+    assert (condition.status, condition.reason) == ("False", "Unschedulable")
+
+
+def test_two_levels_min_group_count_of_replicas() -> None:
+    """A root composite of three replicas (each a composite of a leader and two workers: 3 pods of 4 GPUs),
+    minGroupCount 2, on two 8-GPU nodes (4 slots): one replica fits whole, not two: nothing binds. With three
+    nodes (6 slots), two replicas bind and the third waits."""
+    arrivals = [a for i in range(3) for a in replica(i)]
+    objects = [composite("lws", 2), *[composite(f"r{i}", 2, parent="lws") for i in range(3)],
+               *[g for i in range(3) for g in replica_groups(i, f"r{i}")]]
+    small = run(arrivals, objects, duration="20s")
+    assert events_of(small, PodBound) == []
+    big = run(arrivals, objects, groups=[group("gpu", max=3, delay="1m", template=node_template(gpu=8))],
+              nodes={"gpu": 3}, duration="20s")
+    bound = [e for _, _, e in events_of(big, PodBound)]
+    assert len(bound) == 6
+    replicas = {e.pod.split("/")[2].split("-")[0] for e in bound}
+    assert len(replicas) == 2
+    assert big.state.gang.composites["default/lws"].conditions["CompositePodGroupInitiallyScheduled"].status == "True"
+
+
+def test_a_missing_composite_keeps_its_groups_waiting() -> None:
+    result = run(replica(0), replica_groups(0, "r0"), duration="10s")
+    leader = result.state.pods["pod/default/r0-leader"]
+    assert leader.condition is not None and leader.condition.reason == "NotReadyForScheduling"
+    assert leader.condition.message == "waiting for composite pod group default/r0 to be created"

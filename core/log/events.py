@@ -45,6 +45,7 @@ from .events_faults import (
     FaultInjected,
 )
 from .events_gangs import (
+    CompositePodGroupCreated,
     PodGroupConditionSet,
     PodGroupCreated,
     PodReserved,
@@ -107,6 +108,7 @@ __all__ = [
     "PodCreated",
     "PodEvicted",
     "PodFinished",
+    "CompositePodGroupCreated",
     "PodGroupConditionSet",
     "PodGroupCreated",
     "PodReserved",
@@ -192,6 +194,7 @@ AnyEvent = (
     | FaultApplied
     | PodGroupCreated
     | PodGroupConditionSet
+    | CompositePodGroupCreated
 )
 
 

@@ -82,6 +82,20 @@ class PodGroupConditionSet(Event, tag="PodGroupConditionSet", frozen=True):
     status: str  # "True" | "False"
     reason: str
     message: str = ""
+    kind: str = "PodGroup"  # or "CompositePodGroup" (KEP-6012: CompositePodGroupInitiallyScheduled, ...)
 
     def touched(self) -> tuple[str, ...]:
-        return (f"podgroup/{self.group}",)
+        prefix = "podgroup" if self.kind == "PodGroup" else "compositepodgroup"
+        return (f"{prefix}/{self.group}",)
+
+
+class CompositePodGroupCreated(Event, tag="CompositePodGroupCreated", frozen=True):
+    """A CompositePodGroup exists (KEP-6012, 1.37 alpha): a level above PodGroups (or other composites) that
+    point to it with `spec.parentCompositePodGroupName`; its policy is `basic` or `gang` with
+    `minGroupCount` children that must be schedulable together."""
+
+    manifest: dict[str, Any]
+
+    def touched(self) -> tuple[str, ...]:
+        namespace, name = _meta(self.manifest)
+        return (f"compositepodgroup/{namespace}/{name}",)

@@ -14,6 +14,7 @@ from ..kube.kueue import KUEUE_KINDS
 from ..kube.manifests import node_allocatable
 from ..log.events import (
     AnyEvent,
+    CompositePodGroupCreated,
     DeviceClassCreated,
     FaultInjected,
     NodeCreated,
@@ -82,8 +83,8 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
     return Record(id=f"{SOURCE}/setup", source=SOURCE, view=-1, t=0, events=tuple(events))
 
 
-OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload", "PodGroup", "PodTemplate",
-                "ProvisioningRequest")
+OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload", "CompositePodGroup", "PodGroup",
+                "PodTemplate", "ProvisioningRequest")
 
 
 def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
@@ -101,6 +102,8 @@ def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
             events.append(WorkloadCreated(manifest=obj))
         elif kind == "PodGroup":
             events.append(PodGroupCreated(manifest=obj))
+        elif kind == "CompositePodGroup":
+            events.append(CompositePodGroupCreated(manifest=obj))
         elif kind == "PodTemplate":
             events.append(PodTemplateCreated(manifest=obj))
         elif kind == "ProvisioningRequest":

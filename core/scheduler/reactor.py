@@ -44,6 +44,7 @@ from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
 from .framework import Status, unresolvable
 from .plain import Pick, attempt
+from .plugins.composite_pod_group import Tree, invalid, root_of, schedule_composite
 from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import fragmentation_score, pod_demand
 from .plugins.gang_scheduling import GangCycle, Placed
@@ -109,14 +110,8 @@ class Scheduler:
                 continue
             group = group_of.get(pod.key) if group_of is not None else None
             if group is not None:
-                members = by_group.pop(group, None)
-                if members is None:
-                    continue  # its group was tried at its first pod's place in the queue
-                later = self._group_due(view, members, now)
-                if later is None:
-                    schedule_group(cycle, PodGroupCycle(view, *self._group_settings()), group, members,
-                                   partial(self._place, cycle))
-                elif later >= 0:
+                later = self._schedule_unit(cycle, group, by_group, now)
+                if later is not None and later >= 0:
                     wake = later if wake is None or later < wake else wake
                 continue
             ready, later = due(view, pod, now)  # the unschedulable pool and backoff (queue.py)
@@ -142,6 +137,35 @@ class Scheduler:
             if group is not None:
                 out.setdefault(group, []).append(pod)
         return out
+
+    def _schedule_unit(self, cycle: Cycle, group: str, by_group: dict[str, list[PodState]], now: int) -> int | None:
+        """The PodGroup's cycle (or its CompositePodGroup tree's, KEP-6012) at its first pod's place in the
+        queue; the pods of a unit already tried are skipped. None when tried; else when it may be (-1: on an
+        event)."""
+        view = cycle.view
+        members = by_group.get(group)
+        if members is None:
+            return None  # tried at its first pod's place in the queue
+        groups = PodGroupCycle(view, *self._group_settings())
+        root, why = root_of(groups, group)
+        if root is None:
+            del by_group[group]
+            later = self._group_due(view, members, now)
+            if later is None:
+                schedule_group(cycle, groups, group, members, partial(self._place, cycle))
+            return later
+        leaves = {group: members} if why is not None else {
+            leaf: by_group[leaf] for leaf in Tree.of(groups, root).leaves() if leaf in by_group}
+        for leaf in leaves:
+            del by_group[leaf]
+        pods = [p for ms in leaves.values() for p in ms]
+        later = self._group_due(view, pods, now)
+        if later is None:
+            if why is not None:
+                invalid(cycle, groups, root, pods, why)
+            else:
+                schedule_composite(cycle, groups, root, leaves, partial(self._place, cycle))
+        return later
 
     @staticmethod
     def _group_due(view: ClusterState, members: list[PodState], now: int) -> int | None:

@@ -24,6 +24,7 @@ from typing import Any
 from ..kube.manifests import node_allocatable, pod_requests
 from ..log.events import (
     ClaimReleased,
+    CompositePodGroupCreated,
     DeviceClassCreated,
     FaultApplied,
     FaultInjected,
@@ -79,6 +80,7 @@ ROOM_EVENTS = (
     NodeGroupDefined,
     WorkloadCreated,
     PodGroupCreated,
+    CompositePodGroupCreated,
     PodUnreserved,
     NodeTaintsChanged,  # a taint removed (a NodeReady again is room too, listed above)
 )
@@ -245,13 +247,11 @@ class ClusterState(ClusterIndexes):
     def _on_workload_created(self, offset: int, t: int, event: WorkloadCreated) -> None:
         self.gang.workload_created(event)
 
-    def _on_podgroup_created(self, offset: int, t: int, event: PodGroupCreated) -> None:
-        if not self.gang.podgroup_created(offset, event):
-            self.anomalies.append(f"offset {offset}: PodGroup {event.touched()[0]} created twice")
-
-    def _on_podgroup_condition(self, offset: int, t: int, event: PodGroupConditionSet) -> None:
-        if not self.gang.podgroup_condition(offset, t, event):
-            self.anomalies.append(f"offset {offset}: condition {event.condition} of unknown PodGroup {event.group}")
+    def _on_group_event(self, offset: int, t: int,
+                        event: PodGroupCreated | CompositePodGroupCreated | PodGroupConditionSet) -> None:
+        anomaly = self.gang.apply_group_event(offset, t, event)
+        if anomaly is not None:
+            self.anomalies.append(f"offset {offset}: {anomaly}")
 
     def _on_pod_reserved(self, offset: int, t: int, event: PodReserved) -> None:
         self._pod_reserved(offset, event)
@@ -487,8 +487,9 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
     NodeGroupDefined: ClusterState._on_node_group_defined,
     RunStarted: ClusterState._on_run_started,
     WorkloadCreated: ClusterState._on_workload_created,
-    PodGroupCreated: ClusterState._on_podgroup_created,
-    PodGroupConditionSet: ClusterState._on_podgroup_condition,
+    PodGroupCreated: ClusterState._on_group_event,
+    PodGroupConditionSet: ClusterState._on_group_event,
+    CompositePodGroupCreated: ClusterState._on_group_event,
     PodReserved: ClusterState._on_pod_reserved,
     PodUnreserved: ClusterState._on_pod_unreserved,
     FaultInjected: ClusterState._on_fault_injected,

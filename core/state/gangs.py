@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kube.workloads import GangRef, gang_ref, group_policy, min_count
-from ..log.events import PodGroupConditionSet, PodGroupCreated, PodReserved, WorkloadCreated
+from ..log.events import CompositePodGroupCreated, PodGroupConditionSet, PodGroupCreated, PodReserved, WorkloadCreated
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,18 @@ class PodGroupState:
         return min_count(self.spec.get("schedulingPolicy") or {})
 
     @property
+    def min_group_count(self) -> int | None:
+        """A CompositePodGroup's gang `minGroupCount` (KEP-6012); None for the basic policy."""
+        gang = (self.spec.get("schedulingPolicy") or {}).get("gang")
+        return int(gang.get("minGroupCount") or 1) if isinstance(gang, dict) else None
+
+    @property
+    def parent(self) -> str | None:
+        """The "ns/name" of the CompositePodGroup this group (or composite) belongs to, if any."""
+        name = self.spec.get("parentCompositePodGroupName")
+        return f"{self.key.split('/', 1)[0]}/{name}" if name else None
+
+    @property
     def topology_key(self) -> str | None:
         """The node label key of the group's topology constraint (KEP-5732: at most one), or None."""
         topology = (self.spec.get("schedulingConstraints") or {}).get("topology") or []
@@ -98,32 +110,35 @@ class GangState:
     group_of: dict[str, str] = field(default_factory=dict)
     group_members: dict[str, dict[str, None]] = field(default_factory=dict)
     group_offset: dict[str, int] = field(default_factory=dict)
+    composites: dict[str, PodGroupState] = field(default_factory=dict)  # CompositePodGroups (KEP-6012)
 
     def workload_created(self, event: WorkloadCreated) -> None:
         meta = event.manifest.get("metadata") or {}
         self.workloads[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = event.manifest
 
-    def podgroup_created(self, offset: int, event: PodGroupCreated) -> bool:
-        """False (and no change) for a PodGroup that exists already."""
+    def apply_group_event(self, offset: int, t: int,
+                          event: PodGroupCreated | CompositePodGroupCreated | PodGroupConditionSet) -> str | None:
+        """Fold a PodGroup or CompositePodGroup event; the anomaly, if it makes no sense (None: applied)."""
+        if isinstance(event, PodGroupConditionSet):
+            group = (self.podgroups if event.kind == "PodGroup" else self.composites).get(event.group)
+            if group is None:
+                return f"condition {event.condition} of unknown {event.kind} {event.group}"
+            old = group.conditions.get(event.condition)
+            since = old.t if old is not None and old.status == event.status else t  # lastTransitionTime
+            group.conditions[event.condition] = GroupCondition(event.condition, event.status, event.reason,
+                                                               event.message, since, offset)
+            return None
         meta = event.manifest.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-        if key in self.podgroups:
-            return False
-        self.podgroups[key] = PodGroupState(key, event.manifest, offset)
-        self.group_members.setdefault(key, {})
-        self.group_offset[key] = offset
-        return True
-
-    def podgroup_condition(self, offset: int, t: int, event: PodGroupConditionSet) -> bool:
-        """Set a condition (lastTransitionTime kept when the status stays); False for an unknown group."""
-        group = self.podgroups.get(event.group)
-        if group is None:
-            return False
-        old = group.conditions.get(event.condition)
-        since = old.t if old is not None and old.status == event.status else t
-        group.conditions[event.condition] = GroupCondition(event.condition, event.status, event.reason, event.message,
-                                                      since, offset)
-        return True
+        kind, store = (("PodGroup", self.podgroups) if isinstance(event, PodGroupCreated)
+                       else ("CompositePodGroup", self.composites))
+        if key in store:
+            return f"{kind} {key} created twice"
+        store[key] = PodGroupState(key, event.manifest, offset)
+        if kind == "PodGroup":
+            self.group_members.setdefault(key, {})
+            self.group_offset[key] = offset
+        return None
 
     def pod_created(self, offset: int, key: str, manifest: dict[str, Any]) -> None:
         group = scheduling_group(manifest)

@@ -252,27 +252,27 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
     need = min_count - running if min_count is not None else 0  # basic: binding takes precedence
     domains = groups.domains(group)
     if isinstance(domains, str):
-        _reject(cycle, groups, group, ready, Trial(None), need, f"no placement for the pod group: {domains}")
+        reject(cycle, groups, group, ready, Trial(None), need, f"no placement for the pod group: {domains}")
         return
     sp = cycle.savepoint()
-    best, trials = _choose(cycle, groups, group, ready, place, domains, need)
+    best, trials = choose(cycle, groups, group, ready, place, domains, need)
     if best is not None:
         cycle.release(sp)
-        _accept(cycle, groups, group, ready, best, running)
+        accept(cycle, groups, group, ready, best, running)
         return
     cycle.rollback(sp)
     if groups.preemption and preempts(group) and _preempt(cycle, groups, group, ready, place, domains, need):
         return
     if len(trials) == 1:
-        _reject(cycle, groups, group, ready, trials[0], need, None)
+        reject(cycle, groups, group, ready, trials[0], need, None)
         return
     closest = max(trials, key=lambda t: len(t.placed))
-    _reject(cycle, groups, group, ready, closest, need,
+    reject(cycle, groups, group, ready, closest, need,
             f"no {group.topology_key} domain fits the pod group ({len(trials)} tried; at most "
             f"{len(closest.placed)} of {need} pods fit, in {closest.domain})")
 
 
-def _choose(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], place: Place,
+def choose(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], place: Place,
             domains: list[str | None], need: int) -> tuple[Trial | None, list[Trial]]:
     """Run the group algorithm in each placement and leave the best feasible one applied in the cycle
     (bound); (None, the trials) when none is feasible, with nothing applied."""
@@ -309,7 +309,7 @@ def _preempt(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: li
     victims = candidates(groups.view, priority, group.key)
 
     def attempt(c: Cycle) -> tuple[int, set[tuple[str, str, str]]] | None:
-        best, _ = _choose(c, groups, group, pods, place, domains, need)
+        best, _ = choose(c, groups, group, pods, place, domains, need)
         if best is None:
             return None
         return len(best.placed), {d for p in best.placed for a in p.allocations.values() for d in devices(a)}
@@ -335,7 +335,7 @@ def _feasible(trial: Trial, need: int) -> bool:
     return not trial.aborted and len(trial.placed) >= max(need, 1)
 
 
-def _accept(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], trial: Trial,
+def accept(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], trial: Trial,
             running: int) -> None:
     """The placed pods are bound; the others go back to the queue with their own failure."""
     for pod in pods:
@@ -347,7 +347,7 @@ def _accept(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: lis
                      f"{len(trial.placed) + running} pods of the group scheduled{where}")
 
 
-def _reject(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], trial: Trial,
+def reject(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], trial: Trial,
             need: int, why: str | None) -> None:
     """Nothing binds: every pod of the group is unschedulable with the group's reason (its own, if it did not
     fit either)."""
