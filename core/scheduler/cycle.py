@@ -56,7 +56,7 @@ class Savepoint:
 
     events: int
     changed: int
-    own: dict[str, dict[str, int]]
+    own: dict[str, dict[str, int] | None]  # node -> its decision usage before the first change since (None: none)
     assumed: dict[str, dict[str, Any]]
     held: Held
     dra_failed: set[tuple[str, str]]
@@ -119,7 +119,7 @@ class Cycle:
         plugins/pod_group.py). Usage is journalled, not copied: rolling back writes the old usage and
         appends the nodes to `changed` again, so the feasibility cache, which reads `changed` as a growing
         journal, re-evaluates them."""
-        sp = Savepoint(len(self.events), len(self.changed), {n: dict(u) for n, u in self.used.own_map().items()},
+        sp = Savepoint(len(self.events), len(self.changed), {},
                        dict(self.assumed), dict(self.held), set(self.dra_failed), dict(self.failed),
                        set(self.reserved))
         self._journal.append(sp)
@@ -130,14 +130,13 @@ class Cycle:
         assert self._journal and self._journal[-1] is sp, "rollback of a savepoint that is not the newest"
         self._journal.pop()
         del self.events[sp.events:]
-        touched = dict.fromkeys(self.changed[sp.changed:])
         own = self.used.own_map()
-        for node in touched:
-            if node in sp.own:
-                own[node] = sp.own[node]
-            else:
+        for node, before in sp.own.items():
+            if before is None:
                 own.pop(node, None)
-        self.changed.extend(touched)
+            else:
+                own[node] = before
+        self.changed.extend(sp.own)
         for added, allocation in reversed(sp.allocations):
             if added:
                 self.allocated.remove_allocation(allocation)
@@ -152,7 +151,10 @@ class Cycle:
         assert self._journal and self._journal[-1] is sp, "release of a savepoint that is not the newest"
         self._journal.pop()
         if self._journal:
-            self._journal[-1].allocations.extend(sp.allocations)
+            outer = self._journal[-1]
+            outer.allocations.extend(sp.allocations)
+            for node, before in sp.own.items():
+                outer.own.setdefault(node, before)
 
     def bind(self, pod: PodState, node: str, claims: PodClaims, allocations: dict[str, dict[str, Any]]) -> None:
         self.events.append(PodBound(pod=pod.key, node=node))
@@ -184,11 +186,20 @@ class Cycle:
                 self._journal[-1].allocations.append((True, allocation))
         if allocations and self._free is not None:
             self._free.forget(node)
-        node_used = self.used.own(node)
+        node_used = self._writable(node)
         self.changed.append(node)
         for resource, amount in pod.requests.items():
             node_used[resource] = node_used.get(resource, 0) + amount
         node_used["pods"] = node_used.get("pods", 0) + 1
+
+    def _writable(self, node: str) -> dict[str, int]:
+        """The decision's usage of `node`, to change; inside a savepoint, what it was is journalled first."""
+        if self._journal:
+            sp = self._journal[-1]
+            if node not in sp.own:
+                current = self.used.own_map().get(node)
+                sp.own[node] = dict(current) if current is not None else None
+        return self.used.own(node)
 
     def remove(self, pod: PodState, allocations: list[dict[str, Any]]) -> None:
         """Take a running pod off its node in this decision (a preemption victim, while preemption weighs
@@ -199,7 +210,7 @@ class Cycle:
             self._journal[-1].allocations.append((False, allocation))
         self._free = None
         node = str(pod.node)
-        node_used = self.used.own(node)
+        node_used = self._writable(node)
         self.changed.append(node)
         for resource, amount in pod.requests.items():
             node_used[resource] = node_used.get(resource, 0) - amount
