@@ -341,3 +341,28 @@ def test_a_missing_composite_keeps_its_groups_waiting() -> None:
     leader = result.state.pods["pod/default/r0-leader"]
     assert leader.condition is not None and leader.condition.reason == "NotReadyForScheduling"
     assert leader.condition.message == "waiting for composite pod group default/r0 to be created"
+
+
+# ---------------------------------------------------------------- why a group is pending (the summary)
+
+
+def why(result, name: str = "default/train") -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    from dralab.core.analysis.summary import summarize
+
+    groups = summarize(result.state, [])["pod_groups"]
+    row = next(r for r in groups["pending_groups"] if r["name"] == name)
+    return row["blocked_by"], row["why"]
+
+
+def test_the_summary_names_what_keeps_each_group_pending() -> None:
+    assert why(run([(arrival(0, member(), count=3), "train")], [podgroup()], duration="5s"))[0] == "min-count"
+    assert why(run([(arrival(0, member(), count=3), "train")], [], duration="5s"))[0] == "missing"
+    kind, text = why(run([(arrival(0, member(), count=5), "train")], [podgroup(min_count=5)],
+                         groups=[group("gpu", max=2, delay="1m", template=node_template(gpu=8))], duration="5s"))
+    assert kind == "capacity" and "only 4 of the 5 pods" in text
+    groups, nodes = racks(2, 2)
+    kind, text = why(run([(arrival(0, member(), count=6), "train")], [podgroup(min_count=6, topology="rack")],
+                         groups=groups, nodes=nodes, duration="5s"))
+    assert kind == "topology" and "no rack domain fits" in text
+    kind, _ = why(run([(arrival(0, member(priority=1), count=4), "train")], [podgroup(priority=5)], duration="5s"))
+    assert kind == "priority-mismatch"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks.invariants import Violation
 from ..run.config import policies
 from ..state.cluster import ClusterState
+from .podgroups import render_lines, summarize_groups
 from .waits import pending_cause, schedule_waits, time_to_schedule
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
         "records": state.offset,
         "sim_time_s": state.t / 1000,
     }
+    groups = summarize_groups(state)
+    if groups is not None:  # 1.36+ PodGroups: how many scheduled, and why each pending one is
+        summary["pod_groups"] = groups
     if metrics is not None:
         summary.update(metrics.contract())
         summary["metrics"] = metrics.details()
@@ -73,6 +77,7 @@ def render_text(summary: dict[str, Any]) -> str:
         *([f"gangs      {summary['gangs']['bound']}/{summary['gangs']['total']} bound, "
            f"{summary['gangs']['waiting']} waiting at Permit, {summary['gangs']['timeouts']} member(s) timed out"]
           if summary.get("gangs", {}).get("total") else []),
+        *render_lines(summary.get("pod_groups")),
         "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
         *_metric_lines(summary),
