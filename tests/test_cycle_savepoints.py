@@ -41,9 +41,12 @@ def test_rollback_restores_everything_kept_or_not_inside(steps: list[tuple[str, 
     log = cluster()
     view = log.state
     cycle = Cycle(view, random.Random(0))
+    bound: set[str] = set()
+    for i in (10, 11):  # the decision changed some nodes before the savepoint
+        cycle.bind(view.pods[f"pod/default/p{i}"], f"gpu-{i - 10}", PodClaims(), {})
+        bound.add(f"pod/default/p{i}")
     before = snapshot(cycle)
     outer = cycle.savepoint()
-    bound: set[str] = set()
     removed: set[str] = set()
     for op, i, n in steps:
         key = f"pod/default/p{i}"
