@@ -37,7 +37,7 @@ from .disruption.scale_down import ScaleDown
 from .provisioning.backoff import Timeouts, backed_off
 from .provisioning.expanders import EXPANDERS, expand
 from .provisioning.provreq_broker import Broker
-from .provisioning.scale_up import atomic_option, pending_gangs, scale_up_options
+from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
 from .simulation.virtual_claims import MATERIALIZE, UNRESOLVED
@@ -138,13 +138,27 @@ class Autoscaler:
                 events.append(ScaleUpRequested(group=target, delta=nodes, atomic=True,
                                                booking=request.key if self.reserve_bookings else ""))
             return Decision(tuple(events), wake)
-        remaining = absorb(sim, upcoming, absorb(sim, ready_nodes, unschedulable, memo), memo)
-        if not remaining:
+        # PodGroups (1.36+): only `atomic` places them as units; `count` and `dra` see their pods one by one
+        units = (podgroup_units(view, unschedulable, self._topology())
+                 if self.policy == "atomic" and view.gang.podgroups else None)
+        if units:
+            remaining, group_options = place_units(view, sim, ready_nodes, upcoming, unschedulable, units, blocked,
+                                                   memo)
+        else:
+            remaining, group_options = absorb(sim, upcoming, absorb(sim, ready_nodes, unschedulable, memo), memo), []
+        if not remaining and not group_options:
             return Decision(tuple(events + scale_down()), wake)
         gangs = pending_gangs(view, remaining) if self.policy == "atomic" else None
-        options = scale_up_options(view, sim, remaining, blocked, gangs)
+        options = scale_up_options(view, sim, remaining, blocked, gangs) + group_options
         if options:
             best = expand(self.expander, self.priorities, options, rng)
             events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
-                                           atomic=self.policy == "atomic" and gangs is not None and bool(gangs)))
+                                           atomic=best.atomic or (self.policy == "atomic" and gangs is not None
+                                                                  and bool(gangs))))
         return Decision(tuple(events), wake)
+
+    def _topology(self) -> bool:
+        """Whether TopologyAwareWorkloadScheduling is on, read as the scheduler reads it
+        (Scheduler._group_settings): from the run's release profile when it has one, else on."""
+        profile = getattr(self, "profile", None)
+        return True if profile is None else bool(profile.gates.get("TopologyAwareWorkloadScheduling", False))

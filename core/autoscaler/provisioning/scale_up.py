@@ -4,15 +4,25 @@ backoff or at their max, and asks the expander to pick one).
 
 The reactor (reactor.py) calls these on the pods left after FilterOutSchedulable (simulation/nodes.py);
 ProvisioningRequests' best-effort-atomic scale-ups (provreq_broker.py) take an option only if it holds
-all their pods. With the atomic policy, pods of a gang are binpacked together (`pending_gangs`).
+all their pods. With the atomic policy, pods of a 1.35 Workload gang are binpacked together
+(`pending_gangs`), and a 1.36+ PodGroup is placed as one unit (`podgroup_units`, `place_units`): a gang
+short of its minCount, and a group with a topology constraint, kept inside one topology domain.
+
+The PodGroup units are what no cluster-autoscaler does upstream: CA 1.37 simulates pods one by one, its
+scheduler framework runs no group cycle, and it reads neither minCount nor topology constraints
+(kubernetes/autoscaler#8783, closed stale; #9570, open; KEP-4671 and KEP-5732 leave autoscaler integration
+to later work, with "autoscalers understand topology constraints" among KEP-5732's beta criteria). The
+`count` and `dra` policies keep that blindness; `atomic` is what a group-aware autoscaler would do.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
-from ...state.cluster import ClusterState, PodState
-from ..simulation.capacity import Simulation
+from ...state.cluster import RUNNING, ClusterState, NodeGroupState, PodState
+from ..simulation.capacity import FitMemo, Savepoint, SimNode, Simulation, template_node
+from ..simulation.nodes import absorb
 from .estimator import binpack
 from .expanders import Option, expand
 
@@ -53,3 +63,127 @@ def pending_gangs(view: ClusterState, pods: list[PodState]) -> dict[str, list[Po
         if ref is not None and view.gang.min_count(ref) is not None:
             out.setdefault(ref.key, []).append(pod)
     return out
+
+
+@dataclass(frozen=True)
+class GroupUnit:
+    """A PodGroup the atomic policy places as one unit (`podgroup_units`)."""
+
+    key: str  # "ns/name"
+    pods: tuple[PodState, ...]  # its pods pending Unschedulable, in the loop's order
+    need: int  # how many of them must fit at once
+    atomic: bool  # a gang short of its minCount: its new nodes all or none
+    topology: str | None  # the node label key all its pods must share a value of (gate on), else None
+    held: frozenset[str]  # the values of that label where its running pods are (the domain is theirs)
+
+
+def podgroup_units(view: ClusterState, pods: list[PodState], topology: bool) -> dict[str, GroupUnit]:
+    """The PodGroups among `pods` that the atomic policy places as units (group key -> unit).
+
+    A gang short of its minCount needs minCount less its running pods at once (upstream's feasibility check
+    counts the group's scheduled pods, KEP-4671); a group with a topology constraint (`topology`: the
+    TopologyAwareWorkloadScheduling gate is on) needs one pod at least, in one domain (a basic group, or a
+    gang at its minCount, binds what fits, KEP-5732). Any other group's pods go pod by pod, as any pod."""
+    members: dict[str, list[PodState]] = {}
+    for pod in pods:
+        key = view.gang.group_of.get(pod.key)
+        if key is not None and key in view.gang.podgroups:
+            members.setdefault(key, []).append(pod)
+    running = view.pods_by_phase[RUNNING]
+    out: dict[str, GroupUnit] = {}
+    for key, mine in members.items():
+        group = view.gang.podgroups[key]
+        label = group.topology_key if topology else None
+        nodes = [view.nodes.get(view.pods[k].node or "") for k in view.gang.group_members.get(key, ()) if k in running]
+        need = (group.min_count or 0) - len(nodes)
+        if need <= 0 and label is None:
+            continue
+        held = frozenset(str(n.labels.get(label)) for n in nodes if n is not None) if label else frozenset()
+        out[key] = GroupUnit(key, tuple(mine), max(need, 1), need > 0, label, held)
+    return out
+
+
+def place_units(view: ClusterState, sim: Simulation, ready: list[SimNode], upcoming: list[SimNode],
+                pods: list[PodState], units: dict[str, GroupUnit], blocked: set[str],
+                memo: FitMemo | None) -> tuple[list[PodState], list[Option]]:
+    """FilterOutSchedulable with PodGroups as units: `pods` in their order, the pods of no unit absorbed as
+    `absorb` does (ready nodes, then upcoming ones), each unit where its first pod comes (`plan_unit`).
+    Returns the pods of no unit that are left (for the regular scale-up) and the units' scale-up options."""
+    unit_of = {p.key: unit for unit in units.values() for p in unit.pods}
+    left: list[PodState] = []
+    options: list[Option] = []
+    run: list[PodState] = []
+    for pod in [*pods, None]:
+        unit = unit_of.get(pod.key) if pod is not None else None
+        if pod is not None and unit is None:
+            run.append(pod)
+            continue
+        if run:
+            left.extend(absorb(sim, upcoming, absorb(sim, ready, run, memo), memo))
+            run = []
+        if unit is not None and pod is unit.pods[0]:
+            options += plan_unit(view, sim, ready, upcoming, unit, blocked)
+    return left, options
+
+
+def plan_unit(view: ClusterState, sim: Simulation, ready: list[SimNode], upcoming: list[SimNode], unit: GroupUnit,
+              blocked: set[str]) -> list[Option]:
+    """One PodGroup: where the snapshot's nodes (ready, then upcoming) already hold `unit.need` of its pods in
+    one domain, those placements are kept and no scale-up is needed (the domain that holds the most); else
+    one option per domain and per node group whose template carries that domain's label value (any group
+    without a topology constraint): the nodes that, with the domain's existing room, hold at least
+    `unit.need` pods. None (nothing added for the group) when no domain can.
+
+    A domain's new nodes come from one node group, as each scale-up of cluster-autoscaler's orchestrator
+    goes to one group (an atomic request, AtomicIncreaseSize, is per group). The domains are the label's
+    values on ready and upcoming nodes and on the templates of groups that can grow (the scheduler sees a
+    domain once a node of it is Ready), or only the one of the group's running pods."""
+    label = unit.topology
+    growing = [g for name, g in sorted(view.node_groups.items()) if name not in blocked and g.max > g.target_size]
+    domains: list[str | None]
+    if label is None:
+        domains = [None]
+    elif unit.held:
+        domains = [*sorted(unit.held)] if len(unit.held) == 1 else []  # running pods in two domains: none fits
+    else:
+        domains = [*sorted({str(n.node.labels[label]) for n in ready + upcoming if label in n.node.labels}
+                           | {str(v) for g in growing if (v := _template_labels(g).get(label)) is not None})]
+    pods = list(unit.pods)
+    if len(pods) < unit.need:
+        return []  # minCount out of reach with the pods there are
+    kept: tuple[int, str | None] | None = None  # (pods held, domain) of the best domain with room enough
+    options: list[Option] = []
+    for domain in domains:
+        here = _inside(ready, label, domain), _inside(upcoming, label, domain)
+        savepoint = Savepoint(sim, here[0] + here[1])
+        rest = absorb(sim, here[1], absorb(sim, here[0], pods))
+        held = len(pods) - len(rest)
+        if held >= unit.need:
+            if kept is None or held > kept[0]:
+                kept = (held, domain)
+        elif kept is None:
+            existing = tuple(p.key for p in pods if p not in rest)
+            for group in growing:
+                if label is not None and _template_labels(group).get(label) != domain:
+                    continue
+                scratch = Savepoint(sim, ())
+                count, placed, waste = binpack(rest, group, group.max - group.target_size, sim, {unit.key: rest},
+                                               {unit.key: unit.need - held})
+                scratch.restore()
+                if count:
+                    options.append(Option(group, count, existing + tuple(placed), waste, unit.atomic))
+        savepoint.restore()
+    if kept is not None:  # no scale-up: the pods take their room in the snapshot, as absorbed pods do
+        here = _inside(ready, label, kept[1]), _inside(upcoming, label, kept[1])
+        absorb(sim, here[1], absorb(sim, here[0], pods))
+        return []
+    return options
+
+
+def _inside(nodes: list[SimNode], label: str | None, domain: str | None) -> list[SimNode]:
+    """The nodes of one topology domain (all of them without a topology constraint)."""
+    return nodes if label is None else [n for n in nodes if str(n.node.labels.get(label)) == domain]
+
+
+def _template_labels(group: NodeGroupState) -> dict[str, str]:
+    return template_node(group).labels

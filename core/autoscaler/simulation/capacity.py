@@ -265,6 +265,26 @@ class Simulation:
                    for d in slc.devices if d.id in self.allocated.devices)
 
 
+class Savepoint:
+    """Some nodes' usage and the snapshot's device allocations as they are now, to take placements back: a
+    gang the estimator could not place whole, a PodGroup's trial in one topology domain (the atomic policy,
+    provisioning/scale_up.py). `restore` may be called more than once."""
+
+    __slots__ = ("_allocated", "_nodes", "_sim")
+
+    def __init__(self, sim: Simulation, nodes: Sequence[SimNode]) -> None:
+        self._sim = sim
+        # a node still sharing the view's own usage dict (not `own`) is kept as that very dict: the fit memo
+        # recognises it (FirstFit: `sim_node.used is node.used`)
+        self._nodes = [(n, dict(n.used) if n.own else n.used, n.own, n.devices_used) for n in nodes]
+        self._allocated = sim.allocated.copy()
+
+    def restore(self) -> None:
+        for node, used, own, devices in self._nodes:
+            node.used, node.own, node.devices_used = (dict(used) if own else used), own, devices
+        self._sim.allocated = self._allocated.copy()
+
+
 def resources_fit(checks: Sequence[tuple[str, int]], used: dict[str, int], alloc: dict[str, int]) -> bool:
     """NodeResourcesFit (scheduler/plugins/node_resources_fit.py) without its reason: a pod slot, then each
     request in `checks` (the pod's requests sorted, the filter's order)."""
