@@ -8,6 +8,8 @@ like pods that fit existing nodes one at a time. `atomic` scales a PodGroup as o
 
 from __future__ import annotations
 
+import random
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -16,10 +18,13 @@ from builders import arrival, group, node_template, scenario_doc
 from test_scheduler_podgroup import events_of, member, podgroup, pods_named
 
 from dralab.core.analysis.metrics import compute_metrics
+from dralab.core.analysis.run_metrics import RunMetrics
+from dralab.core.autoscaler.provisioning.scale_up import podgroup_units
+from dralab.core.autoscaler.reactor import Autoscaler
 from dralab.core.log.events import PodBound, ScaleUpRequested, decode_record
 from dralab.core.scenario.load import parse_scenario
 from dralab.replay.logs.logfile import LogFile
-from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.sim import SimResult, simulate
 from dralab.replay.simulation.verify import verify
 
 BLIND = ("count", "dra")
@@ -27,7 +32,7 @@ BLIND = ("count", "dra")
 
 def simulate_policy(policy: str, arrivals: list[tuple[dict[str, Any], str | None]], podgroups: list[dict[str, Any]],
                     groups: list[dict[str, Any]], nodes: dict[str, int], *, duration: str = "10m",
-                    seed: int = 3):  # type: ignore[no-untyped-def]
+                    seed: int = 3) -> SimResult:
     """As tests/test_scheduler_podgroup.py's `run`, under one autoscaler policy (the scenario loader does not
     read PodGroups yet: they go into the parsed scenario)."""
     d = scenario_doc(groups, nodes=nodes, workload=[a for a, _ in arrivals], duration=duration)
@@ -44,7 +49,7 @@ def simulate_policy(policy: str, arrivals: list[tuple[dict[str, Any], str | None
     return result
 
 
-def metrics(result, end: str = "10m"):  # type: ignore[no-untyped-def]
+def metrics(result: SimResult, end: str = "10m") -> RunMetrics:
     ms = {"10m": 600_000, "30m": 1_800_000}[end]
     return compute_metrics(((o, decode_record(p, o)) for o, p in result.entries), ms)
 
@@ -56,14 +61,14 @@ def racks(nodes: int = 2, room: int = 1) -> tuple[list[dict[str, Any]], dict[str
             {"rack-a": nodes, "rack-b": nodes})
 
 
-def wrong_shape(policy: str, seed: int = 3):  # type: ignore[no-untyped-def]
+def wrong_shape(policy: str, seed: int = 3) -> SimResult:
     """Six 4-GPU pods of a gang (minCount 6) that must share a rack; each rack holds four."""
     groups, nodes = racks()
     return simulate_policy(policy, [(arrival(0, member(), count=6, run_for="20m"), "train")],
                            [podgroup(min_count=6, topology="rack")], groups, nodes, seed=seed)
 
 
-def rack_of(result, node: str) -> str:  # type: ignore[no-untyped-def]
+def rack_of(result: SimResult, node: str) -> str:
     return str(result.state.nodes[node].manifest["metadata"]["labels"]["rack"])
 
 
@@ -111,7 +116,7 @@ def test_atomic_picks_the_rack_by_least_waste(seed: int) -> None:
     assert len(bound) == 5 and {rack_of(result, e.node) for e in bound} == {"a"}
 
 
-def min_count_story(policy: str):  # type: ignore[no-untyped-def]
+def min_count_story(policy: str) -> SimResult:
     """A gang of six 4-GPU pods, minCount 6, one 8-GPU node, a group that may add one more: each pod fits
     a node of the group, but all six never can (four at most)."""
     groups = [group("gpu", min=1, max=2, delay="1m", template=node_template(gpu=8))]
@@ -171,3 +176,68 @@ def test_running_members_count_towards_min_count_and_fix_the_domain() -> None:
     assert [(u.group, u.delta, u.atomic) for u in ups] == [(f"rack-{held.pop()}", 1, False)]
     late = [e for _, _, e in events_of(result, PodBound) if "late" in e.pod]
     assert len(late) == 2 and {rack_of(result, e.node) for e in late} == {rack_of(result, first[0].node)}
+
+
+def test_with_the_topology_gate_off_atomic_sees_a_gang_that_existing_nodes_hold() -> None:
+    """TopologyAwareWorkloadScheduling off (read from the run's profile, as the scheduler reads it): the
+    constraint is not enforced, eight free slots hold the six pods, and `atomic` adds nothing; on, it adds
+    a node to one rack."""
+    view = wrong_shape("count").state  # the group rejected, its pods Unschedulable, nothing added
+    on = Autoscaler(policy="atomic").react(view, view.t, random.Random(1))
+    assert [(type(e).__name__, getattr(e, "delta", None)) for e in on.events] == [("ScaleUpRequested", 1)]
+    off = Autoscaler(policy="atomic")
+    off.profile = SimpleNamespace(version="1.37", gates={"TopologyAwareWorkloadScheduling": False})
+    assert [e for e in off.react(view, view.t, random.Random(1)).events if isinstance(e, ScaleUpRequested)] == []
+
+
+def test_running_members_are_subtracted_from_min_count() -> None:
+    """Four members run (minCount 4), two wait: no gang need. minCount raised to 5 (mutable in 1.37): the
+    group needs one more pod at once, atomically, in its running pods' rack."""
+    groups, nodes = racks(nodes=2, room=1)
+    result = simulate_policy("count", [(arrival(0, member(), count=4, run_for="20m"), "train"),
+                                       (arrival("2m", member("late"), count=2, run_for="20m"), "train")],
+                             [podgroup(min_count=4, topology="rack")], groups, nodes, duration="3m")
+    view = result.state
+    waiting = [p for p in view.pending_pods() if p.condition is not None and p.condition.reason == "Unschedulable"]
+    assert len(waiting) == 2
+    held = {rack_of(result, p.node or "") for p in pods_named(result, "worker")}
+    unit = podgroup_units(view, waiting, topology=True)["default/train"]
+    assert (unit.need, unit.atomic, unit.held) == (1, False, frozenset(held))
+    assert podgroup_units(view, waiting, topology=False) == {}  # at minCount, no constraint: pod by pod
+    view.gang.podgroups["default/train"].manifest["spec"]["schedulingPolicy"]["gang"]["minCount"] = 5
+    unit = podgroup_units(view, waiting, topology=False)["default/train"]
+    assert (unit.need, unit.atomic, unit.topology) == (1, True, None)
+    view.gang.podgroups["default/train"].manifest["spec"]["schedulingPolicy"]["gang"]["minCount"] = 7
+    assert podgroup_units(view, waiting, topology=False)["default/train"].need == 3
+
+
+@pytest.mark.parametrize("policy", ["count", "dra", "atomic"])
+def test_a_basic_group_with_a_topology_constraint_grows_in_its_own_rack(policy: str) -> None:
+    """A basic group of six 4-GPU pods that must share a rack binds the four a rack holds; the two left must
+    join them there. `count`/`dra` see them fit the other rack's free nodes and add nothing (they wait for
+    ever); `atomic` adds a node to the rack the group is in."""
+    groups, nodes = racks()
+    result = simulate_policy(policy, [(arrival(0, member(), count=6, run_for="20m"), "train")],
+                             [podgroup(min_count=None, topology="rack")], groups, nodes)
+    bound = [e for _, _, e in events_of(result, PodBound)]
+    home = {rack_of(result, e.node) for e in bound}
+    assert len(home) == 1
+    ups = [e for _, _, e in events_of(result, ScaleUpRequested)]
+    if policy in BLIND:
+        assert ups == [] and len(bound) == 4
+    else:
+        assert [(u.group, u.delta, u.atomic) for u in ups] == [(f"rack-{home.pop()}", 1, False)]
+        assert len(bound) == 6
+
+
+def test_atomic_opens_a_domain_that_has_no_node_yet() -> None:
+    """Rack a (two nodes, full size) holds four of the six; rack c has no node, but its group may add three:
+    the domain the scheduler will see once they are Ready."""
+    groups = [group("rack-a", min=2, max=2, delay="1m", template=node_template(gpu=8, labels={"rack": "a"})),
+              group("rack-c", min=0, max=3, delay="1m", template=node_template(gpu=8, labels={"rack": "c"}))]
+    result = simulate_policy("atomic", [(arrival(0, member(), count=6, run_for="20m"), "train")],
+                             [podgroup(min_count=6, topology="rack")], groups, {"rack-a": 2})
+    ups = [e for _, _, e in events_of(result, ScaleUpRequested)]
+    assert [(u.group, u.delta, u.atomic) for u in ups] == [("rack-c", 3, True)]
+    bound = events_of(result, PodBound)
+    assert len(bound) == 6 and {rack_of(result, e.node) for _, _, e in bound} == {"c"}

@@ -10,7 +10,9 @@ expander chooses between groups; ties go to the seeded random source, as CA fall
 What the simulation knows about devices is the policy (simulation/capacity.py): `count` treats them as
 integer counts, `dra` runs the scheduler's allocator on the template node's slices and waits for drivers
 to publish, `atomic` is `dra` with gangs scaled up whole (a gang's pending members all fit the new nodes
-of one group, or none is counted). Backoff, max-node-provision-time and scale-down come next.
+of one group, or none is counted) and a 1.36+ PodGroup placed as one unit: minCount less its running pods,
+inside one topology domain, or nothing (provisioning/scale_up.py); `count` and `dra` see a PodGroup's pods
+one by one, as cluster-autoscaler 1.37 does. Backoff, max-node-provision-time and scale-down come next.
 
 This module is only the loop: the order of the steps and which one runs when. The steps live where the
 real autoscalers keep them: the snapshot and FilterOutSchedulable in simulation/, scale-up (estimator,

@@ -15,7 +15,7 @@ policies differ in:
   TemplateNodeInfo with sanitized ResourceSlices). A Ready node whose drivers have not published every
   slice of its group is not ready (upstream's FilterOutNodesWithUnreadyResources, DRA part): it is
   counted as an upcoming template node instead.
-- `atomic`: `dra`, and a gang is scaled up for whole (see autoscaler.py).
+- `atomic`: `dra`, and a gang or a PodGroup is scaled up for whole (provisioning/scale_up.py).
 
 Pure: a scratch copy of usage and device allocations per simulation, nothing written back.
 """
