@@ -103,6 +103,57 @@ def podgroup_units(view: ClusterState, pods: list[PodState], topology: bool) -> 
     return out
 
 
+# per value of a label: the ready nodes, the upcoming nodes, the growing groups
+_Index = tuple[dict[str, list[SimNode]], dict[str, list[SimNode]], dict[str, list[NodeGroupState]]]
+
+
+class Domains:
+    """One loop's snapshot nodes (ready, upcoming) and the node groups that can grow, by the value of a node
+    label (a topology domain), indexed once per label key: every PodGroup of the loop walks the same."""
+
+    def __init__(self, view: ClusterState, ready: list[SimNode], upcoming: list[SimNode], blocked: set[str]) -> None:
+        self.ready, self.upcoming = ready, upcoming
+        self.growing = [g for name, g in sorted(view.node_groups.items())
+                        if name not in blocked and g.max > g.target_size]
+        self._by: dict[str, _Index] = {}
+
+    def values(self, label: str) -> list[str]:
+        """The label's values on the snapshot's nodes and on the growing groups' templates, sorted."""
+        ready, upcoming, groups = self._index(label)
+        return sorted(set(ready) | set(upcoming) | set(groups))
+
+    def nodes(self, label: str | None, value: str | None) -> tuple[list[SimNode], list[SimNode]]:
+        """The ready and the upcoming nodes of one domain (all of them without a label)."""
+        if label is None or value is None:
+            return self.ready, self.upcoming
+        ready, upcoming, _ = self._index(label)
+        return ready.get(value, []), upcoming.get(value, [])
+
+    def groups(self, label: str | None, value: str | None) -> list[NodeGroupState]:
+        """The growing groups whose new nodes join the domain (their template carries its value)."""
+        if label is None or value is None:
+            return self.growing
+        return self._index(label)[2].get(value, [])
+
+    def _index(self, label: str) -> _Index:
+        hit = self._by.get(label)
+        if hit is None:
+            ready: dict[str, list[SimNode]] = {}
+            upcoming: dict[str, list[SimNode]] = {}
+            groups: dict[str, list[NodeGroupState]] = {}
+            for nodes, into in ((self.ready, ready), (self.upcoming, upcoming)):
+                for n in nodes:
+                    value = n.node.labels.get(label)
+                    if value is not None:
+                        into.setdefault(str(value), []).append(n)
+            for g in self.growing:
+                value = template_node(g).labels.get(label)
+                if value is not None:
+                    groups.setdefault(str(value), []).append(g)
+            hit = self._by[label] = (ready, upcoming, groups)
+        return hit
+
+
 def place_units(view: ClusterState, sim: Simulation, ready: list[SimNode], upcoming: list[SimNode],
                 pods: list[PodState], units: dict[str, GroupUnit], blocked: set[str],
                 memo: FitMemo | None) -> tuple[list[PodState], list[Option]]:
@@ -110,24 +161,22 @@ def place_units(view: ClusterState, sim: Simulation, ready: list[SimNode], upcom
     `absorb` does (ready nodes, then upcoming ones), each unit where its first pod comes (`plan_unit`).
     Returns the pods of no unit that are left (for the regular scale-up) and the units' scale-up options."""
     unit_of = {p.key: unit for unit in units.values() for p in unit.pods}
+    domains = Domains(view, ready, upcoming, blocked)
     left: list[PodState] = []
     options: list[Option] = []
-    run: list[PodState] = []
-    for pod in [*pods, None]:
-        unit = unit_of.get(pod.key) if pod is not None else None
-        if pod is not None and unit is None:
+    run: list[PodState] = []  # pods of no unit since the last unit, absorbed together
+    for pod in pods:
+        unit = unit_of.get(pod.key)
+        if unit is None:
             run.append(pod)
-            continue
-        if run:
-            left.extend(absorb(sim, upcoming, absorb(sim, ready, run, memo), memo))
+        elif pod.key == unit.pods[0].key:
+            left += absorb(sim, upcoming, absorb(sim, ready, run, memo), memo)
             run = []
-        if unit is not None and pod is unit.pods[0]:
-            options += plan_unit(view, sim, ready, upcoming, unit, blocked)
-    return left, options
+            options += plan_unit(sim, domains, unit)
+    return left + absorb(sim, upcoming, absorb(sim, ready, run, memo), memo), options
 
 
-def plan_unit(view: ClusterState, sim: Simulation, ready: list[SimNode], upcoming: list[SimNode], unit: GroupUnit,
-              blocked: set[str]) -> list[Option]:
+def plan_unit(sim: Simulation, domains: Domains, unit: GroupUnit) -> list[Option]:
     """One PodGroup: where the snapshot's nodes (ready, then upcoming) already hold `unit.need` of its pods in
     one domain, those placements are kept and no scale-up is needed (the domain that holds the most); else
     one option per domain and per node group whose template carries that domain's label value (any group
@@ -139,33 +188,30 @@ def plan_unit(view: ClusterState, sim: Simulation, ready: list[SimNode], upcomin
     values on ready and upcoming nodes and on the templates of groups that can grow (the scheduler sees a
     domain once a node of it is Ready), or only the one of the group's running pods."""
     label = unit.topology
-    growing = [g for name, g in sorted(view.node_groups.items()) if name not in blocked and g.max > g.target_size]
-    domains: list[str | None]
+    values: list[str | None]
     if label is None:
-        domains = [None]
+        values = [None]
     elif unit.held:
-        domains = [*sorted(unit.held)] if len(unit.held) == 1 else []  # running pods in two domains: none fits
+        values = [*sorted(unit.held)] if len(unit.held) == 1 else []  # running pods in two domains: none fits
     else:
-        domains = [*sorted({str(n.node.labels[label]) for n in ready + upcoming if label in n.node.labels}
-                           | {str(v) for g in growing if (v := _template_labels(g).get(label)) is not None})]
+        values = [*domains.values(label)]
     pods = list(unit.pods)
     if len(pods) < unit.need:
         return []  # minCount out of reach with the pods there are
     kept: tuple[int, str | None] | None = None  # (pods held, domain) of the best domain with room enough
     options: list[Option] = []
-    for domain in domains:
-        here = _inside(ready, label, domain), _inside(upcoming, label, domain)
-        savepoint = Savepoint(sim, here[0] + here[1])
-        rest = absorb(sim, here[1], absorb(sim, here[0], pods))
+    for value in values:
+        ready, upcoming = domains.nodes(label, value)
+        savepoint = Savepoint(sim, ready + upcoming)
+        rest = absorb(sim, upcoming, absorb(sim, ready, pods))
         held = len(pods) - len(rest)
         if held >= unit.need:
             if kept is None or held > kept[0]:
-                kept = (held, domain)
+                kept = (held, value)
         elif kept is None:
-            existing = tuple(p.key for p in pods if p not in rest)
-            for group in growing:
-                if label is not None and _template_labels(group).get(label) != domain:
-                    continue
+            outside = {p.key for p in rest}
+            existing = tuple(p.key for p in pods if p.key not in outside)
+            for group in domains.groups(label, value):
                 scratch = Savepoint(sim, ())
                 count, placed, waste = binpack(rest, group, group.max - group.target_size, sim, {unit.key: rest},
                                                {unit.key: unit.need - held})
@@ -174,16 +220,7 @@ def plan_unit(view: ClusterState, sim: Simulation, ready: list[SimNode], upcomin
                     options.append(Option(group, count, existing + tuple(placed), waste, unit.atomic))
         savepoint.restore()
     if kept is not None:  # no scale-up: the pods take their room in the snapshot, as absorbed pods do
-        here = _inside(ready, label, kept[1]), _inside(upcoming, label, kept[1])
-        absorb(sim, here[1], absorb(sim, here[0], pods))
+        ready, upcoming = domains.nodes(label, kept[1])
+        absorb(sim, upcoming, absorb(sim, ready, pods))
         return []
     return options
-
-
-def _inside(nodes: list[SimNode], label: str | None, domain: str | None) -> list[SimNode]:
-    """The nodes of one topology domain (all of them without a topology constraint)."""
-    return nodes if label is None else [n for n in nodes if str(n.node.labels.get(label)) == domain]
-
-
-def _template_labels(group: NodeGroupState) -> dict[str, str]:
-    return template_node(group).labels
