@@ -10,7 +10,9 @@ expander chooses between groups; ties go to the seeded random source, as CA fall
 What the simulation knows about devices is the policy (simulation/capacity.py): `count` treats them as
 integer counts, `dra` runs the scheduler's allocator on the template node's slices and waits for drivers
 to publish, `atomic` is `dra` with gangs scaled up whole (a gang's pending members all fit the new nodes
-of one group, or none is counted). Backoff, max-node-provision-time and scale-down come next.
+of one group, or none is counted) and a 1.36+ PodGroup placed as one unit: minCount less its running pods,
+inside one topology domain, or nothing (provisioning/scale_up.py); `count` and `dra` see a PodGroup's pods
+one by one, as cluster-autoscaler 1.37 does. Backoff, max-node-provision-time and scale-down come next.
 
 This module is only the loop: the order of the steps and which one runs when. The steps live where the
 real autoscalers keep them: the snapshot and FilterOutSchedulable in simulation/, scale-up (estimator,
@@ -37,7 +39,7 @@ from .disruption.scale_down import ScaleDown
 from .provisioning.backoff import Timeouts, backed_off
 from .provisioning.expanders import EXPANDERS, expand
 from .provisioning.provreq_broker import Broker
-from .provisioning.scale_up import atomic_option, pending_gangs, scale_up_options
+from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
 from .simulation.virtual_claims import MATERIALIZE, UNRESOLVED
@@ -138,13 +140,27 @@ class Autoscaler:
                 events.append(ScaleUpRequested(group=target, delta=nodes, atomic=True,
                                                booking=request.key if self.reserve_bookings else ""))
             return Decision(tuple(events), wake)
-        remaining = absorb(sim, upcoming, absorb(sim, ready_nodes, unschedulable, memo), memo)
-        if not remaining:
+        # PodGroups (1.36+): only `atomic` places them as units; `count` and `dra` see their pods one by one
+        units = (podgroup_units(view, unschedulable, self._topology())
+                 if self.policy == "atomic" and view.gang.podgroups else None)
+        if units:
+            remaining, group_options = place_units(view, sim, ready_nodes, upcoming, unschedulable, units, blocked,
+                                                   memo)
+        else:
+            remaining, group_options = absorb(sim, upcoming, absorb(sim, ready_nodes, unschedulable, memo), memo), []
+        if not remaining and not group_options:
             return Decision(tuple(events + scale_down()), wake)
         gangs = pending_gangs(view, remaining) if self.policy == "atomic" else None
-        options = scale_up_options(view, sim, remaining, blocked, gangs)
+        options = scale_up_options(view, sim, remaining, blocked, gangs) + group_options
         if options:
             best = expand(self.expander, self.priorities, options, rng)
             events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
-                                           atomic=self.policy == "atomic" and gangs is not None and bool(gangs)))
+                                           atomic=best.atomic or (self.policy == "atomic" and gangs is not None
+                                                                  and bool(gangs))))
         return Decision(tuple(events), wake)
+
+    def _topology(self) -> bool:
+        """Whether TopologyAwareWorkloadScheduling is on, read as the scheduler reads it
+        (Scheduler._group_settings): from the run's release profile when it has one, else on."""
+        profile = getattr(self, "profile", None)
+        return True if profile is None else bool(profile.gates.get("TopologyAwareWorkloadScheduling", False))

@@ -15,7 +15,7 @@ policies differ in:
   TemplateNodeInfo with sanitized ResourceSlices). A Ready node whose drivers have not published every
   slice of its group is not ready (upstream's FilterOutNodesWithUnreadyResources, DRA part): it is
   counted as an upcoming template node instead.
-- `atomic`: `dra`, and a gang is scaled up for whole (see autoscaler.py).
+- `atomic`: `dra`, and a gang or a PodGroup is scaled up for whole (provisioning/scale_up.py).
 
 Pure: a scratch copy of usage and device allocations per simulation, nothing written back.
 """
@@ -263,6 +263,26 @@ class Simulation:
             return 0
         return sum(1 for _, slc in self.view.dra.slice_index().by_node.get(sim.node.name, ())
                    for d in slc.devices if d.id in self.allocated.devices)
+
+
+class Savepoint:
+    """Some nodes' usage and the snapshot's device allocations as they are now, to take placements back: a
+    gang the estimator could not place whole, a PodGroup's trial in one topology domain (the atomic policy,
+    provisioning/scale_up.py). `restore` may be called more than once."""
+
+    __slots__ = ("_allocated", "_nodes", "_sim")
+
+    def __init__(self, sim: Simulation, nodes: Sequence[SimNode]) -> None:
+        self._sim = sim
+        # a node still sharing the view's own usage dict (not `own`) is kept as that very dict: the fit memo
+        # recognises it (FirstFit: `sim_node.used is node.used`)
+        self._nodes = [(n, dict(n.used) if n.own else n.used, n.own, n.devices_used) for n in nodes]
+        self._allocated = sim.allocated.copy()
+
+    def restore(self) -> None:
+        for node, used, own, devices in self._nodes:
+            node.used, node.own, node.devices_used = (dict(used) if own else used), own, devices
+        self._sim.allocated = self._allocated.copy()
 
 
 def resources_fit(checks: Sequence[tuple[str, int]], used: dict[str, int], alloc: dict[str, int]) -> bool:
