@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..dra.features import allocator_features
 from ..dra.model import Slice
 from ..engine.contract import Decision, Trigger
 from ..kube.defaults import EXPANDER, MAX_NODE_PROVISION_TIME_MS, MAX_NODE_STARTUP_TIME_MS, SCAN_INTERVAL_MS
 from ..kube.provreq import consumed_request
+from ..kube.versions import profile_from_config
 from ..log.events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
 from ..scheduler.filters import ShapeMemo
 from ..scheduler.plugins.dynamic_resources import DraPlugin
@@ -59,6 +61,9 @@ class Autoscaler:
     capacity_revoked: bool = False  # revoke bookings whose capacity is gone (provreq_broker.Broker.revoke)
     reserve_bookings: bool = False  # new nodes of an atomic request reserved for its consumers (a taint)
     provisioning_request_claims: str = MATERIALIZE  # or UNRESOLVED: autoscaler#10065 (virtual_claims.py)
+    # the release emulated (core/kube/versions.py profile_config; None: legacy 1.35): its DRA gates decide the
+    # allocator features the simulation uses, as the scheduler's do (autoscaler PR #10200)
+    kubernetes: dict[str, Any] | None = None
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -72,7 +77,7 @@ class Autoscaler:
                              f"expected {MATERIALIZE!r} or {UNRESOLVED!r}")
         if self.scan_interval_ms <= 0:
             raise ValueError("scan interval must be positive")
-        self._dra = DraPlugin()  # compiled selectors, a cache
+        self._dra = DraPlugin(allocator_features(profile_from_config(self.kubernetes)))  # selectors cached
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
         self._fake: dict[str, list[PodState] | str] = {}  # each ProvisioningRequest's pods, a cache

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...dra.allocated import AllocatedState
-from ...dra.allocator import AllocationError, Allocator
+from ...dra.allocator import AllocationError, Allocator, Features
 from ...dra.cel import CelMatcher, SelectorError
 from ...dra.model import Claim
 from ...dra.model import Node as DraNode
@@ -68,8 +68,9 @@ class PodClaims:
 class DraPlugin:
     """Holds the compiled-selector cache across decisions; a cache only, it never changes an answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, features: Features | None = None) -> None:
         self.matcher = CelMatcher()
+        self.features = features or Features()  # the allocator's, from the release's gates (dra/features.py)
 
     def prefilter(self, view: ClusterState, pod: PodState, assumed: dict[str, dict[str, Any]],
                   held: Held | None = None, gang: str | None = None) -> PodClaims:
@@ -117,7 +118,8 @@ class DraPlugin:
         return out
 
     def allocator(self, view: ClusterState, allocated: AllocatedState) -> Allocator:
-        return Allocator([], view.dra.classes, allocated, self.matcher, index=view.dra.slice_index())
+        return Allocator([], view.dra.classes, allocated, self.matcher, features=self.features,
+                         index=view.dra.slice_index())
 
     def filter(
         self, allocator: Allocator | None, claims: PodClaims, node: NodeState
