@@ -115,8 +115,8 @@ def parse_scenario(data: object, file: str = "<scenario>", *, profile: Profile |
 
 _TOP = ("apiVersion", "kind", "metadata", "spec")
 _METADATA = ("name", "labels", "annotations")
-_SPEC = ("seed", "duration", "kubernetes", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload",
-         "objects", "faults")
+_SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects",
+         "faults", "kubernetes")
 _GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS)
 _ARRIVAL = ("at", "count", "runFor", "pod")
 
