@@ -288,9 +288,10 @@ _TRUE = ("true", "t", "1")
 _FALSE = ("false", "f", "0")
 
 
-def _pairs(text: str, path: str, what: str) -> dict[str, bool]:
+def _pairs(text: str, path: str, what: str, known: Iterable[str], known_as: str) -> dict[str, bool]:
     """`key=bool,key=bool` as component-base parses `--feature-gates` (a bare key in `--runtime-config`
-    means true); Go's strconv.ParseBool spellings."""
+    means true); Go's strconv.ParseBool spellings. A key not in `known` is refused."""
+    names = list(known)
     out: dict[str, bool] = {}
     for part in text.split(","):
         part = part.strip()
@@ -300,6 +301,8 @@ def _pairs(text: str, path: str, what: str) -> dict[str, bool]:
         key, value = key.strip(), value.strip().lower()
         if not key:
             raise FieldError(path, f"missing {what} name in `{part}`")
+        if key not in names:
+            raise FieldError(path, f"unknown {what} `{key}`{known_as}; dralab models {', '.join(names)}")
         if not eq and what == "API version":
             value = "true"
         if value in _TRUE:
@@ -313,21 +316,12 @@ def _pairs(text: str, path: str, what: str) -> dict[str, bool]:
 
 def parse_feature_gates(text: str, path: str = "--feature-gates") -> dict[str, bool]:
     """`A=true,B=false` (kube-apiserver's `--feature-gates`); a name dralab does not model is refused."""
-    gates = _pairs(text, path, "feature gate")
-    for name in gates:
-        if name not in GATES:
-            raise FieldError(path, f"unknown feature gate `{name}`; dralab models {', '.join(sorted(GATES))}")
-    return gates
+    return _pairs(text, path, "feature gate", sorted(GATES), "")
 
 
 def parse_runtime_config(text: str, path: str = "--runtime-config") -> dict[str, bool]:
     """`scheduling.k8s.io/v1beta1=true` (kube-apiserver's `--runtime-config`, group/version entries only)."""
-    entries = _pairs(text, path, "API version")
-    for api_version in entries:
-        if api_version not in API_VERSIONS:
-            raise FieldError(path, f"unknown API version `{api_version}` for runtime-config; dralab models "
-                                   f"{', '.join(API_VERSIONS)}")
-    return entries
+    return _pairs(text, path, "API version", API_VERSIONS, " for runtime-config")
 
 
 @dataclass(frozen=True)
