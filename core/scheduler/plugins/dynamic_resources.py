@@ -66,7 +66,8 @@ class PodClaims:
 
 
 class DraPlugin:
-    """Holds the compiled-selector cache across decisions; a cache only, it never changes an answer."""
+    """Holds the compiled-selector cache across decisions (a cache, it never changes an answer) and the
+    allocator's features, which do: the release's DRA gates (core/dra/features.py)."""
 
     def __init__(self, features: Features | None = None) -> None:
         self.matcher = CelMatcher()
