@@ -40,8 +40,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")
 
 
-def load_node_groups(file: str) -> Any:
-    """The node groups of `file`, checked by the scenario's parser; InputError names the file and field."""
+def load_node_groups(file: str, profile: Any = None) -> Any:
+    """The node groups of `file`, checked by the scenario's parser (their gated fields against the dump's
+    release `profile`); InputError names the file and field."""
     from dralab.core.analysis.whatif import parse_node_groups
     from dralab.core.kube.fields import FieldError
     from dralab.core.kube.yaml_files import YamlError, load_yaml_file
@@ -52,7 +53,7 @@ def load_node_groups(file: str) -> Any:
     except YamlError as e:
         raise InputError(str(ScenarioError(file, "", e.message, line=e.line, column=e.column))) from None
     try:
-        return parse_node_groups(data)
+        return parse_node_groups(data, profile)
     except FieldError as e:
         raise InputError(str(ScenarioError(file, e.path, e.message))) from None
 
@@ -98,7 +99,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     profile = dump_profile_input(args.files, profile_flags(args))
     # TODO(lead): load_inventory(args.files, profile=profile) once core/dra/api.py's loader takes it
     inv = load_inventory(args.files)
-    groups = load_node_groups(args.node_groups)
+    groups = load_node_groups(args.node_groups, profile)
     report = whatif(inv, groups, policies=args.policy or POLICIES, seed=args.seed, expander=args.expander,
                     kubernetes=profile_config(profile))
     if args.output == "json":

@@ -439,3 +439,17 @@ def test_dump_commands_take_the_flags(capsys: pytest.CaptureFixture[str]) -> Non
 def test_the_builders_1_35_entry_is_the_scenarios_entry() -> None:
     assert doc()["spec"]["kubernetes"] == KUBERNETES_1_35_GANGS
     assert with_1_35_gangs({"spec": {}})["spec"]["kubernetes"] == KUBERNETES_1_35_GANGS
+
+
+def test_whatif_checks_the_node_groups_against_the_dumps_release(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    groups = tmp_path / "groups.yaml"
+    group_doc = group("g", max=1, template=node_template(gpu=0))
+    group_doc["resourceSlices"] = [{"spec": {"driver": "gpu.example.com", "devices": [
+        {"name": "d0", "taints": [{"key": "k", "effect": "NoSchedule"}]}]}}]
+    groups.write_text(yaml.safe_dump([group_doc]))
+    dump = str(ROOT / "tests" / "fixtures" / "audit" / "gang-waiting.yaml")  # v1alpha1 Workloads: 1.35
+    assert main(["whatif", "-f", dump, "--node-groups", str(groups)]) == 2
+    err = capsys.readouterr().err
+    assert "[0].resourceSlices[0].spec.devices[0].taints" in err and "DRADeviceTaints" in err
+    assert main(["whatif", "-f", dump, "--node-groups", str(groups), "--feature-gates", "DRADeviceTaints=true"]) == 0

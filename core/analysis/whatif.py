@@ -36,7 +36,9 @@ from ..controllers.claims import ClaimController
 from ..dra.model import Inventory
 from ..engine.contract import Reactor, decide
 from ..kube.fields import FieldError, check_fields, sanitize, type_name
+from ..kube.versions import Profile
 from ..log.events import AnyEvent, NodeCreated, NodeGroupDefined, NodeReady, Record, ScaleUpRequested
+from ..scenario.gates import check_group
 from ..scenario.load import NodeGroup, _node_groups
 from ..scheduler.queue import MAX_BACKOFF_MS
 from ..scheduler.reactor import Scheduler
@@ -51,9 +53,10 @@ SOURCE = "whatif"
 _PREFIX = "spec.nodeGroups"  # where the scenario's parser says the groups are
 
 
-def parse_node_groups(data: object) -> list[NodeGroup]:
+def parse_node_groups(data: object, profile: Profile | None = None) -> list[NodeGroup]:
     """Node groups from a loaded YAML document: a list of ``spec.nodeGroups[]`` entries, or a map
-    ``{nodeGroups: [...]}``. Checked by the scenario's own parser; a :class:`FieldError` names the field
+    ``{nodeGroups: [...]}``. Checked by the scenario's own parser (and, given the dump's release `profile`,
+    its ResourceSlice templates' gated fields, core/scenario/gates.py); a :class:`FieldError` names the field
     from the top of this document (``nodeGroups[1].template.status.allocatable.cpu``, or ``[1]...``)."""
     if data is None:
         raise FieldError("", "the file is empty; expected a list of node groups or a map with `nodeGroups`")
@@ -66,7 +69,11 @@ def parse_node_groups(data: object) -> list[NodeGroup]:
     else:
         raise FieldError("", f"expected a list of node groups or a map with `nodeGroups`, got {type_name(doc)}")
     try:
-        return _node_groups(items)
+        groups = _node_groups(items)
+        if profile is not None:
+            for g, item in enumerate(items):
+                check_group(item, f"{_PREFIX}[{g}]", profile)
+        return groups
     except FieldError as e:
         rest = e.path[len(_PREFIX):] if e.path.startswith(_PREFIX) else e.path
         path = prefix + rest if prefix or rest.startswith("[") else rest.lstrip(".")
