@@ -10,6 +10,11 @@ documented one).
     python benchmarks/digests.py -o json > now.json            # compute
     python benchmarks/digests.py --check benchmarks/digests.json  # compare: exit 1 on any difference
 
+The "scenarios" section runs every scenario under the legacy profile (core/kube/versions.py LEGACY_PROFILE,
+what dralab emulated before Kubernetes version profiles existed), whatever its spec.kubernetes says: that these
+digests never changed is the proof that the 1.35 legacy model is unchanged (files that cannot load under it
+are skipped and listed on stderr). "scenarios-own-profile" runs each file under its own profile (default 1.37).
+
 tests/test_digests.py runs the scenario and fixture part against the committed benchmarks/digests.json.
 """
 
@@ -40,15 +45,25 @@ def scenario_files() -> list[Path]:
     return sorted(p for p in (ROOT / "scenarios").rglob("*.yaml"))
 
 
-def scenario_digests(files: list[Path] | None = None) -> dict[str, str]:
+def scenario_digests(files: list[Path] | None = None, *, own_profile: bool = False,
+                     skipped: list[str] | None = None) -> dict[str, str]:
+    """Each scenario under each policy and seed: under the legacy profile, or (`own_profile`) its own.
+    A file that cannot load under the legacy profile is left out and named in `skipped`."""
     import msgspec
 
-    from dralab.core.scenario.load import Policy, load_scenario
+    from dralab.core.kube.versions import LEGACY_PROFILE
+    from dralab.core.scenario.load import Policy, ScenarioError, load_scenario
     from dralab.replay.simulation.sim import SimulationStuck, Simulator
 
     out: dict[str, str] = {}
     for path in files or scenario_files():
-        base = load_scenario(str(path))
+        try:
+            base = load_scenario(str(path), profile=None if own_profile else LEGACY_PROFILE)
+        except ScenarioError as exc:
+            if own_profile:
+                raise
+            (skipped if skipped is not None else []).append(f"{path.relative_to(ROOT)}: {exc}")
+            continue
         for policy in POLICIES:
             scenario = msgspec.structs.replace(base, policy=Policy(autoscaler=policy))  # type: ignore[arg-type]
             for seed in SEEDS:
@@ -75,17 +90,23 @@ def day_digest(hours: float, nodes: int, seed: int = 1) -> dict[str, str]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from day_bench import scenario
 
+    from dralab.core.kube.versions import LEGACY_PROFILE
     from dralab.core.scenario.load import parse_scenario
     from dralab.replay.simulation.sim import Simulator
 
-    sc = parse_scenario(scenario(hours, nodes, seed), "day-bench")
+    # under the legacy profile, as the "scenarios" section: the same log as before profiles existed
+    sc = parse_scenario(scenario(hours, nodes, seed), "day-bench", profile=LEGACY_PROFILE)
     return {f"day-bench|{hours:g}h|{nodes}|seed{seed}": digest(Simulator(sc, seed).run().entries)}
 
 
 def compute(day_hours: float, day_nodes: int) -> dict[str, Any]:
     started = time.perf_counter()
-    result = {"scenarios": scenario_digests(), "fixtures": fixture_digests(),
+    skipped: list[str] = []
+    result = {"scenarios": scenario_digests(skipped=skipped),
+              "scenarios-own-profile": scenario_digests(own_profile=True), "fixtures": fixture_digests(),
               "day": day_digest(day_hours, day_nodes) if day_hours > 0 else {}}
+    for line in skipped:
+        sys.stderr.write(f"digests: not under the legacy profile: {line}\n")
     sys.stderr.write(f"digests: {sum(len(v) for v in result.values())} in {time.perf_counter() - started:.1f} s\n")
     return result
 

@@ -34,7 +34,7 @@ from . import (
     whatif_cmd,
 )
 from .bounds import check_redis_url, seed_arg
-from .inputs import InputError, load_scenario_input, output_file
+from .inputs import InputError, add_profile_flags, load_scenario_input, output_file, profile_flags
 
 EXIT_OK, EXIT_FOUND, EXIT_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3
 STREAM_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
@@ -44,6 +44,7 @@ log = structlog.get_logger("dralab")
 def _policy_override(p: argparse.ArgumentParser) -> None:
     p.add_argument("--autoscaler", choices=["count", "dra", "atomic"], metavar="POLICY",
                    help="override the scenario's spec.policy.autoscaler: count, dra or atomic")
+    add_profile_flags(p)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -131,6 +132,14 @@ def _emit(args: argparse.Namespace, summary: dict[str, Any], text: str) -> None:
     sys.stdout.flush()
 
 
+def _kubernetes(scenario: Any) -> dict[str, Any]:
+    """The summary's `kubernetes`: the release emulated and the gates not at their default."""
+    from dralab.core.kube.versions import summary
+    from dralab.core.scenario.model import effective_profile
+
+    return summary(effective_profile(scenario))
+
+
 def _seed(args: argparse.Namespace, scenario: Any) -> int:
     if args.seed is not None:
         return int(args.seed)
@@ -144,7 +153,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from dralab.replay.logs.logfile import make_header, write_log
     from dralab.replay.simulation.sim import Simulator
 
-    scenario = load_scenario_input(args.scenario, args.autoscaler)
+    scenario = load_scenario_input(args.scenario, args.autoscaler, profile_flags(args))
     output_file(args.log_file, "--log")
     seed = _seed(args, scenario)
     log.info("sim.start", scenario=scenario.name, seed=seed, duration_s=scenario.duration_ms / 1000)
@@ -163,6 +172,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     metrics = metrics_from_entries(result.entries, end_ms=scenario.duration_ms)
     summary = summarize(result.state, result.violations, seed=seed, metrics=metrics)
     summary["mode"] = "sim"
+    summary["kubernetes"] = _kubernetes(scenario)
     _emit(args, summary, render_text(summary))
     return EXIT_OK
 
@@ -175,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dralab.core.analysis.metrics import metrics_from_entries
     from dralab.core.analysis.summary import render_text, summarize
 
-    scenario = load_scenario_input(args.scenario, args.autoscaler)
+    scenario = load_scenario_input(args.scenario, args.autoscaler, profile_flags(args))
     output_file(args.log_file, "--log")  # before anything starts: the file is made once Redis and Ray answer
     _check_run_options(args)
     options = LiveOptions(
@@ -215,6 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     metrics = metrics_from_entries(result.entries, end_ms=scenario.duration_ms if result.completed else None)
     summary = summarize(result.state, result.violations, seed=options.seed, metrics=metrics)
     summary.update(result.extra)
+    summary["kubernetes"] = _kubernetes(scenario)
     _emit(args, summary, render_text(summary))
     if result.error:  # the bus went away mid-run: what was recorded is kept (--log), exit 3
         _failed(result.error, sink)

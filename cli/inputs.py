@@ -28,14 +28,68 @@ def load_inventory(files: Sequence[str]) -> Any:
         raise InputError(f"{getattr(exc, 'filename', '') or ''}: cannot read: {exc.strerror or exc}") from None
 
 
-def load_scenario_input(path: str, autoscaler: str | None = None) -> Any:
-    """A scenario file (with `--autoscaler` applied, if given), or InputError naming the file and field."""
+def add_profile_flags(p: Any, *, dump: bool = False) -> None:
+    """`--kubernetes-version`, `--feature-gates`, `--runtime-config` (kube-apiserver's spelling): the release
+    emulated (docs/versions.md). For a scenario they override its spec.kubernetes entry by entry; for a dump
+    they override what its objects' API versions imply."""
+    what = "the dump's release (default: the only release serving its objects' API versions, else 1.37)" if dump \
+        else "override the scenario's spec.kubernetes.version (default 1.37)"
+    p.add_argument("--kubernetes-version", metavar="VERSION", choices=["1.34", "1.35", "1.36", "1.37"],
+                   help=f"Kubernetes release to emulate, 1.34 to 1.37: {what}")
+    p.add_argument("--feature-gates", metavar="GATES", default="",
+                   help="feature gates, as kube-apiserver takes them: Name=true,Other=false (docs/versions.md)")
+    p.add_argument("--runtime-config", metavar="APIS", default="",
+                   help="alpha/beta API versions to serve: scheduling.k8s.io/v1alpha1=true,...")
+
+
+def profile_flags(args: Any) -> Any:
+    """The ProfileFlags of `args` (add_profile_flags), or InputError naming the flag."""
+    from dralab.core.kube.fields import FieldError
+    from dralab.core.kube.versions import ProfileFlags, parse_feature_gates, parse_runtime_config
+
+    try:
+        return ProfileFlags(getattr(args, "kubernetes_version", None),
+                            parse_feature_gates(getattr(args, "feature_gates", "") or ""),
+                            parse_runtime_config(getattr(args, "runtime_config", "") or ""))
+    except FieldError as exc:
+        raise InputError(str(exc)) from None
+
+
+def dump_profile_input(files: Sequence[str], flags: Any) -> Any:
+    """The profile of the cluster a dump comes from (core/kube/versions.py dump_profile): the API versions of
+    its objects and the flags; InputError when they do not fit one release."""
+    from dralab.core.kube.fields import FieldError
+    from dralab.core.kube.versions import dump_profile
+
+    seen: set[tuple[str, str]] = set()
+    for file in files:
+        try:
+            with open(file, encoding="utf-8") as f:
+                docs = list(yaml.safe_load_all(f))
+        except (OSError, yaml.YAMLError):
+            continue  # load_inventory says what is wrong with the file
+        for doc in docs:
+            items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+            for item in items if isinstance(items, list) else []:
+                if isinstance(item, dict) and isinstance(item.get("apiVersion"), str) \
+                        and isinstance(item.get("kind"), str):
+                    seen.add((item["apiVersion"], item["kind"]))
+    try:
+        return dump_profile(seen, flags.version, flags.gates or None, flags.runtime_config or None)
+    except FieldError as exc:
+        where = ", ".join(files)
+        raise InputError(f"{where}: {exc}") from None
+
+
+def load_scenario_input(path: str, autoscaler: str | None = None, flags: Any = None) -> Any:
+    """A scenario file (with `--autoscaler` and the profile flags applied, if given), or InputError naming the
+    file and field."""
     import msgspec
 
     from dralab.core.scenario.load import Policy, ScenarioError, load_scenario
 
     try:
-        scenario = load_scenario(path)
+        scenario = load_scenario(path, flags=flags)
     except ScenarioError as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:

@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 from .bounds import seed_arg
-from .inputs import InputError, emit, load_inventory
+from .inputs import InputError, add_profile_flags, dump_profile_input, emit, load_inventory, profile_flags
 
 POLICIES = ("count", "dra", "atomic")
 EXPANDERS = ("least-waste", "most-pods", "price", "priority", "random")
@@ -35,12 +35,14 @@ def add_parser(sub: Any) -> None:
                    help="how the autoscaler picks among groups that would help (default least-waste)")
     p.add_argument("--seed", type=seed_arg, default=0, help="random seed for ties and generated names (default 0)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    add_profile_flags(p, dump=True)
     p.add_argument("--log-format", choices=["console", "json"], default="console")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")
 
 
-def load_node_groups(file: str) -> Any:
-    """The node groups of `file`, checked by the scenario's parser; InputError names the file and field."""
+def load_node_groups(file: str, profile: Any = None) -> Any:
+    """The node groups of `file`, checked by the scenario's parser (their gated fields against the dump's
+    release `profile`); InputError names the file and field."""
     from dralab.core.analysis.whatif import parse_node_groups
     from dralab.core.kube.fields import FieldError
     from dralab.core.kube.yaml_files import YamlError, load_yaml_file
@@ -51,7 +53,7 @@ def load_node_groups(file: str) -> Any:
     except YamlError as e:
         raise InputError(str(ScenarioError(file, "", e.message, line=e.line, column=e.column))) from None
     try:
-        return parse_node_groups(data)
+        return parse_node_groups(data, profile)
     except FieldError as e:
         raise InputError(str(ScenarioError(file, e.path, e.message))) from None
 
@@ -92,10 +94,14 @@ def render_table(report: dict[str, Any]) -> str:
 
 def cmd_whatif(args: argparse.Namespace) -> int:
     from dralab.core.analysis.whatif import whatif
+    from dralab.core.kube.versions import profile_config
 
+    profile = dump_profile_input(args.files, profile_flags(args))
+    # TODO(lead): load_inventory(args.files, profile=profile) once core/dra/api.py's loader takes it
     inv = load_inventory(args.files)
-    groups = load_node_groups(args.node_groups)
-    report = whatif(inv, groups, policies=args.policy or POLICIES, seed=args.seed, expander=args.expander)
+    groups = load_node_groups(args.node_groups, profile)
+    report = whatif(inv, groups, policies=args.policy or POLICIES, seed=args.seed, expander=args.expander,
+                    kubernetes=profile_config(profile))
     if args.output == "json":
         emit(report, "json")
     else:

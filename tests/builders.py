@@ -7,6 +7,7 @@ as a scenario file, so tests exercise what users feed dralab rather than hand-bu
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,6 +162,21 @@ def scenario_doc(
     if autoscaler:
         spec["autoscaler"] = autoscaler
     return {"apiVersion": "dralab.io/v1alpha1", "kind": "Scenario", "metadata": {"name": name}, "spec": spec}
+
+
+# spec.kubernetes of a scenario with 1.35's Workload API (scheduling.k8s.io/v1alpha1): only 1.35 serves it,
+# behind two alpha gates and runtime-config (docs/versions.md); the scenarios in scenarios/ that use it say so
+KUBERNETES_1_35_GANGS: dict[str, Any] = {
+    "version": "1.35",
+    "featureGates": {"GenericWorkload": True, "GangScheduling": True},
+    "runtimeConfig": {"scheduling.k8s.io/v1alpha1": True},
+}
+
+
+def with_1_35_gangs(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` (a scenario document) emulating 1.35 with its Workload API on; returned for chaining."""
+    doc["spec"]["kubernetes"] = copy.deepcopy(KUBERNETES_1_35_GANGS)
+    return doc
 
 
 def scenario(groups: list[dict[str, Any]], **kwargs: Any) -> Scenario:

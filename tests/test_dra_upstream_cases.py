@@ -49,6 +49,8 @@ from typing import Any
 import pytest
 import yaml
 
+from dralab.core.dra.features import GATE_FEATURES  # Kubernetes feature gate -> field of the allocator's Features
+
 CASES_DIR = Path(__file__).parent / "dra_cases"
 OUTCOMES = {"allocated", "unsatisfiable", "error"}
 EXIT_CODES = {"allocated": 0, "unsatisfiable": 1, "error": 1, "invalid": 2}
@@ -88,14 +90,6 @@ def run_allocate(files: list[Path], node: str) -> tuple[int, str, str]:
     return int(rc or 0), out.getvalue(), err.getvalue()
 
 
-GATE_FEATURES = {  # Kubernetes feature gate -> field of dralab.core.dra.allocator.Features
-    "DRAAdminAccess": "admin_access",
-    "DRAPrioritizedList": "prioritized_list",
-    "DRAPartitionableDevices": "partitionable_devices",
-    "DRADeviceTaints": "device_taints",
-    "DRADeviceBindingConditions": "binding_conditions",
-    "DRAConsumableCapacity": "consumable_capacity",
-}
 
 
 def run_with_gates(manifests: list[dict[str, Any]], node: str, gates: dict[str, bool]) -> tuple[int, str, str]:

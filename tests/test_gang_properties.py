@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
+from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc, with_1_35_gangs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +47,7 @@ def gang_scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "gangTimeout": f"{draw(st.integers(20, 400))}s",
         "featureGates": {"NominatedNodeNameForExpectation": draw(st.booleans())},
     }
-    return doc
+    return with_1_35_gangs(doc)
 
 
 @SETTINGS

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
+from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc, with_1_35_gangs
 
 from dralab.core.autoscaler.disruption.scale_down import TAINT_KEY
 from dralab.core.autoscaler.provisioning.backoff import backoff_until
@@ -97,7 +97,7 @@ def race_doc(*, recheck: bool) -> dict[str, Any]:
                              "metadata": {"name": "job"},
                              "spec": {"podGroups": [{"name": "w", "policy": {"gang": {"minCount": 2}}}]}}]
     d["spec"]["scheduler"] = {"featureGates": {"NominatedNodeNameForExpectation": False}, "gangTimeout": "15m"}
-    return d
+    return with_1_35_gangs(d)
 
 
 def test_backoff_doubles_to_thirty_minutes_and_resets_after_three_hours() -> None:

@@ -156,7 +156,8 @@ BAD: list[tuple[Keys, object, str, str]] = [
         [],
         "spec.nodesGroups",
         "unknown field `nodesGroups`; expected one of `seed`, `duration`, `policy`, `scheduler`, "
-        "`autoscaler`, `nodeGroups`, `nodes`, `workload`, `objects`, `faults` (did you mean `nodeGroups`?)",
+        "`autoscaler`, `nodeGroups`, `nodes`, `workload`, `objects`, `faults`, `kubernetes` (did you mean "
+        "`nodeGroups`?)",
     ),
     (
         ("spec", "policy"),

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import GPU_TOLERATION, arrival, group, key, node_template, pod, record, scenario_doc
+from builders import GPU_TOLERATION, arrival, group, key, node_template, pod, record, scenario_doc, with_1_35_gangs
 
 from dralab.core.analysis.summary import summarize
 from dralab.core.checks.invariants import check
@@ -64,7 +64,7 @@ def doc(workload_arrivals: list[dict[str, Any]], *, objects: list[dict[str, Any]
     d["spec"]["objects"] = objects if objects is not None else [workload()]
     if gang_timeout is not None:
         d["spec"]["scheduler"] = {"gangTimeout": gang_timeout}
-    return d
+    return with_1_35_gangs(d)
 
 
 def run(d: dict[str, Any], seed: int = 3):  # type: ignore[no-untyped-def]
@@ -254,7 +254,7 @@ def test_basic_policy_pods_schedule_one_by_one() -> None:
 
 
 def test_gang_members_with_dra_claims_allocate_when_the_gang_binds() -> None:
-    d = yaml.safe_load((ROOT / "scenarios" / "dra-quickstart.yaml").read_text())
+    d = with_1_35_gangs(yaml.safe_load((ROOT / "scenarios" / "dra-quickstart.yaml").read_text()))
     d["spec"]["objects"].append(workload(min_count=2))
     train = copy.deepcopy(next(a for a in d["spec"]["workload"] if a["pod"]["metadata"]["name"] == "train"))
     train["pod"]["metadata"]["name"] = "worker"
@@ -332,8 +332,8 @@ def test_an_overcommitting_reservation_is_a_violation() -> None:
     ("edit", "path", "message"),
     [
         (lambda d: d["spec"]["objects"][0].update(apiVersion="scheduling.k8s.io/v1beta1"),
-         "spec.objects[0].apiVersion", "expected `scheduling.k8s.io/v1alpha1` (Kubernetes 1.35), got "
-         "`scheduling.k8s.io/v1beta1`"),
+         "spec.objects[0].apiVersion", "Kubernetes 1.35 does not serve Workload in `scheduling.k8s.io/v1beta1` "
+         "(served by 1.37); it serves scheduling.k8s.io/v1alpha1"),
         (lambda d: d["spec"]["objects"][0]["spec"]["podGroups"][0]["policy"]["gang"].update(minCount=0),
          "spec.objects[0].spec.podGroups[0].policy.gang.minCount", "must be >= 1, got 0"),
         (lambda d: d["spec"]["objects"][0]["spec"]["podGroups"][0]["policy"].update(basic={}),
@@ -349,8 +349,10 @@ def test_an_overcommitting_reservation_is_a_violation() -> None:
         (lambda d: d["spec"]["workload"][0]["pod"]["spec"]["workloadRef"].update(podGroupReplicaKey="Bad_Key"),
          "spec.workload[0].pod.spec.workloadRef.podGroupReplicaKey", None),
         (lambda d: d["spec"].update(scheduler={"gangTimeout": "0s"}), "spec.scheduler.gangTimeout", None),
-        (lambda d: d["spec"].update(scheduler={"featureGates": {"GangScheduling": True}}),
+        (lambda d: d["spec"].update(scheduler={"featureGates": {"GangScheduling": False}}),  # on in spec.kubernetes
          "spec.scheduler.featureGates.GangScheduling", None),
+        (lambda d: d["spec"].update(scheduler={"featureGates": {"NoSuchGate": True}}),
+         "spec.scheduler.featureGates.NoSuchGate", None),
         (lambda d: d["spec"].update(scheduler={"featureGates": {"NominatedNodeNameForExpectation": "yes"}}),
          "spec.scheduler.featureGates.NominatedNodeNameForExpectation", None),
     ],
@@ -369,7 +371,7 @@ def _shared_claim_doc(second_member_gpus: str) -> dict[str, Any]:
     """dra-quickstart's node, a gang of two whose members each take one GPU of their own (the second
     member's template is `second_member_gpus`) and share the claim `shared`, and a pod outside the gang,
     arriving 10 s later, that names `shared` too."""
-    d = yaml.safe_load((ROOT / "scenarios" / "dra-quickstart.yaml").read_text())
+    d = with_1_35_gangs(yaml.safe_load((ROOT / "scenarios" / "dra-quickstart.yaml").read_text()))
     d["spec"]["objects"] += [
         workload(min_count=2),
         {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "shared"},

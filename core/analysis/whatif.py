@@ -36,7 +36,9 @@ from ..controllers.claims import ClaimController
 from ..dra.model import Inventory
 from ..engine.contract import Reactor, decide
 from ..kube.fields import FieldError, check_fields, sanitize, type_name
+from ..kube.versions import Profile
 from ..log.events import AnyEvent, NodeCreated, NodeGroupDefined, NodeReady, Record, ScaleUpRequested
+from ..scenario.gates import check_group
 from ..scenario.load import NodeGroup, _node_groups
 from ..scheduler.queue import MAX_BACKOFF_MS
 from ..scheduler.reactor import Scheduler
@@ -51,9 +53,10 @@ SOURCE = "whatif"
 _PREFIX = "spec.nodeGroups"  # where the scenario's parser says the groups are
 
 
-def parse_node_groups(data: object) -> list[NodeGroup]:
+def parse_node_groups(data: object, profile: Profile | None = None) -> list[NodeGroup]:
     """Node groups from a loaded YAML document: a list of ``spec.nodeGroups[]`` entries, or a map
-    ``{nodeGroups: [...]}``. Checked by the scenario's own parser; a :class:`FieldError` names the field
+    ``{nodeGroups: [...]}``. Checked by the scenario's own parser (and, given the dump's release `profile`,
+    its ResourceSlice templates' gated fields, core/scenario/gates.py); a :class:`FieldError` names the field
     from the top of this document (``nodeGroups[1].template.status.allocatable.cpu``, or ``[1]...``)."""
     if data is None:
         raise FieldError("", "the file is empty; expected a list of node groups or a map with `nodeGroups`")
@@ -66,7 +69,11 @@ def parse_node_groups(data: object) -> list[NodeGroup]:
     else:
         raise FieldError("", f"expected a list of node groups or a map with `nodeGroups`, got {type_name(doc)}")
     try:
-        return _node_groups(items)
+        groups = _node_groups(items)
+        if profile is not None:
+            for g, item in enumerate(items):
+                check_group(item, f"{_PREFIX}[{g}]", profile)
+        return groups
     except FieldError as e:
         rest = e.path[len(_PREFIX):] if e.path.startswith(_PREFIX) else e.path
         path = prefix + rest if prefix or rest.startswith("[") else rest.lstrip(".")
@@ -143,11 +150,11 @@ def _short(key: str) -> str:
     return key.split("/", 1)[1]
 
 
-def _base(inv: Inventory, groups: Sequence[NodeGroup], seed: int) -> _Base:
+def _base(inv: Inventory, groups: Sequence[NodeGroup], seed: int, kubernetes: dict[str, Any] | None) -> _Base:
     dump = dump_record(inv)
     records = [dump.record, _groups_record(groups)]
     log = _Log(records, seed)
-    records += log.settle(0, ClaimController(), Scheduler())
+    records += log.settle(0, ClaimController(), Scheduler(kubernetes=kubernetes))
     fits = tuple(k for k in dump.pending if log.state.pods[k].node is not None)
     return _Base(tuple(records), dump.pending, fits)
 
@@ -166,10 +173,11 @@ def _pending_reason(view: ClusterState, key: str) -> tuple[str, str]:
     return cond.cause or cond.reason, message
 
 
-def _policy(base: _Base, policy: str, seed: int, expander: str, max_loops: int) -> dict[str, Any]:
+def _policy(base: _Base, policy: str, seed: int, expander: str, max_loops: int,
+            kubernetes: dict[str, Any] | None) -> dict[str, Any]:
     log = _Log(base.records, seed)
-    autoscaler = Autoscaler(policy=policy, expander=expander)
-    claims, scheduler = ClaimController(), Scheduler()
+    autoscaler = Autoscaler(policy=policy, expander=expander, kubernetes=kubernetes)
+    claims, scheduler = ClaimController(), Scheduler(kubernetes=kubernetes)
     step = max(autoscaler.scan_interval_ms, MAX_BACKOFF_MS)
     now = 0
     scale_ups: list[dict[str, Any]] = []
@@ -202,19 +210,21 @@ def _policy(base: _Base, policy: str, seed: int, expander: str, max_loops: int) 
 
 
 def whatif(inv: Inventory, groups: Sequence[NodeGroup], *, policies: Sequence[str] = POLICIES, seed: int = 0,
-           expander: str = "least-waste", max_loops: int = MAX_LOOPS) -> dict[str, Any]:
+           expander: str = "least-waste", max_loops: int = MAX_LOOPS,
+           kubernetes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report: the dump's pending pods, those that fit as it is, and per policy what it adds and which
-    pods would then run (see docs/whatif.md for the shape). Raises ValueError for an unknown policy or
-    expander (the CLI offers only known ones)."""
+    pods would then run (see docs/whatif.md for the shape). `kubernetes`: the release the dump comes from
+    (core/kube/versions.py profile_config; None: the legacy 1.35 model). Raises ValueError for an unknown
+    policy or expander (the CLI offers only known ones)."""
     for policy in policies:
         if policy not in POLICIES:
             raise ValueError(f"unknown autoscaler policy {policy!r}; expected one of {list(POLICIES)}")
     if expander not in EXPANDERS:
         raise ValueError(f"unknown expander {expander!r}; expected one of {list(EXPANDERS)}")
-    base = _base(inv, groups, seed)
+    base = _base(inv, groups, seed, kubernetes)
     return {
         "pending_before": len(base.pending),
         "fits_now": [_short(k) for k in base.fits_now],
-        "policies": [_policy(base, p, seed, expander, max_loops) for p in dict.fromkeys(policies)],
+        "policies": [_policy(base, p, seed, expander, max_loops, kubernetes) for p in dict.fromkeys(policies)],
     }
 

@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..dra.features import allocator_features
 from ..dra.model import Slice
 from ..engine.contract import Decision, Trigger
 from ..kube.defaults import EXPANDER, MAX_NODE_PROVISION_TIME_MS, MAX_NODE_STARTUP_TIME_MS, SCAN_INTERVAL_MS
 from ..kube.provreq import consumed_request
+from ..kube.versions import profile_from_config
 from ..log.events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
 from ..scheduler.filters import ShapeMemo
 from ..scheduler.plugins.dynamic_resources import DraPlugin
@@ -61,6 +63,9 @@ class Autoscaler:
     capacity_revoked: bool = False  # revoke bookings whose capacity is gone (provreq_broker.Broker.revoke)
     reserve_bookings: bool = False  # new nodes of an atomic request reserved for its consumers (a taint)
     provisioning_request_claims: str = MATERIALIZE  # or UNRESOLVED: autoscaler#10065 (virtual_claims.py)
+    # the release emulated (core/kube/versions.py profile_config; None: legacy 1.35): its DRA gates decide the
+    # allocator features the simulation uses, as the scheduler's do (autoscaler PR #10200)
+    kubernetes: dict[str, Any] | None = None
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -74,7 +79,8 @@ class Autoscaler:
                              f"expected {MATERIALIZE!r} or {UNRESOLVED!r}")
         if self.scan_interval_ms <= 0:
             raise ValueError("scan interval must be positive")
-        self._dra = DraPlugin()  # compiled selectors, a cache
+        self.profile = profile_from_config(self.kubernetes)
+        self._dra = DraPlugin(allocator_features(self.profile))  # selectors cached
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
         self._fake: dict[str, list[PodState] | str] = {}  # each ProvisioningRequest's pods, a cache
@@ -160,7 +166,6 @@ class Autoscaler:
         return Decision(tuple(events), wake)
 
     def _topology(self) -> bool:
-        """Whether TopologyAwareWorkloadScheduling is on, read as the scheduler reads it
-        (Scheduler._group_settings): from the run's release profile when it has one, else on."""
-        profile = getattr(self, "profile", None)
-        return True if profile is None else bool(profile.gates.get("TopologyAwareWorkloadScheduling", False))
+        """Whether TopologyAwareWorkloadScheduling is on in the run's release (as the scheduler reads it)."""
+        return self.profile.enabled("TopologyAwareWorkloadScheduling") \
+            if "TopologyAwareWorkloadScheduling" in self.profile.gates else False

@@ -168,7 +168,7 @@ def _scheduler(offset: int, record: Record) -> Scheduler:
     if not isinstance(settings, dict):
         raise LogCheckError(offset, f"RunStarted's scheduler settings are not a map: {str(settings)[:80]!r}")
     try:
-        return Scheduler(**settings)
+        return Scheduler(**settings, kubernetes=first.config.get("kubernetes"))  # the release emulated
     except (TypeError, ValueError) as exc:
         raise LogCheckError(offset, f"RunStarted's scheduler settings are invalid ({exc}); liveness needs the "
                                     "run's scheduler") from None

@@ -19,7 +19,7 @@ made by dralab's model of 1.35 (:data:`LEGACY_VERSION`), and are read as such.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -55,6 +55,14 @@ def _row(*specs: str | None) -> dict[str, GateSpec]:
 
 
 # gate -> release -> spec; a release missing from a row is one in which the gate does not exist.
+# Checked (2026-12-05) against a kube-scheduler versioned feature-gate table with 1.37 entries
+# (`defaultVersionedKubernetesFeatureGates`, the same as pkg/features/kube_features.go's versionedFeatureGates
+# for these gates): every DRA row, GenericWorkload, NominatedNodeNameForExpectation, OpportunisticBatching,
+# PodGroupPreemptionPolicy, TopologyAwareWorkloadScheduling, CompositePodGroup and DRAWorkloadResourceClaims
+# match it, including which GA gates are locked (DRAPrioritizedList is GA but not locked in 1.36, locked in
+# 1.37; DRADeviceTaints and DRADeviceTaintRules are GA in 1.37 but not locked until 1.38). GangScheduling and
+# WorkloadAwarePreemption are absent from that 1.37 table: merged into GenericWorkload (KEP-4671 §Feature gates).
+# WorkloadWithJob is a kube-controller-manager gate (KEP-5547/6089), from the KEP only.
 GATES: dict[str, dict[str, GateSpec]] = {
     # --- workload-aware scheduling (KEP-4671, KEP-5832, KEP-5710, KEP-5732, KEP-5729, KEP-6012, KEP-5547/6089)
     "GenericWorkload": _row(None, "A-", "A-", "B-"),  # beta in 1.37 but off by default
@@ -201,3 +209,181 @@ def make_profile(version: str | None = None, overrides: Mapping[str, bool] | Non
         if on:
             enabled.add(api_version)
     return Profile(version, gates, given, frozenset(enabled))
+
+
+def _runtime_map(profile: Profile) -> dict[str, bool]:
+    return {api_version: True for api_version in sorted(profile.runtime_config)}
+
+
+def merge_gates(profile: Profile, gates: Mapping[str, bool], *, path: str) -> Profile:
+    """`profile` with more gate overrides (`spec.scheduler.featureGates`, `--feature-gates`), checked as
+    make_profile checks them, with `path` the place they were given (`spec.scheduler`)."""
+    if not gates:
+        return profile
+    make_profile(profile.version, gates, path=path)  # errors name the entry where it was given
+    return make_profile(profile.version, {**profile.overrides, **gates}, _runtime_map(profile))
+
+
+def same_profile(a: Profile, b: Profile) -> bool:
+    """Whether two profiles emulate the same cluster: release, effective gates and enabled APIs (how the
+    gates were spelled, default or set, does not matter)."""
+    return a.version == b.version and dict(a.gates) == dict(b.gates) and a.runtime_config == b.runtime_config
+
+
+# --- the profile dralab emulated before profiles existed ---------------------------------------------------
+
+# Before spec.kubernetes existed, dralab accepted the 1.35 Workload API (scheduling.k8s.io/v1alpha1, which needs
+# GenericWorkload and `--runtime-config`) and ran gangs with the GangScheduling plugin, and its DRA allocator ran
+# with every optional feature on (core/dra/prepare.py `Features()`: partitionable devices, device taints,
+# consumable capacity, binding conditions; admin access and prioritized lists are beta and on in 1.35 anyway), and
+# it accepted DeviceClass.extendedResourceName. In 1.35 those are alpha gates, off by default: this is the 1.35
+# profile with them on, the model every log without a `kubernetes` entry was made by.
+LEGACY_GATES: dict[str, bool] = {
+    "GenericWorkload": True,
+    "GangScheduling": True,
+    "DRAPartitionableDevices": True,
+    "DRADeviceTaints": True,
+    "DRAConsumableCapacity": True,
+    "DRADeviceBindingConditions": True,
+    "DRAExtendedResource": True,
+}
+LEGACY_RUNTIME_CONFIG: dict[str, bool] = {"scheduling.k8s.io/v1alpha1": True}
+LEGACY_PROFILE = make_profile(LEGACY_VERSION, LEGACY_GATES, LEGACY_RUNTIME_CONFIG)
+
+
+def profile_config(profile: Profile) -> dict[str, object] | None:
+    """The run configuration's `kubernetes` entry (core/run/config.py): the release, the gates as set and
+    the API versions enabled. None for the legacy profile, so that such a run records exactly the
+    configuration it recorded before profiles existed (its log stays byte-identical)."""
+    if same_profile(profile, LEGACY_PROFILE):
+        return None
+    return {"version": profile.version, "feature_gates": dict(sorted(profile.overrides.items())),
+            "runtime_config": sorted(profile.runtime_config)}
+
+
+def profile_from_config(entry: Mapping[str, object] | None, *, path: str = "config.kubernetes") -> Profile:
+    """The profile a run configuration's `kubernetes` entry names; no entry: :data:`LEGACY_PROFILE` (a log
+    written before profiles existed was made by that model)."""
+    if entry is None:
+        return LEGACY_PROFILE
+    version = entry.get("version")
+    gates = entry.get("feature_gates") or {}
+    runtime = entry.get("runtime_config") or []
+    if not isinstance(version, str) or not isinstance(gates, Mapping) or not isinstance(runtime, (list, tuple)):
+        raise FieldError(path, "expected {version: str, feature_gates: {name: bool}, runtime_config: [str]}")
+    return make_profile(version, {str(k): bool(v) for k, v in gates.items()}, {str(r): True for r in runtime},
+                        path=path)
+
+
+def summary(profile: Profile) -> dict[str, object]:
+    """What a run's summary says about the cluster emulated: the release and the gates not at their default."""
+    return {"version": profile.version,
+            "featureGates": {name: on for name, on in sorted(profile.gates.items())
+                             if on != GATES[name][profile.version].default}}
+
+
+# --- the upstream flag syntax ------------------------------------------------------------------------------
+
+_TRUE = ("true", "t", "1")
+_FALSE = ("false", "f", "0")
+
+
+def _pairs(text: str, path: str, what: str, known: Iterable[str], known_as: str) -> dict[str, bool]:
+    """`key=bool,key=bool` as component-base parses `--feature-gates` (a bare key in `--runtime-config`
+    means true); Go's strconv.ParseBool spellings. A key not in `known` is refused."""
+    names = list(known)
+    out: dict[str, bool] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, eq, value = part.partition("=")
+        key, value = key.strip(), value.strip().lower()
+        if not key:
+            raise FieldError(path, f"missing {what} name in `{part}`")
+        if key not in names:
+            raise FieldError(path, f"unknown {what} `{key}`{known_as}; dralab models {', '.join(names)}")
+        if not eq and what == "API version":
+            value = "true"
+        if value in _TRUE:
+            out[key] = True
+        elif value in _FALSE:
+            out[key] = False
+        else:
+            raise FieldError(path, f"invalid value of {key}: `{value}`, expected true or false (`{key}=true`)")
+    return out
+
+
+def parse_feature_gates(text: str, path: str = "--feature-gates") -> dict[str, bool]:
+    """`A=true,B=false` (kube-apiserver's `--feature-gates`); a name dralab does not model is refused."""
+    return _pairs(text, path, "feature gate", sorted(GATES), "")
+
+
+def parse_runtime_config(text: str, path: str = "--runtime-config") -> dict[str, bool]:
+    """`scheduling.k8s.io/v1beta1=true` (kube-apiserver's `--runtime-config`, group/version entries only)."""
+    return _pairs(text, path, "API version", API_VERSIONS, " for runtime-config")
+
+
+@dataclass(frozen=True)
+class ProfileFlags:
+    """`--kubernetes-version`, `--feature-gates`, `--runtime-config` as given (None / empty: not given); they
+    override a scenario's spec.kubernetes entry by entry."""
+
+    version: str | None = None
+    gates: Mapping[str, bool] = field(default_factory=dict)
+    runtime_config: Mapping[str, bool] = field(default_factory=dict)
+
+    def given(self) -> bool:
+        return self.version is not None or bool(self.gates) or bool(self.runtime_config)
+
+
+def flag_profile(version: str | None, gates: Mapping[str, bool] | None,
+                 runtime_config: Mapping[str, bool] | None) -> Profile:
+    """make_profile for values given on the command line: an error names the flag (`--feature-gates`) and
+    the entry, not a scenario path."""
+    try:
+        return make_profile(version, gates, runtime_config, path="flags")
+    except FieldError as e:
+        flag, _, entry = e.path.removeprefix("flags.").partition(".")
+        option = {"version": "--kubernetes-version", "featureGates": "--feature-gates",
+                  "runtimeConfig": "--runtime-config"}.get(flag, "flags")
+        raise FieldError(option, f"{entry}: {e.message}" if entry else e.message) from None
+
+
+# --- which release a cluster dump comes from ---------------------------------------------------------------
+
+
+def dump_profile(api_versions_seen: Iterable[tuple[str, str]], version: str | None = None,
+                 gates: Mapping[str, bool] | None = None, runtime_config: Mapping[str, bool] | None = None,
+                 *, path: str = "the dump") -> Profile:
+    """The profile of the cluster a dump (`kubectl get ... -o yaml`) was taken from, given the (apiVersion,
+    kind) of its objects. The release: `version` (`--kubernetes-version`), else the only release that serves
+    every versioned API in the dump (scheduling.k8s.io/v1alpha1 objects come from 1.35), else 1.37. An
+    object of an API version proves that the cluster served it: its gates and runtime-config were on, so they
+    are turned on (for a Workload in 1.35 or 1.36 also GangScheduling: dralab reads such a dump's gangs
+    all-or-nothing). `gates` and `runtime_config` (the flags) override what the dump implies."""
+    seen = sorted({(a, k) for a, k in api_versions_seen if a in API_VERSIONS and k in API_VERSIONS[a].kinds})
+    if version is None:
+        releases = [v for v in VERSIONS if all(v in API_VERSIONS[a].releases for a, _ in seen)]
+        if not releases:
+            apis = ", ".join(sorted({a for a, _ in seen}))
+            raise FieldError(path, f"no Kubernetes release serves all of {apis}: objects of one cluster come from "
+                                   "one release; give --kubernetes-version")
+        version = releases[0] if len(releases) == 1 else DEFAULT_VERSION
+    implied_gates: dict[str, bool] = {}
+    implied_runtime: dict[str, bool] = {}
+    for api_version, kind in seen:
+        api = API_VERSIONS[api_version]
+        if version not in api.releases:
+            continue  # check_api below says which release serves it
+        for gate in (api.gate, api.kind_gates.get(kind, ""),
+                     "GangScheduling" if kind == "Workload" and "GangScheduling" in GATES else ""):
+            spec = GATES[gate].get(version) if gate else None
+            if spec is not None and spec.stage not in ("removed", "locked"):
+                implied_gates[gate] = True
+        if api.stage != "ga":
+            implied_runtime[api_version] = True
+    profile = flag_profile(version, {**implied_gates, **(gates or {})}, {**implied_runtime, **(runtime_config or {})})
+    for api_version, kind in seen:
+        profile.check_api(api_version, kind, path)
+    return profile

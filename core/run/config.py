@@ -19,6 +19,7 @@ from ..controllers.kueue_broker import KueueBroker
 from ..controllers.lifecycle import Lifecycle
 from ..engine.contract import Reactor
 from ..kube.kueue import broker_config
+from ..kube.versions import merge_gates, profile_config, profile_from_config
 from ..scenario.load import Scenario
 from ..scheduler.reactor import Scheduler
 
@@ -29,6 +30,9 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
     return {
         **({"drivers_shards": drivers_shards} if drivers_shards > 1 else {}),
         "duration_ms": scenario.duration_ms,
+        # the Kubernetes release emulated (core/kube/versions.py); absent: the legacy 1.35 model, so that a
+        # run of that model records exactly what it recorded before profiles existed
+        **({"kubernetes": entry} if (entry := profile_config(scenario.kubernetes)) is not None else {}),
         # Kueue's ProvisioningRequest admission checks, when the scenario has any (core/kube/kueue.py)
         **({"broker": broker} if (broker := broker_config(scenario.objects)) is not None else {}),
         # the chaos reactor, when the scenario injects faults (core/controllers/chaos.py)
@@ -55,10 +59,16 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
 
 
 def build_reactors(config: dict[str, Any]) -> list[Reactor]:
-    """The reactors of a run, in a fixed order (the simulator shuffles it with its own seed)."""
+    """The reactors of a run, in a fixed order (the simulator shuffles it with its own seed). The scheduler
+    gets the release and merges its own feature gates into it; the autoscaler gets the same merged release
+    (it simulates nodes with the scheduler's allocator features, autoscaler PR #10200)."""
+    kubernetes = config.get("kubernetes")
+    scheduler = config.get("scheduler", {})
+    merged = merge_gates(profile_from_config(kubernetes), scheduler.get("feature_gates") or {},
+                         path="config.scheduler")
     return [
-        Scheduler(**config.get("scheduler", {})),
-        Autoscaler(**config.get("autoscaler", {})),
+        Scheduler(**scheduler, kubernetes=kubernetes),
+        Autoscaler(**config.get("autoscaler", {}), kubernetes=profile_config(merged)),
         Cloud(),
         Lifecycle(),
         *drivers_shards(int(config.get("drivers_shards", 1))),

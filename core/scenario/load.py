@@ -35,11 +35,14 @@ from ..kube.fields import (
 from ..kube.kueue import broker_config, check_pod_group, check_scheduling_gates, gate_pod, is_queued
 from ..kube.limits import MAX_NODE_COUNT, MAX_POD_COUNT, MAX_SEED
 from ..kube.manifests import _check_node, _check_pod
-from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
+from ..kube.versions import Profile, ProfileFlags
+from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
 from ..kube.yaml_files import YamlError, load_yaml_file
+from . import gates as gated
 from .cloud import CLOUD_FIELDS, check_cloud
 from .dra import check_objects, check_pod_claims, check_slice_templates, render_slices
 from .faults import check_faults
+from .kubernetes import check_kubernetes
 from .model import (
     API_VERSION,
     AUTOSCALER_POLICIES,
@@ -85,8 +88,10 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_ARRIVAL_COUNT = MAX_POD_COUNT
 
 
-def load_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Read, check and type the scenario file at ``path``; raise :class:`ScenarioError` if it is bad."""
+def load_scenario(path: str | os.PathLike[str], *, profile: Profile | None = None,
+                  flags: ProfileFlags | None = None) -> Scenario:
+    """Read, check and type the scenario file at ``path``; raise :class:`ScenarioError` if it is bad.
+    ``profile`` replaces the file's spec.kubernetes, ``flags`` (the command's) override it entry by entry."""
     file = os.fspath(path)
     try:
         data = load_yaml_file(file, max_bytes=MAX_FILE_BYTES)
@@ -94,13 +99,14 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
         raise ScenarioError(file, "", e.message, line=e.line, column=e.column) from None
     if data is None:
         raise ScenarioError(file, "", f"the file is empty; expected a {KIND} document")
-    return parse_scenario(data, file)
+    return parse_scenario(data, file, profile=profile, flags=flags)
 
 
-def parse_scenario(data: object, file: str = "<scenario>") -> Scenario:
+def parse_scenario(data: object, file: str = "<scenario>", *, profile: Profile | None = None,
+                   flags: ProfileFlags | None = None) -> Scenario:
     """Check and type an already loaded scenario document (``data`` is not modified)."""
     try:
-        return _parse(data, file)
+        return _parse(data, file, profile, flags)
     except FieldError as e:
         raise ScenarioError(file, e.path, e.message) from None
 
@@ -110,12 +116,12 @@ def parse_scenario(data: object, file: str = "<scenario>") -> Scenario:
 _TOP = ("apiVersion", "kind", "metadata", "spec")
 _METADATA = ("name", "labels", "annotations")
 _SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects",
-         "faults")
+         "faults", "kubernetes")
 _GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS)
 _ARRIVAL = ("at", "count", "runFor", "pod")
 
 
-def _parse(data: object, file: str) -> Scenario:
+def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags | None) -> Scenario:
     if not isinstance(data, dict):
         raise FieldError("", f"expected a {KIND} document (a map) at the top level, got {type_name(data)}")
     doc = expect_map(sanitize(data), "")
@@ -142,13 +148,27 @@ def _parse(data: object, file: str) -> Scenario:
     duration_ms = expect_duration(spec["duration"], "spec.duration", positive=True)
     policy = _policy(spec.get("policy"))
     scheduler = _scheduler(spec.get("scheduler"))
+    own, profile, scheduler_gates = check_kubernetes(spec.get("kubernetes"), scheduler.feature_gates,
+                                                     profile=forced, flags=flags)
+    if scheduler_gates != scheduler.feature_gates:  # a flag overrode a gate of spec.scheduler.featureGates
+        scheduler = SchedulerSettings(score=scheduler.score, gang_timeout_ms=scheduler.gang_timeout_ms,
+                                      feature_gates=scheduler_gates)
     autoscaler = _autoscaler(spec.get("autoscaler"))
     groups = _node_groups(spec["nodeGroups"])
+    for g, group in enumerate(spec["nodeGroups"]):
+        gated.check_group(group, index("spec.nodeGroups", g), profile)
     nodes = _initial_nodes(spec.get("nodes"), {g.name: g for g in groups})
+    raw_objects: list[Any] = spec["objects"] if isinstance(spec.get("objects"), list) else []
+    # TODO(lead): check_objects(..., profile=profile) once core/scenario/dra.py takes it (then the API-version
+    # check below goes: check_objects does it for every kind)
+    gated.check_scheduling_apis(raw_objects, "spec.objects", profile)
     objects = check_objects(spec.get("objects"), "spec.objects")
+    gated.check_objects(raw_objects, "spec.objects", profile)
+    gated.check_workload_gangs(raw_objects, "spec.objects", profile)
     kueue = broker_config(objects) is not None
-    workload = _workload(spec.get("workload"), duration_ms, kueue=kueue)
+    workload = _workload(spec.get("workload"), duration_ms, profile, kueue=kueue)
     faults = check_faults(spec.get("faults"), duration_ms)
+    gated.check_faults(spec.get("faults") or [], "spec.faults", profile)
     return Scenario(
         name=name,
         seed=seed,
@@ -162,6 +182,7 @@ def _parse(data: object, file: str) -> Scenario:
         source=file,
         objects=objects,
         faults=faults,
+        kubernetes=own,
     )
 
 
@@ -190,8 +211,7 @@ def _scheduler(value: object) -> SchedulerSettings:
     gates: dict[str, bool] = {}
     if m.get("featureGates") is not None:
         g_path = "spec.scheduler.featureGates"
-        given = expect_map(m["featureGates"], g_path)
-        check_fields(given, g_path, tuple(SCHEDULER_FEATURE_GATES))
+        given = expect_map(m["featureGates"], g_path)  # names checked against the release: kubernetes.py
         gates = {k: expect_bool(v, join(g_path, k)) for k, v in given.items()}
     return SchedulerSettings(score=cast(ScoreStrategy, score), gang_timeout_ms=timeout, feature_gates=gates)
 
@@ -339,7 +359,7 @@ def _initial_nodes(value: object, groups: dict[str, NodeGroup]) -> list[InitialN
     return out
 
 
-def _workload(value: object, duration_ms: int, *, kueue: bool = False) -> list[Arrival]:
+def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool = False) -> list[Arrival]:
     """The arrivals, in time order. With Kueue in the scenario (an AdmissionCheck), a pod labelled with a
     queue gets Kueue's admission gate, as Kueue's pod webhook does (core/kube/kueue.py)."""
     path = "spec.workload"
@@ -376,6 +396,7 @@ def _workload(value: object, duration_ms: int, *, kueue: bool = False) -> list[A
         if pod is None:  # a pod reached through several YAML aliases is checked once
             pod = _check_pod(raw, join(a_path, "pod"))
             check_pod_claims(pod, join(a_path, "pod"))
+            gated.check_pod(pod, join(a_path, "pod"), profile)
             check_scheduling_gates(pod, join(a_path, "pod"))
             if kueue and is_queued(pod):
                 check_pod_group(pod, join(a_path, "pod"))

@@ -19,6 +19,7 @@ from ..kube.defaults import (
     SCALE_DOWN_UTILIZATION_THRESHOLD,
     SCAN_INTERVAL_MS,
 )
+from ..kube.versions import LEGACY_PROFILE, Profile, merge_gates
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
 from ..log.events import DriverSpec, StockWindow
 from .faults import Fault
@@ -41,7 +42,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
 class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True):
     score: ScoreStrategy = "most-allocated"
     gang_timeout_ms: int = DEFAULT_GANG_TIMEOUT_MS  # the Permit deadline of a gang (upstream: fixed 5m)
-    feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)  # kube-scheduler feature gates set
+    # feature gates set in spec.scheduler.featureGates (any gate of the release; recorded in the scheduler's
+    # configuration, as before profiles existed, and merged into the profile by the reactors)
+    feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)
 
 
 class ScaleDownSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -117,6 +120,14 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True):
     objects: list[dict[str, Any]] = msgspec.field(default_factory=list)
     # faults injected at a time (core/scenario/faults.py), external inputs like the arrivals
     faults: list[Fault] = msgspec.field(default_factory=list)
+    # the release emulated (spec.kubernetes, core/kube/versions.py), without spec.scheduler.featureGates; a
+    # Scenario made in code rather than loaded from a file is dralab's model from before profiles (1.35 legacy)
+    kubernetes: Profile = LEGACY_PROFILE
+
+
+def effective_profile(scenario: Scenario) -> Profile:
+    """The scenario's release with spec.scheduler.featureGates on top: what the cluster emulated runs with."""
+    return merge_gates(scenario.kubernetes, scenario.scheduler.feature_gates, path="spec.scheduler")
 
 
 def replica_name(base: str, count: int, i: int) -> str:

@@ -28,8 +28,10 @@ from operator import attrgetter
 from typing import Any
 
 from ..dra.allocator import Allocator
+from ..dra.features import allocator_features
 from ..engine.contract import Decision, Trigger
-from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS, SCHEDULER_FEATURE_GATES
+from ..kube.versions import GATES, merge_gates, profile_from_config
+from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
 from ..state.cluster import ClusterState, NodeState, PodState
 from .cycle import Attempt, Cycle, Used
 from .feasibility_cache import FeasibilityCache
@@ -67,6 +69,8 @@ class Scheduler:
     score: str = "most-allocated"
     gang_timeout_ms: int = DEFAULT_GANG_TIMEOUT_MS
     feature_gates: dict[str, bool] = field(default_factory=dict)
+    # the run configuration's `kubernetes` entry (core/kube/versions.py profile_config); None: legacy 1.35
+    kubernetes: dict[str, Any] | None = None
     name: str = "scheduler"
     trigger: Trigger = "events"
     # False: no feasibility cache, failure memos, kept node lists or inlined loop (plain.py), for the
@@ -78,11 +82,12 @@ class Scheduler:
             raise ValueError(f"unknown score policy {self.score!r}; expected one of {list(SCORE_POLICIES)}")
         if self.gang_timeout_ms <= 0:
             raise ValueError("the gang timeout must be positive")
-        unknown = sorted(set(self.feature_gates) - set(SCHEDULER_FEATURE_GATES))
+        unknown = sorted(set(self.feature_gates) - set(GATES))
         if unknown:
-            raise ValueError(f"unknown scheduler feature gates {unknown}; "
-                             f"expected some of {list(SCHEDULER_FEATURE_GATES)}")
-        self._dra = DraPlugin()
+            raise ValueError(f"unknown scheduler feature gates {unknown}; expected some of {sorted(GATES)}")
+        # the release emulated, with the scheduler's own gates on top (FieldError if they do not fit it)
+        self.profile = merge_gates(profile_from_config(self.kubernetes), self.feature_gates, path="scheduler")
+        self._dra = DraPlugin(allocator_features(self.profile))
         self._claims = DynamicResources(self._dra)  # its PreFilter and PostFilter (profile.py)
         self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see plugins/fragmentation.py)
         # static shape -> node -> (manifest, ready, static filter answer): a cache (see _static)
@@ -97,8 +102,7 @@ class Scheduler:
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
-        gangs = GangCycle(view, now, self.gang_timeout_ms,
-                          self.feature_gates.get("NominatedNodeNameForExpectation", True))
+        gangs = GangCycle(view, now, self.gang_timeout_ms, self.profile.enabled("NominatedNodeNameForExpectation"))
         cycle = Cycle(view, rng, gangs.held)
         gangs.expire(cycle)
         busy = gangs.busy  # waiting at Permit, or just released: not in the queue this decision
@@ -182,13 +186,10 @@ class Scheduler:
 
     def _group_settings(self) -> tuple[str, bool, bool]:
         """The release (condition names, beta checks), whether TopologyAwareWorkloadScheduling is on, and
-        whether workload-aware preemption is (1.36: its own gate; 1.37: part of GenericWorkload)."""
-        profile = getattr(self, "profile", None)
-        if profile is None:
-            return "1.37", True, True
-        version = str(profile.version)
-        gates = profile.gates
-        preemption = gates.get("WorkloadAwarePreemption", False) if version == "1.36" else version >= "1.37"
+        whether workload-aware preemption is (1.36: its own gate; 1.37: part of GenericWorkload, KEP-4671's
+        gate merge)."""
+        version, gates = self.profile.version, self.profile.gates
+        preemption = gates.get("WorkloadAwarePreemption", False) if version == "1.36" else version == "1.37"
         return version, bool(gates.get("TopologyAwareWorkloadScheduling", False)), bool(preemption)
 
     def _place(self, cycle: Cycle, pod: PodState, nodes: frozenset[str] | None) -> Placement | Status:

@@ -36,7 +36,7 @@ from .sim import Simulator
 # log may lack them; `--with` may still set them.
 OPTIONAL_SETTINGS = {"autoscaler.provisioning_request_claims": "materialize", "drivers_shards": 1}
 # Dicts whose entries are open-ended (any feature gate may be named).
-OPEN_SECTIONS = ("scheduler.feature_gates",)
+OPEN_SECTIONS = ("scheduler.feature_gates", "kubernetes.feature_gates")
 MAX_SETTINGS = 64
 
 

@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from dralab.core.kube.versions import LEGACY_GATES, LEGACY_RUNTIME_CONFIG, LEGACY_VERSION
+
 MAX_ROWS = 200_000
 MAX_FILE_BYTES = 64 * 1024 * 1024
 COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
@@ -208,6 +210,10 @@ def jobs_scenario(jobs: list[TraceJob], *, trace: str, name: str, hours: float =
                         **({"provisionDelay": {"min": provision_delay[0], "max": provision_delay[1]}}
                            if provision_delay else {})}],
         "objects": objects, "workload": workload,
+        # the gangs are 1.35 Workloads (scheduling.k8s.io/v1alpha1): the release that serves them, with dralab's
+        # legacy gates (docs/versions.md), so a trace run records the same log as before releases could be chosen
+        "kubernetes": {"version": LEGACY_VERSION, "featureGates": dict(LEGACY_GATES),
+                       "runtimeConfig": dict(LEGACY_RUNTIME_CONFIG)},
     }
     if start_nodes:
         spec_doc["nodes"] = [{"group": "gpu", "count": start_nodes}]

@@ -233,6 +233,7 @@ class Simulation:
             demand = sum(claim_demand(c) for c in claims.to_allocate)
             return {} if demand <= self._device_count(sim) - sim.devices_used - self._in_use(sim) else None
         allocator = Allocator(sim.slices, self.view.dra.classes, self.allocated, self.dra.matcher,
+                              features=self.dra.features,
                               index=sim.index if sim.index is not None else self.view.dra.slice_index())
         try:
             outcome = allocator.allocate(dra_node(sim.node), claims.to_allocate, explain=False)

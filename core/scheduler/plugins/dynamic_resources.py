@@ -15,7 +15,7 @@ from typing import Any
 
 from ...cluster.pod_claims import group_claims, same_source
 from ...dra.allocated import AllocatedState
-from ...dra.allocator import AllocationError, Allocator
+from ...dra.allocator import AllocationError, Allocator, Features
 from ...dra.cel import CelMatcher, SelectorError
 from ...dra.model import Claim
 from ...dra.model import Node as DraNode
@@ -70,10 +70,12 @@ class PodClaims:
 
 
 class DraPlugin:
-    """Holds the compiled-selector cache across decisions; a cache only, it never changes an answer."""
+    """Holds the compiled-selector cache across decisions (a cache, it never changes an answer) and the
+    allocator's features, which do: the release's DRA gates (core/dra/features.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, features: Features | None = None) -> None:
         self.matcher = CelMatcher()
+        self.features = features or Features()  # the allocator's, from the release's gates (dra/features.py)
 
     def prefilter(self, view: ClusterState, pod: PodState, assumed: dict[str, dict[str, Any]],
                   held: Held | None = None, gang: str | None = None) -> PodClaims:
@@ -152,7 +154,8 @@ class DraPlugin:
         return made
 
     def allocator(self, view: ClusterState, allocated: AllocatedState) -> Allocator:
-        return Allocator([], view.dra.classes, allocated, self.matcher, index=view.dra.slice_index())
+        return Allocator([], view.dra.classes, allocated, self.matcher, features=self.features,
+                         index=view.dra.slice_index())
 
     def filter(
         self, allocator: Allocator | None, claims: PodClaims, node: NodeState
