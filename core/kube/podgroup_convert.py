@@ -3,15 +3,15 @@ converting it, field by field, to the hub shape (v1beta1) the rest of dralab rea
 
 What differs per version (kubernetes/kubernetes staging/src/k8s.io/api/scheduling/*/types.go):
 
-| field | v1alpha2 (1.36) | v1alpha3, v1beta1 (1.37) |
-|---|---|---|
-| PodGroup -> template | `podGroupTemplateRef.workload.{workloadName, podGroupTemplateName}` | `workloadRef.{workloadName, templateName}` |
-| disruption mode | string `Pod` / `PodGroup`, gate WorkloadAwarePreemption | union `single: {}` / `all: {}`, no gate of its own |
-| priorityClassName, priority | gate WorkloadAwarePreemption | no gate of its own (GenericWorkload, which serves the API) |
-| preemptionPolicy | - | gate PodGroupPreemptionPolicy |
-| parentCompositePodGroupName, compositePodGroupTemplates | - | gate CompositePodGroup |
-| schedulingConstraints | gate TopologyAwareWorkloadScheduling (all versions) | |
-| resourceClaims | gate DRAWorkloadResourceClaims (all versions) | |
+- the PodGroup's template: v1alpha2 `podGroupTemplateRef.workload.{workloadName, podGroupTemplateName}`,
+  v1alpha3/v1beta1 `workloadRef.{workloadName, templateName}`;
+- the disruption mode: v1alpha2 a string `Pod` / `PodGroup` (gate WorkloadAwarePreemption), v1alpha3/v1beta1 a
+  union `single: {}` / `all: {}` (no gate of its own: GenericWorkload, which serves the API, covers it);
+- priorityClassName, priority: v1alpha2 gate WorkloadAwarePreemption, v1alpha3/v1beta1 no gate of their own;
+- preemptionPolicy: v1alpha3/v1beta1 only, gate PodGroupPreemptionPolicy;
+- parentCompositePodGroupName, compositePodGroupTemplates: v1alpha3/v1beta1 only, gate CompositePodGroup;
+- schedulingConstraints (gate TopologyAwareWorkloadScheduling) and resourceClaims (gate
+  DRAWorkloadResourceClaims): every version.
 
 The cross-field rules are pkg/apis/scheduling/validation/validation.go's ValidateWorkloadSpec (template names
 unique across the whole tree, a tree at most WorkloadMaxTreeDepth = 4 deep, one priority for every template, a
@@ -43,7 +43,7 @@ __all__ = ["MAX_TEMPLATES", "MAX_TREE_DEPTH", "convert_composite_pod_group", "co
 MAX_TEMPLATES = 8  # WorkloadMaxPodGroupTemplates (and maxItems of every template list)
 MAX_TREE_DEPTH = 4  # WorkloadMaxTreeDepth: composite templates at levels 1-3, pod group templates down to level 4
 V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
-SINGLE = {"single": {}}
+SINGLE: dict[str, Any] = {"single": {}}
 CONDITION_STATUSES = ("True", "False", "Unknown")
 
 
@@ -73,7 +73,7 @@ def _group_fields(body: dict[str, Any], path: str, api_version: str, profile: Pr
         if "all" in mode and "basic" in out["schedulingPolicy"]:
             raise FieldError(d_path, "the `all` disruption mode needs the `gang` policy: the pods of a `basic` group "
                                      "are placed one by one and cannot be disrupted as one unit (KEP-5710)")
-    out["disruptionMode"] = dict(mode)
+    out["disruptionMode"] = {member: {} for member in mode}
     priority_gate = requirer(profile, "WorkloadAwarePreemption") if v1alpha2 else (lambda _p: None)
     check_priority_fields(body, path, out, gate=priority_gate,
                           preemption=None if v1alpha2 else requirer(profile, "PodGroupPreemptionPolicy"))
@@ -108,8 +108,9 @@ class _Tree:
         if self.priority is None:
             self.priority = (key, path)
         elif key != self.priority[0]:
-            raise FieldError(path, f"all priority and priorityClassName values must be identical, detected multiple "
-                                   f"values (this template {_shown(key)}, {self.priority[1]} {_shown(self.priority[0])})")
+            first, where = self.priority
+            raise FieldError(path, "all priority and priorityClassName values must be identical, detected multiple "
+                                   f"values (this template {_shown(key)}, {where} {_shown(first)})")
 
 
 def _shown(key: tuple[str, int | None]) -> str:
@@ -162,13 +163,13 @@ def _composite_templates(value: object, path: str, api_version: str, profile: Pr
         tree.same_priority(hub, t_path)
         children = 0
         if template.get("podGroupTemplates") is not None:
-            hub["podGroupTemplates"] = _pod_group_templates(template["podGroupTemplates"],
-                                                            join(t_path, "podGroupTemplates"), api_version, profile, tree)
+            hub["podGroupTemplates"] = _pod_group_templates(
+                template["podGroupTemplates"], join(t_path, "podGroupTemplates"), api_version, profile, tree)
             children += len(hub["podGroupTemplates"])
         if template.get("compositePodGroupTemplates") is not None:
+            c_path = join(t_path, "compositePodGroupTemplates")
             hub["compositePodGroupTemplates"] = _composite_templates(
-                template["compositePodGroupTemplates"], join(t_path, "compositePodGroupTemplates"), api_version, profile,
-                tree, depth + 1)
+                template["compositePodGroupTemplates"], c_path, api_version, profile, tree, depth + 1)
             children += len(hub["compositePodGroupTemplates"])
         if not children:
             raise FieldError(t_path, "must have at least one child PodGroupTemplate or CompositePodGroupTemplate")

@@ -184,8 +184,9 @@ def check_priority_class(obj: object, path: str) -> dict[str, Any]:
     if name.startswith(SYSTEM_PREFIX):
         want = SYSTEM_PRIORITY_CLASSES.get(name)
         if want is None or out["value"] != want:
-            raise FieldError(join(meta_path, "name"), f"priority class names with '{SYSTEM_PREFIX}' prefix are reserved "
-                                                      "for system use only (system-node-critical, system-cluster-critical)")
+            raise FieldError(join(meta_path, "name"),
+                             f"priority class names with '{SYSTEM_PREFIX}' prefix are reserved for system use only "
+                             "(system-node-critical, system-cluster-critical, with their fixed values)")
     else:
         expect_int(out["value"], v_path, minimum=INT32_MIN, maximum=HIGHEST_USER_PRIORITY)
     if out.get("globalDefault") is not None:
@@ -238,16 +239,16 @@ def admit_priorities(groups: Iterable[tuple[dict[str, Any], str]], priority_clas
         else:
             value, preemption = DEFAULT_PRIORITY, "PreemptLowerPriority"
         if spec.get("priority") is not None and spec["priority"] != value:
-            raise FieldError(join(spec_path, "priority"), f"the integer value of priority ({spec['priority']}) must not "
-                                                          f"be provided; priority admission computed {value} from the "
-                                                          f"PriorityClass `{name or '(none)'}`")
+            raise FieldError(join(spec_path, "priority"),
+                             f"the integer value of priority ({spec['priority']}) must not be provided; priority "
+                             f"admission computed {value} from the PriorityClass `{name or '(none)'}`")
         resolved: dict[str, Any] = {"priorityClassName": name} if name else {}
         resolved["priority"] = value
         if policy_on and group["kind"] == POD_GROUP_KIND:
             if spec.get("preemptionPolicy") not in (None, preemption):
-                raise FieldError(join(spec_path, "preemptionPolicy"), f"the value `{spec['preemptionPolicy']}` must not "
-                                                                      f"be provided; priority admission computed "
-                                                                      f"`{preemption}` from the PriorityClass")
+                raise FieldError(join(spec_path, "preemptionPolicy"),
+                                 f"the value `{spec['preemptionPolicy']}` must not be provided; priority admission "
+                                 f"computed `{preemption}` from the PriorityClass")
             resolved["preemptionPolicy"] = preemption
         _place(spec, resolved)
 
