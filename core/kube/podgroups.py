@@ -213,13 +213,16 @@ def _global_default(priority_classes: Iterable[Mapping[str, Any]]) -> Mapping[st
 
 
 def admit_priorities(groups: Iterable[tuple[dict[str, Any], str]], priority_classes: Iterable[Mapping[str, Any]],
-                     profile: Profile) -> None:
+                     profile: Profile, *, admitted: bool = False) -> None:
     """Resolve the priority of hub PodGroups and CompositePodGroups (each with its path) in place, as the
     priority admission plugin does on create: `priorityClassName` must name a class (refused otherwise); without
     a name the globalDefault class is used (its name filled in), else priority 0; a given `priority` must equal
     the resolved one. PodGroup `preemptionPolicy` is filled from the class (default PreemptLowerPriority) and a
     given one must match, but only with PodGroupPreemptionPolicy on (the field does not exist otherwise).
-    Nothing is done where the priority fields are not served: 1.36 with WorkloadAwarePreemption off."""
+    Nothing is done where the priority fields are not served: 1.36 with WorkloadAwarePreemption off.
+
+    `admitted`: the groups come from a cluster dump, where admission has already run: a group that carries a
+    `priority` is kept as it is (its PriorityClass need not be in the dump)."""
     if profile.version == "1.36" and not profile.enabled("WorkloadAwarePreemption"):
         return
     classes = list(priority_classes)
@@ -228,6 +231,8 @@ def admit_priorities(groups: Iterable[tuple[dict[str, Any], str]], priority_clas
     policy_on = profile.enabled("PodGroupPreemptionPolicy")
     for group, path in groups:
         spec, spec_path = group["spec"], join(path, "spec")
+        if admitted and spec.get("priority") is not None:
+            continue
         name = spec.get("priorityClassName")
         if name:
             if name not in by_name:
