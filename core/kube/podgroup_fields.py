@@ -199,6 +199,9 @@ def check_disruption_mode(value: object, path: str) -> dict[str, Any]:
 def check_disruption_mode_v1alpha2(value: object, path: str) -> dict[str, Any]:
     """v1alpha2 (1.36) spelled the mode as a string, `Pod` (each pod on its own) or `PodGroup` (all together);
     converted to the union v1alpha3 introduced for it: `Pod` -> `single`, `PodGroup` -> `all`."""
+    if isinstance(value, dict):
+        raise FieldError(path, "v1alpha2 spells the disruption mode as a string, one of `Pod`, `PodGroup` (the "
+                               "`single`/`all` union is v1alpha3's and v1beta1's)")
     text = expect_enum(value, path, tuple(V1ALPHA2_DISRUPTION_MODES))
     return {V1ALPHA2_DISRUPTION_MODES[text]: {}}
 
