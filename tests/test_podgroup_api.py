@@ -377,7 +377,8 @@ def test_a_priority_class_is_checked() -> None:
         ({"value": 1, "metadata": {"name": "x", "namespace": "ml"}}, "pc.metadata.namespace", "cluster-scoped"),
     ]
     for raw, path, message in cases:
-        obj: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "x"}, **raw}
+        obj: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                               "metadata": {"name": "x"}, **raw}
         with pytest.raises(FieldError) as e:
             check_priority_class(obj, "pc")
         assert (e.value.path, message in e.value.message) == (path, True)
