@@ -136,6 +136,9 @@ def test_a_typed_podgroup_list_is_read() -> None:
 
 
 def test_a_dump_podgroup_without_its_admitted_priority_needs_its_class() -> None:
+    # admission ran in the cluster: a group that carries its priority is kept, its class need not be dumped
+    inv = parse_documents([pod_group(priorityClassName="high", priority=100000)], profile=profile())
+    assert scheduling_objects(inv, "PodGroup")["default/pg"]["spec"]["priority"] == 100000
     doc = pod_group(priorityClassName="high")
     with pytest.raises(ManifestError, match=r"documents\[0\].spec.priorityClassName: no PriorityClass with name high"):
         parse_documents([doc, None], "dump.yaml", profile=profile())
