@@ -13,6 +13,13 @@ refusal is a :class:`ManifestError` naming the file, the path of the field and w
 In a file of several documents the path starts with ``documents[i]`` (0-based, empty documents counted);
 in a List, with ``items[i]``. Each object's manifest is kept as read, so fields dralab does not model
 round-trip: :func:`dump_objects` gives them back.
+
+With a version ``profile`` (:mod:`dralab.core.kube.versions`), the scheduling.k8s.io objects are read as that
+release serves them: 1.35's v1alpha1 Workload as above; the 1.36/1.37 Workload, PodGroup and CompositePodGroup
+(v1alpha2, v1alpha3, v1beta1) checked and converted to the v1beta1 hub (:mod:`dralab.core.kube.podgroups`;
+a PodGroup's ``status.conditions`` kept, they are evidence), and scheduling.k8s.io/v1 PriorityClasses; these go to
+``Inventory.other`` in the hub shape (:func:`scheduling_objects` picks them out); a pod's ``spec.schedulingGroup``
+(1.36+) or ``spec.workloadRef`` (1.35) is checked against the release.
 """
 
 from __future__ import annotations
@@ -24,6 +31,17 @@ from typing import Any
 
 from ..kube.errors import ScenarioError
 from ..kube.fields import FieldError, expect_list, index, join, sanitize, type_name
+from ..kube.podgroups import (
+    HUB_API_VERSION,
+    PRIORITY_CLASS_API_VERSION,
+    PRIORITY_CLASS_KIND,
+    SCHEDULING_KINDS,
+    admit_priorities,
+    check_priority_class,
+    check_scheduling_group,
+    check_scheduling_object,
+)
+from ..kube.versions import Profile
 from ..kube.workloads import (
     POD_GROUP_API_VERSION,
     POD_GROUP_KIND,
@@ -49,6 +67,7 @@ __all__ = [
     "load_objects",
     "parse_documents",
     "read_documents",
+    "scheduling_objects",
 ]
 
 API_VERSION = "resource.k8s.io/v1"
@@ -65,27 +84,42 @@ class ManifestError(ScenarioError):
     file is at fault, ``file:line:col: message`` for a YAML syntax error); the CLI exits 2 on it."""
 
 
-def load_objects(paths: Sequence[str | os.PathLike[str]]) -> Inventory:
-    """Read, check and convert every object in the files at ``paths``.
+def load_objects(paths: Sequence[str | os.PathLike[str]], *, profile: Profile | None = None) -> Inventory:
+    """Read, check and convert every object in the files at ``paths`` (as ``profile``'s release serves them,
+    when given).
 
     Names must be unique within a kind (and namespace) across all the files. Raises :class:`ManifestError`.
     """
-    builder = InventoryBuilder()
+    builder = InventoryBuilder(profile)
     for path in paths:
         file = os.fspath(path)
         docs = read_documents(file)
         if all(doc is None for doc in docs):
             raise ManifestError(file, "", "the file holds no Kubernetes object")
         builder.add_documents(docs, file)
+    builder.finish()
     return builder.inventory
 
 
-def parse_documents(docs: list[object], file: str = "<input>") -> Inventory:
+def parse_documents(docs: list[object], file: str = "<input>", *, profile: Profile | None = None) -> Inventory:
     """Check and convert already loaded YAML documents (``docs`` is not modified); ``file`` names them
     in errors."""
-    builder = InventoryBuilder()
+    builder = InventoryBuilder(profile)
     builder.add_documents(docs, file)
+    builder.finish()
     return builder.inventory
+
+
+def scheduling_objects(inv: Inventory, kind: str) -> dict[str, dict[str, Any]]:
+    """The hub-shaped objects of ``kind`` (Workload, PodGroup, CompositePodGroup; PriorityClass) a profile-aware
+    read put in ``inv.other``, by ``namespace/name`` (by name for the cluster-scoped PriorityClass)."""
+    want = PRIORITY_CLASS_API_VERSION if kind == PRIORITY_CLASS_KIND else HUB_API_VERSION
+    out: dict[str, dict[str, Any]] = {}
+    for obj in inv.other:
+        if obj.get("kind") == kind and obj.get("apiVersion") == want:
+            meta = obj["metadata"]
+            out[f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]] = obj
+    return out
 
 
 def dump_objects(inv: Inventory) -> list[dict[str, Any]]:
@@ -168,9 +202,23 @@ def _within(prefix: str, path: str) -> str:
 class InventoryBuilder:
     """Adds the objects of one file after another to ``inventory``, refusing a name seen before."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile: Profile | None = None) -> None:
         self.inventory = Inventory()
+        self.profile = profile
         self._seen: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was first read
+        # with a profile: the groups whose priority admission resolves once every file is read, and the classes
+        self._groups: list[tuple[dict[str, Any], str, str]] = []  # (hub, path, file)
+        self._classes: list[dict[str, Any]] = []
+
+    def finish(self) -> None:
+        """Resolve the priorities of the PodGroups and CompositePodGroups read (a dump's admitted ones kept)."""
+        if self.profile is None:
+            return
+        for hub, path, file in self._groups:
+            try:
+                admit_priorities([(hub, path)], self._classes, self.profile, admitted=True)
+            except FieldError as e:
+                raise ManifestError(file, e.path, e.message) from None
 
     def add_documents(self, docs: Sequence[object], file: str) -> None:
         several = len(docs) > 1
@@ -208,6 +256,8 @@ class InventoryBuilder:
             self._add_dra(obj, path, file, kind)
         elif kind in CORE_KINDS and api_version == "v1":
             self._add_core(obj, path, file, kind)
+        elif self.profile is not None and self._scheduling(self.profile, obj, path, file, api_version, kind, group):
+            pass
         elif kind == WORKLOAD_KIND and group == SCHEDULING_GROUP:
             if api_version != WORKLOAD_API_VERSION:
                 raise FieldError(join(path, "apiVersion"),
@@ -221,11 +271,37 @@ class InventoryBuilder:
         else:
             self.inventory.other.append(obj)
 
-    @staticmethod
-    def _typed(kind: str, group: str, api_version: str) -> bool:
+    def _typed(self, kind: str, group: str, api_version: str) -> bool:
         return ((kind in DRA_KINDS and group == DRA_GROUP) or (kind in CORE_KINDS and api_version == "v1")
                 or (kind == WORKLOAD_KIND and group == SCHEDULING_GROUP)
-                or (kind == POD_GROUP_KIND and group == POD_GROUP_GROUP))
+                or (kind == POD_GROUP_KIND and group == POD_GROUP_GROUP)
+                or (self.profile is not None and group == SCHEDULING_GROUP
+                    and (kind in SCHEDULING_KINDS or kind == PRIORITY_CLASS_KIND)))
+
+    def _scheduling(self, profile: Profile, obj: dict[str, Any], path: str, file: str, api_version: str, kind: str,
+                    group: str) -> bool:
+        """A scheduling.k8s.io object read under ``profile``; False if ``obj`` is not one."""
+        if group != SCHEDULING_GROUP:
+            return False
+        if kind == PRIORITY_CLASS_KIND and api_version == PRIORITY_CLASS_API_VERSION:
+            pc = check_priority_class(obj, path)
+            self._claim_name(kind, pc["metadata"]["name"], path, file)
+            self._classes.append(pc)
+            self.inventory.other.append(pc)
+            return True
+        if kind not in SCHEDULING_KINDS:
+            return False
+        if kind == WORKLOAD_KIND and api_version == WORKLOAD_API_VERSION:
+            profile.check_api(api_version, kind, path)
+            self._add_workload(obj, path, file)
+            return True
+        hub = check_scheduling_object(obj, path, profile)
+        meta = hub["metadata"]
+        self._claim_name(kind, f"{meta['namespace']}/{meta['name']}", path, file)
+        if kind != WORKLOAD_KIND:
+            self._groups.append((hub, path, file))
+        self.inventory.other.append(hub)
+        return True
 
     def _add_list(self, obj: dict[str, Any], path: str, file: str, api_version: str, kind: str) -> None:
         items = expect_list(obj.get("items") or [], join(path, "items"))
@@ -264,7 +340,10 @@ class InventoryBuilder:
         else:
             namespace, name = convert_pod(obj, path)
             if isinstance(obj.get("spec"), dict):  # convert_pod checked that it is a map when given
-                check_workload_ref(obj["spec"], join(path, "spec"))
+                if self.profile is None:
+                    check_workload_ref(obj["spec"], join(path, "spec"))
+                else:
+                    check_scheduling_group(obj["spec"], join(path, "spec"), self.profile)
             key = f"{namespace}/{name}"
             self._claim_name(kind, key, path, file)
             self.inventory.pods[key] = obj

@@ -34,6 +34,7 @@ from .fields import (
     sanitize,
     type_name,
 )
+from .podgroups import check_scheduling_group
 from .quantity import QuantityError, parse_quantity, resource_amount
 from .resources import (
     POD_LEVEL_RESOURCES,
@@ -44,6 +45,7 @@ from .resources import (
     node_allocatable,
     pod_requests,
 )
+from .versions import Profile
 from .workloads import check_workload_ref
 
 __all__ = [
@@ -210,8 +212,10 @@ def _check_tolerations(value: object, path: str) -> None:
                 raise FieldError(join(t_path, "effect"), "must be `NoExecute` when `tolerationSeconds` is set")
 
 
-def _check_pod(pod: object, path: str) -> dict[str, Any]:
-    """Check ``pod`` (already plain data, see :func:`sanitize`) and fill its defaults in place."""
+def _check_pod(pod: object, path: str, profile: Profile | None = None) -> dict[str, Any]:
+    """Check ``pod`` (already plain data, see :func:`sanitize`) and fill its defaults in place. With a
+    ``profile``, how the pod names its group is checked against that release (``spec.workloadRef`` in 1.35,
+    ``spec.schedulingGroup`` from 1.36); without one, as dralab always has (1.35's ``workloadRef``)."""
     obj = expect_map(pod, path)
     _check_type_meta(obj, path, "Pod")
     if "metadata" not in obj:
@@ -232,7 +236,10 @@ def _check_pod(pod: object, path: str) -> dict[str, Any]:
         for key, item in expect_map(spec["nodeSelector"], join(spec_path, "nodeSelector")).items():
             expect_str(item, join(join(spec_path, "nodeSelector"), key))
     _check_tolerations(spec.get("tolerations"), join(spec_path, "tolerations"))
-    check_workload_ref(spec, spec_path)
+    if profile is None:
+        check_workload_ref(spec, spec_path)
+    else:
+        check_scheduling_group(spec, spec_path, profile)
     if spec.get("nodeName") not in (None, ""):
         error = dns1123_subdomain_error(expect_str(spec["nodeName"], join(spec_path, "nodeName")))
         if error is not None:
@@ -254,10 +261,10 @@ def _check_pod(pod: object, path: str) -> dict[str, Any]:
     return obj
 
 
-def check_pod(pod: object, path: str = "") -> dict[str, Any]:
-    """Check a v1 Pod manifest; return a plain copy with ``apiVersion``, ``kind`` and
-    ``metadata.namespace`` filled in. Raises :class:`~dralab.core.kube.fields.FieldError`."""
-    return _check_pod(sanitize(pod), path)
+def check_pod(pod: object, path: str = "", *, profile: Profile | None = None) -> dict[str, Any]:
+    """Check a v1 Pod manifest (under ``profile``'s release when given); return a plain copy with ``apiVersion``,
+    ``kind`` and ``metadata.namespace`` filled in. Raises :class:`~dralab.core.kube.fields.FieldError`."""
+    return _check_pod(sanitize(pod), path, profile)
 
 
 # --- Node -----------------------------------------------------------------------------------------------

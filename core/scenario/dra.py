@@ -1,7 +1,10 @@
 """The DRA parts of a scenario: objects present at t=0, ResourceSlice templates, pod claims.
 
 - ``spec.objects``: resource.k8s.io/v1 DeviceClasses, ResourceClaimTemplates and ResourceClaims (shared
-  claims), and scheduling.k8s.io/v1alpha1 Workloads (gangs), that exist when the run starts;
+  claims), and scheduling.k8s.io/v1alpha1 Workloads (gangs), that exist when the run starts; with a version
+  profile, also the 1.36/1.37 Workloads, PodGroups and CompositePodGroups (scheduling.k8s.io v1alpha2, v1alpha3,
+  v1beta1, converted to the v1beta1 hub, :mod:`dralab.core.kube.podgroups`) and scheduling.k8s.io/v1
+  PriorityClasses, as far as the profile's release serves them;
 - ``spec.nodeGroups[].resourceSlices``: the ResourceSlices the device drivers of every node of the group
   publish, as templates (:func:`render_slices` makes one node's concrete slices);
 - ``spec.workload[].pod``: ``spec.resourceClaims`` and the containers' ``resources.claims``.
@@ -26,6 +29,17 @@ from ..dra.pools import SliceIndex, gather_pools
 from ..dra.validation import check_driver_name, required
 from ..kube.fields import FieldError, expect_list, expect_map, expect_str, index, join, type_name
 from ..kube.kueue import ADMISSION_CHECK_KIND, CONFIG_KIND, KUEUE_API_VERSIONS, KUEUE_KINDS, check_kueue_object
+from ..kube.podgroups import (
+    COMPOSITE_POD_GROUP_KIND,
+    POD_GROUP_KIND,
+    PRIORITY_CLASS_API_VERSION,
+    PRIORITY_CLASS_KIND,
+    SCHEDULING_API_VERSIONS,
+    SCHEDULING_KINDS,
+    admit_priorities,
+    check_priority_class,
+    check_scheduling_object,
+)
 from ..kube.provreq import (
     POD_TEMPLATE_KIND,
     PROVREQ_API_VERSION,
@@ -33,6 +47,7 @@ from ..kube.provreq import (
     check_pod_template,
     check_provisioning_request,
 )
+from ..kube.versions import Profile
 from ..kube.workloads import WORKLOAD_API_VERSION, WORKLOAD_KIND, check_workload
 
 if TYPE_CHECKING:
@@ -143,56 +158,87 @@ def _type_meta(obj: dict[str, Any], path: str) -> tuple[str, str]:
     return out[0], out[1]
 
 
-def check_objects(value: object, path: str = "spec.objects") -> list[dict[str, Any]]:
+def _allowed(profile: Profile | None) -> str:
+    """The kinds ``spec.objects`` holds, for the error on any other."""
+    text = (", ".join(f"`{k}`" for k in DRA_KINDS)
+            + f" ({DRA_API_VERSION}), `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION}), `{POD_TEMPLATE_KIND}` (v1), "
+            f"`{PROVREQ_KIND}` ({PROVREQ_API_VERSION}) and Kueue's `{ADMISSION_CHECK_KIND}` and `{CONFIG_KIND}` "
+            f"({KUEUE_API_VERSIONS[0]})")
+    if profile is None:
+        return text
+    return (f"{text}; and `{WORKLOAD_KIND}`, `{POD_GROUP_KIND}`, `{COMPOSITE_POD_GROUP_KIND}` "
+            f"({', '.join(SCHEDULING_API_VERSIONS)}, as Kubernetes {profile.version} serves them) and "
+            f"`{PRIORITY_CLASS_KIND}` ({PRIORITY_CLASS_API_VERSION})")
+
+
+SCHEDULING_GROUP = "scheduling.k8s.io/"
+
+
+class _Scheduling:
+    """The 1.36/1.37 scheduling objects of ``spec.objects`` (with a profile): checked one by one, then the
+    PodGroups' and CompositePodGroups' priorities resolved against the PriorityClasses once all are read (a class
+    may come after the group that names it)."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.groups: list[tuple[dict[str, Any], str]] = []
+        self.classes: list[dict[str, Any]] = []
+        self.default: str | None = None  # where the globalDefault PriorityClass is
+
+    def check(self, obj: dict[str, Any], path: str, api_version: str, kind: str) -> dict[str, Any] | None:
+        """The checked object, or None if it is not one of these kinds."""
+        if kind == PRIORITY_CLASS_KIND and api_version == PRIORITY_CLASS_API_VERSION:
+            pc = check_priority_class(obj, path)
+            if pc.get("globalDefault") is True:
+                if self.default is not None:
+                    raise FieldError(join(path, "globalDefault"), f"only one PriorityClass can be marked as default "
+                                                                  f"(also {self.default})")
+                self.default = path
+            self.classes.append(pc)
+            return pc
+        if kind == WORKLOAD_KIND and api_version == WORKLOAD_API_VERSION:
+            self.profile.check_api(api_version, kind, path)
+            return check_workload(obj, path)
+        if kind not in SCHEDULING_KINDS or not api_version.startswith(SCHEDULING_GROUP):
+            return None
+        if kind != WORKLOAD_KIND and obj.get("status"):
+            raise FieldError(join(path, "status"), f"a {kind} of the scenario starts unscheduled (the scheduler writes "
+                                                   "its conditions); leave `status` out")
+        hub = check_scheduling_object(obj, path, self.profile)
+        if kind != WORKLOAD_KIND:
+            self.groups.append((hub, path))
+        return hub
+
+    def finish(self) -> None:
+        admit_priorities(self.groups, self.classes, self.profile)
+
+
+def check_objects(value: object, path: str = "spec.objects", profile: Profile | None = None) -> list[dict[str, Any]]:
     """Check ``spec.objects`` (plain data, see :func:`~dralab.core.kube.fields.sanitize`); return copies of
-    the manifests with ``metadata.namespace`` filled in (``default``) for claims and templates."""
+    the manifests with ``metadata.namespace`` filled in (``default``) for claims and templates. With a version
+    ``profile``, the scheduling.k8s.io objects its release serves are accepted too (converted to the hub shape);
+    without one, as dralab always has (1.35's v1alpha1 Workload)."""
     if value is None:
         return []
     out: list[dict[str, Any]] = []
     seen: dict[tuple[str, str], str] = {}
-    allowed = (", ".join(f"`{k}`" for k in DRA_KINDS)
-               + f" ({DRA_API_VERSION}), `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION}), `{POD_TEMPLATE_KIND}` (v1), "
-               f"`{PROVREQ_KIND}` ({PROVREQ_API_VERSION}) and Kueue's `{ADMISSION_CHECK_KIND}` and `{CONFIG_KIND}` "
-               f"({KUEUE_API_VERSIONS[0]})")
+    scheduling = _Scheduling(profile) if profile is not None else None
     for i, item in enumerate(expect_list(value, path)):
         o_path = index(path, i)
         if not isinstance(item, dict):
             raise FieldError(o_path, f"expected a Kubernetes object (a map), got {type_name(item)}")
         obj = copy.deepcopy(item)
         api_version, kind = _type_meta(obj, o_path)
-        if kind in KUEUE_KINDS:
+        checked = scheduling.check(obj, o_path, api_version, kind) if scheduling is not None else None
+        if checked is not None:
+            obj = checked
+        elif kind in KUEUE_KINDS:
             obj = check_kueue_object(obj, o_path)
-            key = obj["metadata"]["name"]
-            if (kind, key) in seen:
-                raise FieldError(join(o_path, "metadata.name"), f"duplicate {kind} `{key}` (also {seen[(kind, key)]})")
-            seen[(kind, key)] = o_path
-            out.append(obj)
-            continue
-        if kind not in OBJECT_KINDS:
-            hint = _ELSEWHERE.get(kind)
-            raise FieldError(
-                join(o_path, "kind"),
-                f"unsupported kind `{kind}`; expected one of {allowed}"
-                + (f": {hint}" if hint else ""),
-            )
-        expected = _API_VERSIONS[kind]
-        if api_version != expected:
-            raise FieldError(
-                join(o_path, "apiVersion"), f"expected `{expected}` (Kubernetes 1.35), got `{api_version}`"
-            )
-        if kind == "ResourceClaim" and obj.get("status") is not None:
-            raise FieldError(
-                join(o_path, "status"),
-                "a claim of the scenario starts unallocated (the scheduler allocates it); leave `status` out",
-            )
-        checker = _CHECKERS.get(kind)
-        if checker is not None:
-            obj = checker(obj, o_path)
         else:
-            _parse(obj, o_path)
+            obj = _check_object(obj, o_path, api_version, kind, profile)
         meta = obj["metadata"]
         key = meta["name"]
-        if kind in _NAMESPACED:
+        if kind in _NAMESPACED or kind in SCHEDULING_KINDS:
             meta["namespace"] = meta.get("namespace") or "default"
             key = f"{meta['namespace']}/{key}"
         first = seen.get((kind, key))
@@ -200,7 +246,34 @@ def check_objects(value: object, path: str = "spec.objects") -> list[dict[str, A
             raise FieldError(join(o_path, "metadata.name"), f"duplicate {kind} `{key}` (also {first})")
         seen[(kind, key)] = o_path
         out.append(obj)
+    if scheduling is not None:
+        scheduling.finish()
     return out
+
+
+def _check_object(obj: dict[str, Any], o_path: str, api_version: str, kind: str,
+                  profile: Profile | None) -> dict[str, Any]:
+    """One object of the kinds dralab had before version profiles (DRA, Workload, PodTemplate, ProvReq)."""
+    if kind not in OBJECT_KINDS:
+        hint = _ELSEWHERE.get(kind)
+        raise FieldError(
+            join(o_path, "kind"),
+            f"unsupported kind `{kind}`; expected one of {_allowed(profile)}" + (f": {hint}" if hint else ""),
+        )
+    expected = _API_VERSIONS[kind]
+    if api_version != expected:
+        release = "Kubernetes 1.35" if profile is None else f"Kubernetes {profile.version}"
+        raise FieldError(join(o_path, "apiVersion"), f"expected `{expected}` ({release}), got `{api_version}`")
+    if kind == "ResourceClaim" and obj.get("status") is not None:
+        raise FieldError(
+            join(o_path, "status"),
+            "a claim of the scenario starts unallocated (the scheduler allocates it); leave `status` out",
+        )
+    checker = _CHECKERS.get(kind)
+    if checker is not None:
+        return checker(obj, o_path)
+    _parse(obj, o_path)
+    return obj
 
 
 def check_slice_templates(value: object, path: str, group: str) -> list[dict[str, Any]]:
