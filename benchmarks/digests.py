@@ -45,6 +45,18 @@ def scenario_files() -> list[Path]:
     return sorted(p for p in (ROOT / "scenarios").rglob("*.yaml"))
 
 
+def loads_under_legacy(path: Path) -> bool:
+    """Whether the file loads under the legacy profile (a scenario using 1.36/1.37 APIs does not)."""
+    from dralab.core.kube.versions import LEGACY_PROFILE
+    from dralab.core.scenario.load import ScenarioError, load_scenario
+
+    try:
+        load_scenario(str(path), profile=LEGACY_PROFILE)
+    except ScenarioError:
+        return False
+    return True
+
+
 def scenario_digests(files: list[Path] | None = None, *, own_profile: bool = False,
                      skipped: list[str] | None = None) -> dict[str, str]:
     """Each scenario under each policy and seed: under the legacy profile, or (`own_profile`) its own.

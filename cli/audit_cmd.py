@@ -26,11 +26,8 @@ def _files(p: Any) -> None:
 
 
 def _inventory(args: argparse.Namespace) -> Any:
-    """The dump, read under the release it comes from (docs/versions.md: how a dump picks a release).
-    TODO(lead): load_inventory(args.files, profile=profile) once core/dra/api.py's loader takes `profile`;
-    until then the profile is worked out (and a dump that fits no release refused) but not passed on."""
-    dump_profile_input(args.files, profile_flags(args))
-    return load_inventory(args.files)
+    """The dump, read under the release it comes from (docs/versions.md: how a dump picks a release)."""
+    return load_inventory(args.files, dump_profile_input(args.files, profile_flags(args)))
 
 
 def add_parsers(sub: Any) -> None:

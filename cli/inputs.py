@@ -16,12 +16,13 @@ class InputError(Exception):
     """Bad input from the user; the message names what and where. The CLI prints it and exits 2."""
 
 
-def load_inventory(files: Sequence[str]) -> Any:
-    """Kubernetes manifests (multi-document YAML or kind: List) as a DRA Inventory, or InputError."""
+def load_inventory(files: Sequence[str], profile: Any = None) -> Any:
+    """Kubernetes manifests (multi-document YAML or kind: List) as a DRA Inventory, or InputError; with a
+    release `profile`, its scheduling.k8s.io objects (1.36/1.37 Workloads, PodGroups) are read too."""
     from dralab.core.dra.api import ManifestError, load_objects
 
     try:
-        return load_objects(files)
+        return load_objects(files, profile=profile)
     except ManifestError as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:

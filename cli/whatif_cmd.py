@@ -97,8 +97,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     from dralab.core.kube.versions import profile_config
 
     profile = dump_profile_input(args.files, profile_flags(args))
-    # TODO(lead): load_inventory(args.files, profile=profile) once core/dra/api.py's loader takes it
-    inv = load_inventory(args.files)
+    inv = load_inventory(args.files, profile)
     groups = load_node_groups(args.node_groups, profile)
     report = whatif(inv, groups, policies=args.policy or POLICIES, seed=args.seed, expander=args.expander,
                     kubernetes=profile_config(profile))

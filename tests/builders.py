@@ -294,3 +294,34 @@ def simulated(d: dict[str, Any], seed: int, file: str = "test.yaml") -> Any:
     checked = verify(LogFile("x", {}, result.entries))
     assert checked.ok, checked.divergence and checked.divergence.render()
     return result
+
+
+# ---------------------------------------------------------------- 1.37 PodGroups
+
+# The release a PodGroup scenario declares: 1.37 with the workload-aware scheduling gates on and their API versions
+# enabled, as a cluster that tries them does (docs/versions.md).
+PODGROUP_RELEASE: dict[str, Any] = {
+    "version": "1.37",
+    "featureGates": {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True,
+                     "DRAWorkloadResourceClaims": True, "CompositePodGroup": True, "PodGroupPreemptionPolicy": True},
+    "runtimeConfig": {"scheduling.k8s.io/v1beta1": True, "scheduling.k8s.io/v1alpha3": True},
+}
+
+
+def podgroup_doc(arrivals: list[tuple[dict[str, Any], str | None]], podgroups: list[dict[str, Any]], *,
+                 groups: list[dict[str, Any]], nodes: dict[str, int], duration: str = "10m",
+                 policy: str | None = None) -> dict[str, Any]:
+    """A 1.37 scenario document: `arrivals` are (a `spec.workload[]` entry, the PodGroup its pods name or None),
+    `podgroups` the scheduling.k8s.io objects (PodGroups, CompositePodGroups) in `spec.objects`."""
+    workload = []
+    for entry, name in arrivals:
+        entry = copy.deepcopy(entry)
+        if name is not None:
+            entry["pod"]["spec"]["schedulingGroup"] = {"podGroupName": name}
+        workload.append(entry)
+    d = scenario_doc(groups, nodes=nodes, workload=workload, duration=duration)
+    d["spec"]["kubernetes"] = copy.deepcopy(PODGROUP_RELEASE)
+    d["spec"]["objects"] = [*d["spec"].get("objects", []), *copy.deepcopy(podgroups)]
+    if policy is not None:
+        d["spec"]["policy"] = {"autoscaler": policy}
+    return d

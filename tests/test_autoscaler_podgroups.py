@@ -9,23 +9,19 @@ like pods that fit existing nodes one at a time. `atomic` scales a PodGroup as o
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 from typing import Any
 
-import msgspec
 import pytest
-from builders import arrival, group, node_template, scenario_doc
-from test_scheduler_podgroup import events_of, member, podgroup, pods_named
+from builders import arrival, group, node_template
+from test_scheduler_podgroup import events_of, member, podgroup, pods_named, run
 
 from dralab.core.analysis.metrics import compute_metrics
 from dralab.core.analysis.run_metrics import RunMetrics
 from dralab.core.autoscaler.provisioning.scale_up import podgroup_units
 from dralab.core.autoscaler.reactor import Autoscaler
+from dralab.core.kube.versions import make_profile, profile_config
 from dralab.core.log.events import PodBound, ScaleUpRequested, decode_record
-from dralab.core.scenario.load import parse_scenario
-from dralab.replay.logs.logfile import LogFile
-from dralab.replay.simulation.sim import SimResult, simulate
-from dralab.replay.simulation.verify import verify
+from dralab.replay.simulation.sim import SimResult
 
 BLIND = ("count", "dra")
 
@@ -33,19 +29,9 @@ BLIND = ("count", "dra")
 def simulate_policy(policy: str, arrivals: list[tuple[dict[str, Any], str | None]], podgroups: list[dict[str, Any]],
                     groups: list[dict[str, Any]], nodes: dict[str, int], *, duration: str = "10m",
                     seed: int = 3) -> SimResult:
-    """As tests/test_scheduler_podgroup.py's `run`, under one autoscaler policy (the scenario loader does not
-    read PodGroups yet: they go into the parsed scenario)."""
-    d = scenario_doc(groups, nodes=nodes, workload=[a for a, _ in arrivals], duration=duration)
-    d["spec"]["policy"] = {"autoscaler": policy}
-    sc = parse_scenario(d, "podgroup.yaml")
-    for (_, name), loaded in zip(arrivals, sc.workload, strict=True):
-        if name is not None:
-            loaded.pod["spec"]["schedulingGroup"] = {"podGroupName": name}
-    sc = msgspec.structs.replace(sc, objects=[*sc.objects, *podgroups])
-    result = simulate(sc, seed)
-    assert result.violations == [], result.violations
-    checked = verify(LogFile("x", {}, result.entries))
-    assert checked.ok, checked.divergence and checked.divergence.render()
+    """tests/test_scheduler_podgroup.py's `run` (a 1.37 scenario, simulated and verified) under one policy."""
+    result: SimResult = run(arrivals, podgroups, groups=groups, nodes=nodes, duration=duration, seed=seed,
+                            policy=policy)
     return result
 
 
@@ -183,10 +169,13 @@ def test_with_the_topology_gate_off_atomic_sees_a_gang_that_existing_nodes_hold(
     constraint is not enforced, eight free slots hold the six pods, and `atomic` adds nothing; on, it adds
     a node to one rack."""
     view = wrong_shape("count").state  # the group rejected, its pods Unschedulable, nothing added
-    on = Autoscaler(policy="atomic").react(view, view.t, random.Random(1))
+    def release(topology: bool) -> dict[str, Any] | None:
+        gates = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": topology}
+        return profile_config(make_profile("1.37", gates, {"scheduling.k8s.io/v1beta1": True}))
+
+    on = Autoscaler(policy="atomic", kubernetes=release(True)).react(view, view.t, random.Random(1))
     assert [(type(e).__name__, getattr(e, "delta", None)) for e in on.events] == [("ScaleUpRequested", 1)]
-    off = Autoscaler(policy="atomic")
-    off.profile = SimpleNamespace(version="1.37", gates={"TopologyAwareWorkloadScheduling": False})
+    off = Autoscaler(policy="atomic", kubernetes=release(False))
     assert [e for e in off.react(view, view.t, random.Random(1)).events if isinstance(e, ScaleUpRequested)] == []
 
 

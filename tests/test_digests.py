@@ -21,8 +21,10 @@ import digests  # noqa: E402
 
 def test_every_log_is_byte_identical_to_the_committed_digests() -> None:
     expected = json.loads((ROOT / "benchmarks" / "digests.json").read_text())
-    for part in ("scenarios", "scenarios-own-profile"):
-        assert set(expected[part]) >= {f"{p.relative_to(ROOT)}|count|0" for p in digests.scenario_files()}, \
+    files = digests.scenario_files()
+    legacy = [p for p in files if digests.loads_under_legacy(p)]  # 1.36/1.37 APIs do not (docs/versions.md)
+    for part, required in (("scenarios", legacy), ("scenarios-own-profile", files)):
+        assert set(expected[part]) >= {f"{p.relative_to(ROOT)}|count|0" for p in required}, \
             f"a scenario has no committed digest in {part}: recompute benchmarks/digests.json"
     assert digests.differences(expected, digests.compute(2.0, 200)) == []
 

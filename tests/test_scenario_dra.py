@@ -372,10 +372,11 @@ def test_scenario_structs_default_the_new_fields() -> None:
 OBJ: Keys = ("spec", "objects")
 S: Keys = ("spec", "nodeGroups", 0, "resourceSlices")
 P: Keys = ("spec", "workload", 0, "pod", "spec")
-KINDS = (
+KINDS = (  # as Kubernetes 1.37, the default release, serves them
     "expected one of `DeviceClass`, `ResourceClaimTemplate`, `ResourceClaim` (resource.k8s.io/v1), "
-    "`Workload` (scheduling.k8s.io/v1alpha1), `PodTemplate` (v1), `ProvisioningRequest` (autoscaling.x-k8s.io/v1) "
-    "and Kueue's `AdmissionCheck` and `ProvisioningRequestConfig` (kueue.x-k8s.io/v1beta1)"
+    "`Workload`, `PodGroup`, `CompositePodGroup` (scheduling.k8s.io/v1alpha3, scheduling.k8s.io/v1beta1, as "
+    "Kubernetes 1.37 serves them), `PriorityClass` (scheduling.k8s.io/v1), `PodTemplate` (v1), `ProvisioningRequest` "
+    "(autoscaling.x-k8s.io/v1) and Kueue's `AdmissionCheck` and `ProvisioningRequestConfig` (kueue.x-k8s.io/v1beta1)"
 )
 PER_NODE = "leave it out: each node of the group publishes its own slices; dralab fills it with the node's name"
 NODE_LOCAL = (
@@ -426,7 +427,7 @@ BAD: list[tuple[Keys, object, str, str]] = [
         (*OBJ, 0, "apiVersion"),
         "resource.k8s.io/v1beta1",
         "spec.objects[0].apiVersion",
-        "expected `resource.k8s.io/v1` (Kubernetes 1.35), got `resource.k8s.io/v1beta1`",
+        "expected `resource.k8s.io/v1` (Kubernetes 1.37), got `resource.k8s.io/v1beta1`",
     ),
     (
         (*OBJ, 2, "status"),

@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import yaml
-from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
+from builders import GPU_TOLERATION, PODGROUP_RELEASE, arrival, group, node_template, pod, podgroup_doc
 
 from dralab.core.log.events import (
     ClaimAllocated,
@@ -38,8 +37,8 @@ def podgroup(name: str = "train", min_count: int | None = 4, *, topology: str | 
                             "disruptionMode": {"single": {}}}
     if topology is not None:
         spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
-    if priority is not None:
-        spec["priority"] = priority
+    if priority is not None:  # priority admission resolves the class (run() adds the PriorityClass)
+        spec["priorityClassName"] = f"prio-{priority}"
     return {"apiVersion": V1BETA1, "kind": "PodGroup", "metadata": {"name": name, "namespace": "default"},
             "spec": spec}
 
@@ -50,17 +49,16 @@ def member(name: str = "worker", gpu: int = 4, **kwargs: Any) -> dict[str, Any]:
 
 def run(arrivals: list[tuple[dict[str, Any], str | None]], podgroups: list[dict[str, Any]], *,
         groups: list[dict[str, Any]] | None = None, nodes: dict[str, int] | None = None,
-        duration: str = "10m", seed: int = 3):  # type: ignore[no-untyped-def]
-    """Simulate: `arrivals` are (a `spec.workload[]` entry, the PodGroup its pods name or None)."""
+        duration: str = "10m", seed: int = 3, policy: str | None = None):  # type: ignore[no-untyped-def]
+    """Simulate a 1.37 scenario: `arrivals` are (a `spec.workload[]` entry, the PodGroup its pods name or None)."""
     groups = groups if groups is not None else [group("gpu", max=2, delay="1m", template=node_template(gpu=8))]
-    d = scenario_doc(groups, nodes=nodes if nodes is not None else {"gpu": 2},
-                     workload=[a for a, _ in arrivals], duration=duration)
-    sc = parse_scenario(d, "podgroup.yaml")
-    for (_, name), loaded in zip(arrivals, sc.workload, strict=True):
-        if name is not None:
-            loaded.pod["spec"]["schedulingGroup"] = {"podGroupName": name}
-    sc = msgspec.structs.replace(sc, objects=[*sc.objects, *podgroups])
-    result = simulate(sc, seed)
+    classes = sorted({g["spec"]["priorityClassName"] for g in podgroups if "priorityClassName" in g["spec"]})
+    priority_classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": c},
+                         "value": int(c.split("-")[1]),
+                         **({"preemptionPolicy": "Never"} if c.endswith("-never") else {})} for c in classes]
+    d = podgroup_doc(arrivals, [*priority_classes, *podgroups], groups=groups,
+                     nodes=nodes if nodes is not None else {"gpu": 2}, duration=duration, policy=policy)
+    result = simulate(parse_scenario(d, "podgroup.yaml"), seed)
     assert result.violations == [], result.violations
     checked = verify(LogFile("x", {}, result.entries))
     assert checked.ok, checked.divergence and checked.divergence.render()
@@ -193,17 +191,15 @@ DRA_QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "dra-quicks
 def run_group_claims(pods: int = 3, *, entry_template: str = "one-gpu", run_for: str = "2m"):  # type: ignore[no-untyped-def]
     d = yaml.safe_load(DRA_QUICKSTART.read_text())
     d["spec"]["duration"] = "5m"
+    d["spec"]["kubernetes"] = PODGROUP_RELEASE
     d["spec"]["workload"] = [{"at": 0, "count": pods, "runFor": run_for, "pod": {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker"},
-        "spec": {"containers": [{"name": "w", "image": "trainer"}],
+        "spec": {"containers": [{"name": "w", "image": "trainer"}], "schedulingGroup": {"podGroupName": "train"},
                  "resourceClaims": [{"name": "shared", "resourceClaimTemplateName": entry_template}]}}}]
-    sc = parse_scenario(d, "group-claims.yaml")
-    for loaded in sc.workload:
-        loaded.pod["spec"]["schedulingGroup"] = {"podGroupName": "train"}
     group_obj = podgroup(min_count=pods)
     group_obj["spec"]["resourceClaims"] = [{"name": "shared", "resourceClaimTemplateName": "one-gpu"}]
-    sc = msgspec.structs.replace(sc, objects=[*sc.objects, group_obj])
-    result = simulate(sc, 7)
+    d["spec"]["objects"].append(group_obj)
+    result = simulate(parse_scenario(d, "group-claims.yaml"), 7)
     assert result.violations == [], result.violations
     checked = verify(LogFile("x", {}, result.entries))
     assert checked.ok, checked.divergence and checked.divergence.render()
@@ -268,7 +264,7 @@ def test_a_group_with_disruption_mode_all_is_evicted_whole() -> None:
 
 def test_no_preemption_with_policy_never_or_against_equal_priority() -> None:
     never = podgroup(min_count=2, priority=100)
-    never["spec"]["preemptionPolicy"] = "Never"
+    never["spec"]["priorityClassName"] = "prio-100-never"  # the class says preemptionPolicy: Never
     for low, preemptor in ((0, never), (100, podgroup(min_count=2, priority=100))):
         result = run([(arrival(0, member("low", priority=low), count=4, run_for="1h"), None),
                       (arrival("1m", member(priority=100), count=2), "train")], [preemptor], duration="2m")
@@ -292,6 +288,7 @@ def composite(name: str, min_group_count: int | None, parent: str | None = None)
 def child(name: str, min_count: int, parent: str) -> dict[str, Any]:
     group = podgroup(name, min_count)
     group["spec"]["parentCompositePodGroupName"] = parent
+    group["spec"]["workloadRef"] = {"workloadName": "lws", "templateName": name}
     return group
 
 

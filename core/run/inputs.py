@@ -90,7 +90,9 @@ OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Worklo
 def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
     """The scenario's starting objects (classes first, then templates, shared claims, Workloads). Kueue's
     objects are not events: they configure the broker reactor (recorded in the run config)."""
-    ranked = sorted((o for o in objects if o["kind"] not in KUEUE_KINDS), key=lambda o: OBJECT_ORDER.index(o["kind"]))
+    # Kueue's objects configure the broker; PriorityClasses were applied at admission (PodGroups carry priority)
+    ranked = sorted((o for o in objects if o["kind"] not in KUEUE_KINDS and o["kind"] != "PriorityClass"),
+                    key=lambda o: OBJECT_ORDER.index(o["kind"]))
     events: list[AnyEvent] = []
     for obj in ranked:
         kind = obj["kind"]

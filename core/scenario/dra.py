@@ -30,11 +30,8 @@ from ..dra.validation import check_driver_name, required
 from ..kube.fields import FieldError, expect_list, expect_map, expect_str, index, join, type_name
 from ..kube.kueue import ADMISSION_CHECK_KIND, CONFIG_KIND, KUEUE_API_VERSIONS, KUEUE_KINDS, check_kueue_object
 from ..kube.podgroups import (
-    COMPOSITE_POD_GROUP_KIND,
-    POD_GROUP_KIND,
     PRIORITY_CLASS_API_VERSION,
     PRIORITY_CLASS_KIND,
-    SCHEDULING_API_VERSIONS,
     SCHEDULING_KINDS,
     admit_priorities,
     check_priority_class,
@@ -47,6 +44,7 @@ from ..kube.provreq import (
     check_pod_template,
     check_provisioning_request,
 )
+from ..kube.versions import SCHEDULING_API_VERSIONS as SERVED_API_VERSIONS
 from ..kube.versions import Profile
 from ..kube.workloads import WORKLOAD_API_VERSION, WORKLOAD_KIND, check_workload
 
@@ -159,16 +157,18 @@ def _type_meta(obj: dict[str, Any], path: str) -> tuple[str, str]:
 
 
 def _allowed(profile: Profile | None) -> str:
-    """The kinds ``spec.objects`` holds, for the error on any other."""
-    text = (", ".join(f"`{k}`" for k in DRA_KINDS)
-            + f" ({DRA_API_VERSION}), `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION}), `{POD_TEMPLATE_KIND}` (v1), "
-            f"`{PROVREQ_KIND}` ({PROVREQ_API_VERSION}) and Kueue's `{ADMISSION_CHECK_KIND}` and `{CONFIG_KIND}` "
-            f"({KUEUE_API_VERSIONS[0]})")
+    """The kinds ``spec.objects`` holds (the scheduling.k8s.io ones as the release serves them), for the error
+    on any other."""
+    rest = (f"`{POD_TEMPLATE_KIND}` (v1), `{PROVREQ_KIND}` ({PROVREQ_API_VERSION}) and Kueue's "
+            f"`{ADMISSION_CHECK_KIND}` and `{CONFIG_KIND}` ({KUEUE_API_VERSIONS[0]})")
+    dra = ", ".join(f"`{k}`" for k in DRA_KINDS) + f" ({DRA_API_VERSION})"
     if profile is None:
-        return text
-    return (f"{text}; and `{WORKLOAD_KIND}`, `{POD_GROUP_KIND}`, `{COMPOSITE_POD_GROUP_KIND}` "
-            f"({', '.join(SCHEDULING_API_VERSIONS)}, as Kubernetes {profile.version} serves them) and "
-            f"`{PRIORITY_CLASS_KIND}` ({PRIORITY_CLASS_API_VERSION})")
+        return f"{dra}, `{WORKLOAD_KIND}` ({WORKLOAD_API_VERSION}), {rest}"
+    served = [a for a in SERVED_API_VERSIONS if profile.version in a.releases]
+    kinds = ", ".join(f"`{k}`" for k in dict.fromkeys(k for a in served for k in a.kinds))
+    versions = ", ".join(a.group_version for a in served)
+    scheduling = f"{kinds} ({versions}, as Kubernetes {profile.version} serves them), " if served else ""
+    return f"{dra}, {scheduling}`{PRIORITY_CLASS_KIND}` ({PRIORITY_CLASS_API_VERSION}), {rest}"
 
 
 SCHEDULING_GROUP = "scheduling.k8s.io/"

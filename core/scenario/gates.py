@@ -141,15 +141,6 @@ def check_workload_gangs(objects: Sequence[object], path: str, profile: Profile)
                             "plugin)")
 
 
-def check_scheduling_apis(objects: Sequence[object], path: str, profile: Profile) -> None:
-    """The scheduling.k8s.io objects' API versions against the release (served? gate? runtime-config?).
-    TODO(lead): core/scenario/dra.py's check_objects will take `profile=` and do this for every kind;
-    then this goes."""
-    for i, obj in enumerate(objects):
-        if isinstance(obj, dict) and isinstance(obj.get("apiVersion"), str) and isinstance(obj.get("kind"), str):
-            profile.check_api(obj["apiVersion"], obj["kind"], index(path, i))
-
-
 def check_faults(faults: Sequence[object], path: str, profile: Profile) -> None:
     """A `device-unhealthy` fault makes the driver taint a device (core/controllers/drivers.py): device
     taints need DRADeviceTaints."""

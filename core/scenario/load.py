@@ -159,10 +159,7 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
         gated.check_group(group, index("spec.nodeGroups", g), profile)
     nodes = _initial_nodes(spec.get("nodes"), {g.name: g for g in groups})
     raw_objects: list[Any] = spec["objects"] if isinstance(spec.get("objects"), list) else []
-    # TODO(lead): check_objects(..., profile=profile) once core/scenario/dra.py takes it (then the API-version
-    # check below goes: check_objects does it for every kind)
-    gated.check_scheduling_apis(raw_objects, "spec.objects", profile)
-    objects = check_objects(spec.get("objects"), "spec.objects")
+    objects = check_objects(spec.get("objects"), "spec.objects", profile)  # the release's API versions too
     gated.check_objects(raw_objects, "spec.objects", profile)
     gated.check_workload_gangs(raw_objects, "spec.objects", profile)
     kueue = broker_config(objects) is not None
@@ -394,7 +391,7 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
         raw = m["pod"]
         pod = checked.get(id(raw))
         if pod is None:  # a pod reached through several YAML aliases is checked once
-            pod = _check_pod(raw, join(a_path, "pod"))
+            pod = _check_pod(raw, join(a_path, "pod"), profile=profile)
             check_pod_claims(pod, join(a_path, "pod"))
             gated.check_pod(pod, join(a_path, "pod"), profile)
             check_scheduling_gates(pod, join(a_path, "pod"))
