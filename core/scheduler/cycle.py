@@ -81,6 +81,7 @@ class Cycle:
         # a decision (bindings take, nothing frees), so a failure stays a failure until the cycle ends.
         self.dra_failed: set[tuple[str, str]] = set()
         self.static: dict[str, list[tuple[str, str | None]]] = {}  # static_shape -> per-node static filter
+        self.static_maps: dict[str, dict[str, str | None]] = {}  # the same as maps (topology domains' lookups)
         self.generation = -1  # the scheduler's node generation (Scheduler._static_nodes), once looked at
         self.cursor = [view.offset]  # where the next node search starts (upstream: nextStartNodeIndex)
         self._free: FreeDevices | None = None

@@ -51,7 +51,7 @@ from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import fragmentation_score, pod_demand
 from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.node_resources_fit import SCORERS, failure_message, lacking, utilisation
-from .plugins.pod_group import OUTSIDE_DOMAIN, Placement, PodGroupCycle, schedule_group
+from .plugins.pod_group import Placement, PodGroupCycle, schedule_group
 from .plugins.scheduling_gates import SCHEDULING_GATED, gated
 from .profile import WAITING, DynamicResources, default_profile
 from .queue import NOT_READY, due
@@ -109,12 +109,15 @@ class Scheduler:
         wake = gangs.wake_at()
         by_group = self._pod_groups(queue, view)  # 1.36+: the PodGroups' pods, queued as one entry each
         group_of = view.gang.group_of if by_group else None
+        groups: PodGroupCycle | None = None  # this decision's PodGroup cycles (and their caches), once needed
         for pod in queue:
             if pod.key in busy:
                 continue
             group = group_of.get(pod.key) if group_of is not None else None
             if group is not None:
-                later = self._schedule_unit(cycle, group, by_group, now)
+                if groups is None:
+                    groups = PodGroupCycle(view, *self._group_settings(), statics=partial(self._static_answers, cycle))
+                later = self._schedule_unit(cycle, groups, group, by_group, now)
                 if later is not None and later >= 0:
                     wake = later if wake is None or later < wake else wake
                 continue
@@ -142,7 +145,8 @@ class Scheduler:
                 out.setdefault(group, []).append(pod)
         return out
 
-    def _schedule_unit(self, cycle: Cycle, group: str, by_group: dict[str, list[PodState]], now: int) -> int | None:
+    def _schedule_unit(self, cycle: Cycle, groups: PodGroupCycle, group: str, by_group: dict[str, list[PodState]],
+                       now: int) -> int | None:
         """The PodGroup's cycle (or its CompositePodGroup tree's, KEP-6012) at its first pod's place in the
         queue; the pods of a unit already tried are skipped. None when tried; else when it may be (-1: on an
         event)."""
@@ -150,7 +154,6 @@ class Scheduler:
         members = by_group.get(group)
         if members is None:
             return None  # tried at its first pod's place in the queue
-        groups = PodGroupCycle(view, *self._group_settings())
         root, why = root_of(groups, group)
         if root is None:
             del by_group[group]
@@ -192,7 +195,15 @@ class Scheduler:
         preemption = gates.get("WorkloadAwarePreemption", False) if version == "1.36" else version == "1.37"
         return version, bool(gates.get("TopologyAwareWorkloadScheduling", False)), bool(preemption)
 
-    def _place(self, cycle: Cycle, pod: PodState, nodes: frozenset[str] | None) -> Placement | Status:
+    def _static_answers(self, cycle: Cycle, pod: PodState) -> dict[str, str | None]:
+        """Each node's static filter answer for the pod (its first failing filter, or None), as a map."""
+        shape = self._shapes(pod)
+        answers = cycle.static_maps.get(shape)
+        if answers is None:
+            answers = cycle.static_maps[shape] = dict(self._static_nodes(cycle, pod, shape))
+        return answers
+
+    def _place(self, cycle: Cycle, pod: PodState, nodes: tuple[str, ...] | None) -> Placement | Status:
         """One pod of a PodGroup's cycle through PreFilter, Filter and Score (restricted to `nodes` when the
         group has a topology domain), bound in the cycle when it fits; else why not."""
         state = Attempt(cycle, pod)
@@ -259,7 +270,7 @@ class Scheduler:
 
     def schedule_one(
         self, cycle: Cycle, pod: PodState, claims: PodClaims, allocator: Allocator | None,
-        restrict: frozenset[str] | None = None,
+        restrict: tuple[str, ...] | None = None,
     ) -> tuple[str | None, Counter[str], dict[str, dict[str, Any]], list[str]]:
         """Filter, score, pick the best node (random among equals), as upstream's schedulePod.
 
@@ -281,8 +292,9 @@ class Scheduler:
         reasons: Counter[str] = Counter()
         shape = self._shapes(pod)
         nodes = self._static_nodes(cycle, pod, shape)
-        if restrict is not None:
-            nodes = [(name, failure if name in restrict else OUTSIDE_DOMAIN) for name, failure in nodes]
+        if restrict is not None:  # a topology domain: its nodes only, with their static answers
+            answers = self._static_answers(cycle, pod)
+            nodes = [(name, answers[name]) for name in restrict if name in answers]
         score = self._scorer(cycle, pod)
         # Like upstream, stop once enough feasible nodes are found, starting where the last search
         # stopped (a rotating start, carried by the decision's cycle); if none of them can take the

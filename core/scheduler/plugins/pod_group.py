@@ -68,8 +68,9 @@ class Placement:
     allocations: dict[str, dict[str, Any]]
 
 
-# One pod's attempt restricted to some nodes (None: all): its placement (already bound in the cycle) or why not.
-Place = Callable[[PodState, "frozenset[str] | None"], "Placement | Status"]
+# One pod's attempt restricted to some nodes (in the view's order; None: all): its placement (already bound in
+# the cycle) or why not.
+Place = Callable[[PodState, "tuple[str, ...] | None"], "Placement | Status"]
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Trial:
     failures: dict[str, Status] = field(default_factory=dict)  # pod key -> why it did not fit
     aborted: bool = False  # the feasibility check gave up: minCount out of reach
     leftover: float = 0.0  # requested resources left free in the domain after placing (tightest fit: least)
+    alike: list[str] = field(default_factory=list)  # the domains with this trial's signature (its own first)
 
 
 def condition_type(version: str) -> str:
@@ -101,7 +103,14 @@ def live_members(view: ClusterState, group: str) -> int:
 class PodGroupCycle:
     """One decision's PodGroup cycles (the scheduler reactor calls `admit`, then `schedule`, per group)."""
 
-    def __init__(self, view: ClusterState, version: str, topology: bool, preemption: bool = True) -> None:
+    def __init__(self, view: ClusterState, version: str, topology: bool, preemption: bool = True, *,
+                 statics: Callable[[PodState], dict[str, str | None]] | None = None) -> None:
+        self.statics = statics  # a pod's static filter answers per node (the scheduler's, for signatures)
+        self._signatures: dict[tuple[Any, ...], dict[str, tuple[Any, ...]]] = {}  # (key, ...) -> domain -> sig
+        self._changed_seen: dict[tuple[Any, ...], int] = {}  # how much of cycle.changed each memo has seen
+        self._inverse: dict[str, dict[str, str]] = {}
+        self._ready_values: dict[str, frozenset[str]] = {}
+        self._domain_index: dict[str, dict[str, tuple[str, ...]]] = {}  # label key -> value -> nodes
         self.view = view
         self.version = version
         self.topology = topology  # TopologyAwareWorkloadScheduling on
@@ -133,6 +142,18 @@ class PodGroupCycle:
                     f"{len(odd)} do not (e.g. {odd[0]})")
         return None
 
+    def _index(self, key: str) -> dict[str, tuple[str, ...]]:
+        """Label value -> the nodes carrying it (in the view's order), for `key`, once per decision."""
+        index = self._domain_index.get(key)
+        if index is None:
+            lists: dict[str, list[str]] = {}
+            for name, node in self.view.nodes.items():
+                value = (node.manifest.get("metadata", {}).get("labels") or {}).get(key)
+                if value is not None:
+                    lists.setdefault(str(value), []).append(name)
+            index = self._domain_index[key] = {v: tuple(names) for v, names in lists.items()}
+        return index
+
     def domains(self, group: PodGroupState) -> list[str | None] | str:
         """The placements to try: [None] (the whole cluster) without a topology constraint, else the values of
         its label key (only the one of the group's running pods, if any); a string says why there is none."""
@@ -140,8 +161,11 @@ class PodGroupCycle:
         if key is None:
             return [None]
         view = self.view
-        values = {str(n.manifest.get("metadata", {}).get("labels", {}).get(key)) for n in view.nodes.values()
-                  if n.ready and key in (n.manifest.get("metadata", {}).get("labels") or {})}
+        ready = self._ready_values.get(key)
+        if ready is None:  # the domains with a Ready node, once per decision (readiness is the view's)
+            ready = self._ready_values[key] = frozenset(
+                v for v, names in self._index(key).items() if any(view.nodes[n].ready for n in names))
+        values = set(ready)
         running = view.pods_by_phase[RUNNING]
         held = {str((view.nodes[view.pods[k].node or ""].manifest.get("metadata", {}).get("labels") or {}).get(key))
                 for k in view.gang.group_members.get(group.key, ()) if k in running and view.pods[k].node in view.nodes}
@@ -154,9 +178,49 @@ class PodGroupCycle:
         out: list[str | None] = [*sorted(values)]
         return out
 
-    def domain_nodes(self, key: str, value: str) -> frozenset[str]:
-        return frozenset(name for name, n in self.view.nodes.items()
-                         if (n.manifest.get("metadata", {}).get("labels") or {}).get(key) == value)
+    def domain_nodes(self, key: str, value: str) -> tuple[str, ...]:
+        """The nodes of one domain, in the view's order."""
+        return self._index(key).get(value, ())
+
+    def signatures(self, cycle: Cycle, key: str, domains: list[str], pods: list[PodState]
+                   ) -> dict[str, tuple[Any, ...]]:
+        """What the group algorithm's answer in each domain depends on, names aside: each node's static
+        filter answers for the group's pods, its allocatable and its usage in the decision of what they
+        request. Domains with one signature give the same trial (up to the random tie-breaks among equal
+        nodes), so dralab runs one per signature (upstream evaluates every placement, or a share of them in its
+        beta). Kept across the decision's groups and recomputed only for domains whose nodes changed."""
+        resources = tuple(sorted({r for p in pods for r in p.requests} | {"pods"}))
+        answers = [self.statics(p) for p in _distinct_shapes(pods)] if self.statics is not None else []
+        context = (key, resources, tuple(id(a) for a in answers))
+        memo = self._signatures.setdefault(context, {})
+        index = self._index(key)
+        changed = cycle.changed
+        seen = self._changed_seen.get(context, 0)
+        if seen < len(changed):
+            domain_of = self._node_domain(key)
+            for name in changed[seen:]:
+                memo.pop(domain_of.get(name, ""), None)
+            self._changed_seen[context] = len(changed)
+        view = cycle.view
+        out: dict[str, tuple[Any, ...]] = {}
+        for value in domains:
+            sig = memo.get(value)
+            if sig is None:
+                rows = []
+                for name in index.get(value, ()):
+                    alloc, used = view.nodes[name].allocatable, cycle.used[name]
+                    rows.append((tuple(a.get(name) for a in answers), tuple(alloc.get(r, 0) for r in resources),
+                                 tuple(used.get(r, 0) for r in resources)))
+                sig = memo[value] = tuple(rows)
+            out[value] = sig
+        return out
+
+    def _node_domain(self, key: str) -> dict[str, str]:
+        """Node -> its value of `key` (the inverse of `_index`)."""
+        inverse = self._inverse.get(key)
+        if inverse is None:
+            inverse = self._inverse[key] = {n: v for v, names in self._index(key).items() for n in names}
+        return inverse
 
     def trial(self, cycle: Cycle, group: PodGroupState, pods: list[PodState], place: Place,
               domain: str | None, need: int) -> Trial:
@@ -207,7 +271,17 @@ def _signature(pod: PodState) -> tuple[Any, ...] | None:
             repr(spec.get("tolerations")))
 
 
-def _leftover(cycle: Cycle, nodes: frozenset[str], pods: list[PodState]) -> float:
+def _distinct_shapes(pods: list[PodState]) -> list[PodState]:
+    """One pod per distinct placement constraint set (what the static filters read of a pod)."""
+    seen: dict[str, PodState] = {}
+    for pod in pods:
+        spec = pod.manifest.get("spec") or {}
+        seen.setdefault(repr((spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
+                              spec.get("nodeName"))), pod)
+    return list(seen.values())
+
+
+def _leftover(cycle: Cycle, nodes: tuple[str, ...], pods: list[PodState]) -> float:
     """The share of the requested resources left free in the domain after the trial (less is tighter)."""
     resources = {r for p in pods for r in p.requests}
     free = total = 0.0
@@ -263,12 +337,12 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
     cycle.rollback(sp)
     if groups.preemption and preempts(group) and _preempt(cycle, groups, group, ready, place, domains, need):
         return
-    if len(trials) == 1:
+    if domains == [None]:
         reject(cycle, groups, group, ready, trials[0], need, None)
         return
     closest = max(trials, key=lambda t: len(t.placed))
     reject(cycle, groups, group, ready, closest, need,
-            f"no {group.topology_key} domain fits the pod group ({len(trials)} tried; at most "
+            f"no {group.topology_key} domain fits the pod group ({len(domains)} tried; at most "
             f"{len(closest.placed)} of {need} pods fit, in {closest.domain})")
 
 
@@ -284,21 +358,31 @@ def choose(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list
             return trial, [trial]
         cycle.rollback(sp)
         return None, [trial]
-    # Topology: every domain is a placement; run the algorithm in each, keep the best feasible one.
+    # Topology: every domain is a placement; run the algorithm in each (once per signature: domains alike give
+    # the same answer), keep the best feasible one.
+    key = str(group.topology_key)
     trials: list[Trial] = []
-    for domain in domains:
+    alike: dict[tuple[Any, ...], list[str]] = {}
+    for domain, sig in groups.signatures(cycle, key, [str(d) for d in domains], pods).items():
+        alike.setdefault(sig, []).append(domain)
+    for members in alike.values():
         sp = cycle.savepoint()
-        trials.append(groups.trial(cycle, group, pods, place, domain, need))
+        trial = groups.trial(cycle, group, pods, place, members[0], need)
         cycle.rollback(sp)
+        trial.alike = members
+        trials.append(trial)
     feasible = [t for t in trials if _feasible(t, need)]
     if not feasible:
         return None, trials
     top = max((len(t.placed), -t.leftover) for t in feasible)
-    best_ones = [t for t in feasible if (len(t.placed), -t.leftover) == top]
-    best = best_ones[0] if len(best_ones) == 1 else cycle.rng.choice(best_ones)
-    for p in best.placed:  # the chosen placement again, as it was found (same order, same state)
-        cycle.bind(p.pod, p.node, p.claims, p.allocations)
-    return best, trials
+    best_ones = [(t, d) for t in feasible if (len(t.placed), -t.leftover) == top for d in t.alike]
+    best, domain = best_ones[0] if len(best_ones) == 1 else cycle.rng.choice(best_ones)
+    if domain == best.domain:
+        for p in best.placed:  # the chosen placement again, as it was found (same order, same state)
+            cycle.bind(p.pod, p.node, p.claims, p.allocations)
+        return best, trials
+    again = groups.trial(cycle, group, pods, place, domain, need)  # a domain like the one tried: the same answer
+    return again, trials
 
 
 def _preempt(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], place: Place,
