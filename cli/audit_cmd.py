@@ -118,7 +118,40 @@ def render_table(report: dict[str, Any]) -> str:
     d = report["devices"]
     lines.append(f"devices: {d['total']} total, {d['allocated']} allocated, {d['free']} free, "
                  f"{d['stranded']} stranded")
+    if report.get("pod_groups"):
+        lines += ["", *render_groups(report["pod_groups"])]
     return "\n".join(lines)
+
+
+def render_groups(groups: list[dict[str, Any]]) -> list[str]:
+    """The PodGroup table: policy, pods, what is in the way (core/analysis/podgroups.py's words) and why; under
+    each group its topology domains' room and its own conditions, quoted."""
+    rows = [("PODGROUP", "POLICY", "PENDING", "BOUND", "BLOCKED BY", "WHY")]
+    extra: dict[str, list[str]] = {}
+    for g in groups:
+        blocked = g["blocked_by"] or ("-" if not g["pods"]["pending"] else "(fits)")
+        why = g["why"] if g["blocked_by"] else (f"binds {len(g.get('bindings') or [])} pod(s)"
+                                                 + (f" in {g['domain']}" if g.get("domain") else "")
+                                                 if g["pods"]["pending"] else g["why"])
+        rows.append((g["name"], g["policy"], str(g["pods"]["pending"]), str(g["pods"]["bound"]), blocked, why))
+        more = extra.setdefault(g["name"], [])
+        if g.get("composite"):
+            more.append(f"  in CompositePodGroup {g['composite']}")
+        domains = g["evidence"].get("domains")
+        if domains:
+            shown = ", ".join(f"{d['domain']}: {d['room']}" for d in domains)
+            more.append(f"  room per {g['evidence']['key']} domain (minCount {g['evidence']['minCount']}): {shown}; "
+                        f"closest {g['evidence']['closest']}; whole cluster {g['evidence']['cluster_room']}")
+        for c in g["conditions"]:
+            reason = f" {c['reason']}" if c.get("reason") else ""
+            message = f": {c['message']}" if c.get("message") else ""
+            more.append(f"  condition {c.get('type')}={c.get('status')}{reason}{message}")
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    out = []
+    for r in rows:
+        out.append("  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5])
+        out += extra.get(r[0], []) if r is not rows[0] else []
+    return out
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
