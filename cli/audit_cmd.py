@@ -15,8 +15,8 @@ the gates such fields need are turned on for the dump's release unless --feature
 from __future__ import annotations
 
 import argparse
-import sys
 import dataclasses
+import sys
 from typing import Any
 
 import yaml

@@ -25,11 +25,12 @@ evidence and the PodGroup's own conditions.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..dra.model import Inventory
 from .audit_gang import GangIndex, audit_gang, schedule_gang
-from .audit_podgroups import GroupIndex, Outcome, group_row, member_verdict
+from .audit_podgroups import Group, GroupIndex, Outcome, conditions
 from .audit_pods import Placer, PodVerdict, device_totals, evaluate, gated, pod_names, queue_order
 from .audit_shape import Shape
 from .audit_snapshot import Snapshot, is_pending, pod_key
@@ -91,12 +92,12 @@ def _audit_groups(groups: GroupIndex, placer: Placer, verdicts: dict[str, PodVer
             snap.rollback(cp)
     rows = []
     for key, group in groups.groups.items():
-        outcome = outcomes.get(key)
-        if outcome is not None:
+        found = outcomes.get(key)
+        if found is not None:
             for pod in group.pending:
                 pk = pod_key(pod)
-                verdicts[pk] = member_verdict(verdicts[pk], outcome)
-        rows.append(group_row(group, outcome))
+                verdicts[pk] = member_verdict(verdicts[pk], found)
+        rows.append(group_row(group, found))
     return rows
 
 
@@ -123,10 +124,10 @@ def schedule(inv: Inventory, version: str | None = None) -> dict[str, Any]:
             for outcome in _place_unit(groups, placer, groups.of_pod[key].key):
                 outcomes[outcome.group] = outcome
                 bindings += outcome.bindings
-                placed = {f"{b['namespace']}/{b['name']}" for b in outcome.bindings}
+                taken = {f"{b['namespace']}/{b['name']}" for b in outcome.bindings}
                 for member in groups.groups[outcome.group].pending:
                     done.add(pod_key(member))
-                    if pod_key(member) not in placed:
+                    if pod_key(member) not in taken:
                         alone = gated(member) or placer.evaluate(groups.member(member))
                         pending.append(member_verdict(alone, outcome).to_json())
             continue
@@ -154,3 +155,42 @@ def schedule(inv: Inventory, version: str | None = None) -> dict[str, Any]:
     if groups.groups:
         out["pod_groups"] = [group_row(g, outcomes.get(k)) for k, g in groups.groups.items()]
     return out
+
+
+def member_verdict(verdict: PodVerdict, outcome: Outcome, placer: Placer | None = None) -> PodVerdict:
+    """A pending member's verdict once its group's outcome is known: a member that fits on its own (reason
+    None) takes the group's reason; one that does not keeps its own (its reason says why), except that the
+    checks before any node is tried (missing, gated, min-count, priority, preemption) hold every member."""
+    if outcome.kind is None:
+        return dataclasses.replace(verdict, group=outcome.group)
+    before = outcome.kind in ("missing", "gated", "priority-mismatch", "min-count", "preemption")
+    if verdict.reason is not None and not before:
+        return dataclasses.replace(verdict, group=outcome.group)
+    if outcome.kind == "gated" and verdict.reason == "gated":
+        return dataclasses.replace(verdict, group=outcome.group)
+    node = outcome.nodes.get(f"{verdict.namespace}/{verdict.name}") or (verdict.closest or {}).get("node")
+    if before:
+        node = None
+    missing = outcome.missing or [str(outcome.evidence.get("missing") or outcome.why)]
+    return dataclasses.replace(verdict, reason=outcome.pod_reason or outcome.kind, message=outcome.why, summary="",
+                               closest={"node": node, "missing": missing}, group=outcome.group)
+
+
+def group_row(group: Group, outcome: Outcome | None) -> dict[str, Any]:
+    """The `pod_groups` entry of a group: policy, pods, what is in the way, evidence, its own conditions."""
+    bound = len(group.bound)
+    row: dict[str, Any] = {
+        "name": group.key,
+        "policy": group.policy(),
+        "pods": {"pending": len(group.pending), "bound": bound},
+        "blocked_by": None if outcome is None else outcome.kind,
+        "why": "no pending pods" if outcome is None else outcome.why,
+        "evidence": {} if outcome is None else outcome.evidence,
+        "conditions": conditions(group.obj),
+    }
+    if group.parent is not None:
+        row["composite"] = group.parent
+    if outcome is not None and outcome.kind is None:
+        row["domain"] = outcome.domain
+        row["bindings"] = [f"{b['namespace']}/{b['name']}" for b in outcome.bindings]
+    return row

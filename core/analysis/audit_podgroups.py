@@ -50,13 +50,13 @@ if TYPE_CHECKING:
     from ..dra.model import Inventory
     from .audit_snapshot import Snapshot
 
-__all__ = ["Group", "GroupIndex", "Outcome"]
+__all__ = ["Group", "GroupIndex", "Outcome", "conditions"]
 
 _DONE = ("Succeeded", "Failed")
 SCHEDULED = (*PG_SCHEDULED, "CompositePodGroupInitiallyScheduled")
 
 
-def _conditions(obj: dict[str, Any] | None) -> list[dict[str, Any]]:
+def conditions(obj: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The object's `status.conditions` as the dump has them (the scheduler's own word)."""
     return [dict(c) for c in ((obj or {}).get("status") or {}).get("conditions") or [] if isinstance(c, dict)]
 
@@ -254,7 +254,8 @@ class GroupIndex:
             values &= {v for v in held if v is not None}
         if not values:
             return f"no Ready node has the label {key}"
-        return sorted(values)
+        out: list[str | None] = [*sorted(values)]
+        return out
 
     def _trial(self, placer: Placer, group: Group, domain: str | None) -> _Trial:
         """Place the group's pending pods one by one (inside ``domain``); the caller rolls back or keeps."""
@@ -326,8 +327,8 @@ class GroupIndex:
         """What is in the way of a group no placement fits: group-claim, topology, or capacity/own cause."""
         closest = max(trials, key=lambda t: len(t.bindings))
         nodes = {f"{b['namespace']}/{b['name']}": b["node"] for b in closest.bindings}
-        room = {"room": len(closest.bindings) + len(group.bound), "minCount": group.min_count,
-                "bound": len(group.bound)}
+        room: dict[str, Any] = {"room": len(closest.bindings) + len(group.bound), "minCount": group.min_count,
+                                "bound": len(group.bound)}
         gated_pods = sorted(k for k, v in closest.left.items() if v.reason == "gated")
         if gated_pods:
             return Outcome(group.key, "gated", f"{len(gated_pods)} of its pods carry scheduling gates",
@@ -468,7 +469,7 @@ class GroupIndex:
 
 
 def _scheduled(obj: dict[str, Any]) -> bool:
-    return any(c.get("type") in SCHEDULED and c.get("status") == "True" for c in _conditions(obj))
+    return any(c.get("type") in SCHEDULED and c.get("status") == "True" for c in conditions(obj))
 
 
 def _victim(pod: dict[str, Any]) -> bool:
@@ -477,42 +478,3 @@ def _victim(pod: dict[str, Any]) -> bool:
         return True
     return any(isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
-
-
-def member_verdict(verdict: PodVerdict, outcome: Outcome, placer: Placer | None = None) -> PodVerdict:
-    """A pending member's verdict once its group's outcome is known: a member that fits on its own (reason
-    None) takes the group's reason; one that does not keeps its own (its reason says why), except that the
-    checks before any node is tried (missing, gated, min-count, priority, preemption) hold every member."""
-    if outcome.kind is None:
-        return dataclasses.replace(verdict, group=outcome.group)
-    before = outcome.kind in ("missing", "gated", "priority-mismatch", "min-count", "preemption")
-    if verdict.reason is not None and not before:
-        return dataclasses.replace(verdict, group=outcome.group)
-    if outcome.kind == "gated" and verdict.reason == "gated":
-        return dataclasses.replace(verdict, group=outcome.group)
-    node = outcome.nodes.get(f"{verdict.namespace}/{verdict.name}") or (verdict.closest or {}).get("node")
-    if before:
-        node = None
-    missing = outcome.missing or [str(outcome.evidence.get("missing") or outcome.why)]
-    return dataclasses.replace(verdict, reason=outcome.pod_reason or outcome.kind, message=outcome.why, summary="",
-                               closest={"node": node, "missing": missing}, group=outcome.group)
-
-
-def group_row(group: Group, outcome: Outcome | None) -> dict[str, Any]:
-    """The `pod_groups` entry of a group: policy, pods, what is in the way, evidence, its own conditions."""
-    bound = len(group.bound)
-    row: dict[str, Any] = {
-        "name": group.key,
-        "policy": group.policy(),
-        "pods": {"pending": len(group.pending), "bound": bound},
-        "blocked_by": None if outcome is None else outcome.kind,
-        "why": "no pending pods" if outcome is None else outcome.why,
-        "evidence": {} if outcome is None else outcome.evidence,
-        "conditions": _conditions(group.obj),
-    }
-    if group.parent is not None:
-        row["composite"] = group.parent
-    if outcome is not None and outcome.kind is None:
-        row["domain"] = outcome.domain
-        row["bindings"] = [f"{b['namespace']}/{b['name']}" for b in outcome.bindings]
-    return row
