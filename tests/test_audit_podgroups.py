@@ -5,6 +5,7 @@ text), and a changed copy of the dump that removes the obstacle, so that each ve
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,67 @@ def test_invalid_dump_exits_2_with_file_and_field(capsys: pytest.CaptureFixture[
 def test_dumps_without_podgroups_keep_their_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert "pod_groups" not in cli(capsys, "audit", FIXTURES / "gang-fits.yaml")
     assert "pod_groups" not in cli(capsys, "schedule", FIXTURES / "gang-fits.yaml")
+
+
+# ---------------------------------------------------------------- the audit agrees with the scheduler
+
+
+def _state_dump(result: Any) -> list[dict[str, Any]]:
+    """The end state of a simulated run as `kubectl get nodes,pods,podgroups -o yaml` would show it."""
+    state = result.state
+    out: list[dict[str, Any]] = []
+    for node in state.nodes.values():
+        m = copy.deepcopy(node.manifest)
+        m.update(apiVersion="v1", kind="Node")
+        m.setdefault("metadata", {})["name"] = node.name
+        m.setdefault("status", {})["conditions"] = [{"type": "Ready", "status": "True" if node.ready else "False"}]
+        out.append(m)
+    for p in state.pods.values():
+        m = copy.deepcopy(p.manifest)
+        m.update(apiVersion="v1", kind="Pod")
+        if p.node is not None:
+            m["spec"]["nodeName"] = p.node
+        m["status"] = {"phase": p.phase.capitalize()}
+        out.append(m)
+    out += [copy.deepcopy(g.manifest) for g in state.gang.podgroups.values()]
+    return out
+
+
+@pytest.mark.parametrize("case", ["min-count", "capacity", "topology", "priority-mismatch", "fits"])
+def test_audit_of_the_end_state_names_what_the_scheduler_named(case: str, capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    """Simulate a 1.37 run (tests/test_scheduler_podgroup.py's builders), dump its end state, and audit the dump:
+    the group is pending for the reason the run summary (core/analysis/podgroups.py) gives, or both place it."""
+    from builders import arrival, node_template
+    from builders import group as node_group
+    from test_scheduler_podgroup import member, podgroup, racks, run, why
+
+    if case == "min-count":
+        result = run([(arrival(0, member(), count=3), "train")], [podgroup()], duration="5s")
+    elif case == "capacity":
+        result = run([(arrival(0, member(), count=5), "train")], [podgroup(min_count=5)],
+                     groups=[node_group("gpu", max=2, delay="1m", template=node_template(gpu=8))], duration="5s")
+    elif case == "topology":
+        groups, nodes = racks(2, 2)
+        result = run([(arrival(0, member(), count=6), "train")], [podgroup(min_count=6, topology="rack")],
+                     groups=groups, nodes=nodes, duration="5s")
+    elif case == "priority-mismatch":
+        result = run([(arrival(0, member(priority=1), count=4), "train")], [podgroup(priority=5)], duration="5s")
+    else:
+        groups, nodes = racks(2, 3)
+        result = run([(arrival(0, member(), count=6, run_for="5m"), "train")],
+                     [podgroup(min_count=6, topology="rack")], groups=groups, nodes=nodes, duration="30s")
+    objs = _state_dump(result)
+    if case == "fits":  # the run bound the group in rack b; unbound again, the audit places it there too
+        bound_racks = {o["metadata"]["labels"]["rack"] for o in objs if o["kind"] == "Node"
+                       and any(p["kind"] == "Pod" and p["spec"].get("nodeName") == o["metadata"]["name"]
+                               for p in objs)}
+        for o in objs:
+            if o["kind"] == "Pod":
+                o["spec"].pop("nodeName", None)
+                o["status"] = {"phase": "Pending"}
+        row = group(cli(capsys, "schedule", write(tmp_path, objs)), "default/train")
+        assert (row["blocked_by"], {row["domain"]}) == (None, bound_racks)
+        return
+    row = group(cli(capsys, "audit", write(tmp_path, objs)), "default/train")
+    assert row["blocked_by"] == why(result)[0]
