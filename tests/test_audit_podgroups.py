@@ -138,6 +138,16 @@ def test_min_count_and_missing(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert sorted(b["name"] for b in sched["bindings"]) == ["train-w-0", "train-w-1"]
 
 
+def test_min_count_comes_before_gates_and_priority(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The scheduler's PreEnqueue holds a group below minCount before it looks at gates or priorities, so the run
+    summary says `min-count`; the audit says the same."""
+    objs = items("podgroup-min-count.yaml")
+    named(objs, "PodGroup", "train-workers-0")["spec"]["priority"] = 1000
+    for name in ("train-w-0", "train-w-1"):
+        named(objs, "Pod", name)["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    assert group(cli(capsys, "audit", write(tmp_path, objs)), "ml/train-workers-0")["blocked_by"] == "min-count"
+
+
 def test_capacity(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     report = cli(capsys, "audit", FIXTURES / "podgroup-capacity.yaml")
     row = group(report, "ml/train-workers-0")

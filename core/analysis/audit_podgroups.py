@@ -5,8 +5,8 @@ The audit's placer places each PodGroup the way kube-scheduler's PodGroup cycle 
 (core/scheduler/plugins/pod_group.py, KEP-4671 "Workload Scheduling Cycle"):
 
 - PreEnqueue: the PodGroup must exist (`missing`) and at least `minCount` of its pods must exist, pending or
-  running (`min-count`); scheduling gates hold their own pods (`gated`); 1.37 (beta, KEP-5710) rejects a group
-  whose pods' priority differs from the PodGroup's (`priority-mismatch`).
+  running (`min-count`); then scheduling gates hold their own pods (`gated`); 1.37 (beta, KEP-5710) rejects a
+  group whose pods' priority differs from the PodGroup's (`priority-mismatch`).
 - The group's pending pods are placed one by one in queue order with the normal filters; a `gang` keeps them
   only if `bound + placed >= minCount` (all-or-nothing), a `basic` group keeps whatever fits (binding takes
   precedence; with a topology constraint at least one pod must fit, KEP-5732).
@@ -24,8 +24,9 @@ The audit's placer places each PodGroup the way kube-scheduler's PodGroup cycle 
   (`spec.parentCompositePodGroupName`), each all-or-nothing, and the whole tree is rolled back unless at least
   `minGroupCount` children are satisfied.
 
-Why a group is pending uses the words of core/analysis/podgroups.py (`explain`), in its order: `missing`,
-`gated`, `priority-mismatch`, `min-count`, `preemption` (pods of the group nominated to nodes where victims are
+Why a group is pending uses the words of core/analysis/podgroups.py (`explain`), in the order in which the
+scheduler's cycle meets them (so that `explain` of the run would say the same): `missing`, `min-count`,
+`gated`, `priority-mismatch`, `preemption` (pods of the group nominated to nodes where victims are
 terminating or carry DisruptionTarget), then what the trial placement found: `group-claim` (the shared claim
 cannot be allocated on any node, checked before `topology` because no domain can help then), `topology` (no
 domain has room for `minCount`, though the cluster as a whole does), and `capacity` (or the pods' own cause,
@@ -189,7 +190,9 @@ class GroupIndex:
     # ------------------------------------------------------------------ before any node is tried
 
     def held(self, group: Group) -> Outcome | None:
-        """PreEnqueue and the checks before the cycle: missing, gated, priority-mismatch, min-count, preemption."""
+        """PreEnqueue and the checks before the cycle, in the scheduler's order (schedule_group: PreEnqueue's
+        missing and min-count for every pod, then scheduling gates, then the priority check): missing, min-count,
+        gated, priority-mismatch, then preemption under way."""
         n = len(group.pending)
         if group.obj is None:
             return Outcome(group.key, "missing", f"PodGroup {group.key} does not exist; its {n} pods wait for it",
@@ -199,6 +202,13 @@ class GroupIndex:
             return Outcome(group.key, "missing", f"CompositePodGroup {parent} does not exist; the {n} pods of "
                            f"PodGroup {group.key} wait for it", {"missing": f"CompositePodGroup {parent}"},
                            pod_reason="missing")
+        need = group.min_count
+        if need is not None and len(group.pods) < need:
+            return Outcome(group.key, "min-count",
+                           "waiting for minCount pods from a gang to appear in scheduling queue "
+                           f"({len(group.pods)} of minCount {need} pods of PodGroup {group.key} exist)",
+                           {"pods": len(group.pods), "minCount": need}, pod_reason="gang",
+                           missing=[f"{need - len(group.pods)} more pod(s) of PodGroup {group.key}"])
         gated_pods = [p for p in group.pending if gated(p) is not None]
         if gated_pods and len(gated_pods) == len(group.pending):
             return Outcome(group.key, "gated", f"{len(gated_pods)} of its pods carry scheduling gates",
@@ -210,13 +220,6 @@ class GroupIndex:
                 return Outcome(group.key, "priority-mismatch",
                                f"pods of pod group {group.key} must have its priority {priority}; {len(odd)} do not "
                                f"(e.g. {odd[0]})", {"priority": priority, "pods": odd}, pod_reason="gang")
-        need = group.min_count
-        if need is not None and len(group.pods) < need:
-            return Outcome(group.key, "min-count",
-                           "waiting for minCount pods from a gang to appear in scheduling queue "
-                           f"({len(group.pods)} of minCount {need} pods of PodGroup {group.key} exist)",
-                           {"pods": len(group.pods), "minCount": need}, pod_reason="gang",
-                           missing=[f"{need - len(group.pods)} more pod(s) of PodGroup {group.key}"])
         return self._preemption(group)
 
     def _preemption(self, group: Group) -> Outcome | None:
