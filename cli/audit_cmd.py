@@ -7,9 +7,9 @@ Both read what `kubectl get nodes,pods,resourceslices,resourceclaims,resourcecla
 field, what was expected).
 
 A dump is what a running cluster served: a PodGroup that carries `schedulingConstraints` proves that
-TopologyAwareWorkloadScheduling was on (the API server drops a gated field on create while its gate is off), so
-the gates such fields need are turned on for the dump's release unless --feature-gates says otherwise
-(`implied_gates`).
+TopologyAwareWorkloadScheduling was on, a pod with `spec.schedulingGroup` that GenericWorkload was (the API
+server drops a gated field on create while its gate is off), so the gates such fields need are turned on for
+the dump's release unless --feature-gates says otherwise (`implied_gates`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def _spec_keys(value: object, out: set[str]) -> None:
 
 
 def implied_gates(files: list[str]) -> set[str]:
-    """The gates the dump's scheduling.k8s.io objects prove were on, by the gated fields they carry."""
+    """The gates the dump's objects prove were on, by the gated fields they carry: its scheduling.k8s.io objects'
+    (`_FIELD_GATES`) and its pods' group (`schedulingGroup`, 1.35's `workloadRef`: GenericWorkload)."""
     gates: set[str] = set()
     for file in files:
         try:
@@ -68,6 +69,10 @@ def implied_gates(files: list[str]) -> set[str]:
         for doc in docs:
             items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
             for item in items if isinstance(items, list) else []:
+                if isinstance(item, dict) and item.get("kind") == "Pod" and isinstance(item.get("spec"), dict) \
+                        and ("schedulingGroup" in item["spec"] or "workloadRef" in item["spec"]):
+                    gates.add("GenericWorkload")  # a pod in a group: the API server kept the gated field
+                    continue
                 if not (isinstance(item, dict) and item.get("kind") in _SCHEDULING_KINDS
                         and str(item.get("apiVersion", "")).startswith("scheduling.k8s.io/")):
                     continue

@@ -132,6 +132,11 @@ def test_min_count_and_missing(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert (missing["blocked_by"], missing["policy"]) == ("missing", "unknown (no PodGroup)")
     assert pods(report)["infer-0"]["reason"] == "missing"
     assert pods(report)["infer-0"]["closest"]["missing"] == ["PodGroup ml/infer-group"]
+    # a dump of the pods alone (`kubectl get pods`): their schedulingGroup proves GenericWorkload was on
+    objs = [o for o in items("podgroup-min-count.yaml") if o["kind"] != "PodGroup"]
+    assert {g["blocked_by"] for g in cli(capsys, "audit", write(tmp_path, objs))["pod_groups"]} == {"missing"}
+    code, _, err = run(capsys, "audit", "-f", str(write(tmp_path, objs)), "--feature-gates", "GenericWorkload=false")
+    assert code == 2 and "spec.schedulingGroup" in err and "GenericWorkload" in err
     objs = items("podgroup-min-count.yaml")
     named(objs, "PodGroup", "train-workers-0")["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2
     sched = cli(capsys, "schedule", write(tmp_path, objs))
