@@ -14,15 +14,23 @@ gang or a scheduler-plugins PodGroup: fewer than ``minCount``/``minMember`` pods
 PodGroup's ``minResources`` are not free, or no room for ``minCount`` of them at once; see
 :mod:`dralab.core.analysis.audit_gang`), ``gated`` (the pod has scheduling gates, e.g. Kueue's
 ``kueue.x-k8s.io/admission``: the scheduler does not try it, and cluster-autoscaler does not scale up for
-it, until they are removed). A pending pod that fits somewhere has reason None.
+it, until they are removed), ``preemption`` (the pod's 1.36+ PodGroup waits for its preemption victims to go).
+A pending pod that fits somewhere has reason None.
+
+1.36/1.37 PodGroups (pods with ``spec.schedulingGroup``) are placed as the scheduler's PodGroup cycle places
+them (:mod:`dralab.core.analysis.audit_podgroups`): each member's verdict gets ``pod_group``, and the report a
+``pod_groups`` list saying, per group, what is in the way (the words of core/analysis/podgroups.py), with the
+evidence and the PodGroup's own conditions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..dra.model import Inventory
 from .audit_gang import GangIndex, audit_gang, schedule_gang
+from .audit_podgroups import Group, GroupIndex, Outcome, conditions
 from .audit_pods import Placer, PodVerdict, device_totals, evaluate, gated, pod_names, queue_order
 from .audit_shape import Shape
 from .audit_snapshot import Snapshot, is_pending, pod_key
@@ -30,14 +38,17 @@ from .audit_snapshot import Snapshot, is_pending, pod_key
 __all__ = ["Placer", "PodVerdict", "audit", "evaluate", "queue_order", "schedule"]
 
 
-def audit(inv: Inventory) -> dict[str, Any]:
+def audit(inv: Inventory, version: str | None = None) -> dict[str, Any]:
+    """``version``: the dump's release (1.37 checks that a PodGroup's pods have its priority)."""
     snap = Snapshot(inv)
     gangs = GangIndex(inv)
+    groups = GroupIndex(inv, snap, version)  # before any pod is judged: group claims are shared
     verdicts: dict[str, PodVerdict] = {}
     memo: dict[tuple[str, str], Shape] = {}
     for key, pod in inv.pods.items():
         if is_pending(pod):
-            verdicts[key] = gated(pod) or gangs.held(snap, pod) or evaluate(snap, pod, memo, share_nodes=True)
+            verdicts[key] = gated(pod) or gangs.held(snap, pod) or evaluate(snap, groups.member(pod), memo,
+                                                                            share_nodes=True)
         else:
             ns, name = pod_names(pod)
             node = (pod.get("spec") or {}).get("nodeName")
@@ -47,16 +58,58 @@ def audit(inv: Inventory) -> dict[str, Any]:
         for gang in gangs.distinct():
             if gangs.held(snap, gang.pending[0]) is None:  # held: every member already says why
                 audit_gang(placer, gang, verdicts)
+    rows = _audit_groups(groups, Placer(snap), verdicts) if groups.groups else None
     ordered = sorted(verdicts.values(), key=lambda v: (v.namespace, v.name))
-    return {"pods": [v.to_json() for v in ordered], "devices": device_totals(snap, ordered)}
+    out = {"pods": [v.to_json() for v in ordered], "devices": device_totals(snap, ordered)}
+    if rows is not None:
+        out["pod_groups"] = rows
+    return out
 
 
-def schedule(inv: Inventory) -> dict[str, Any]:
+def _place_unit(groups: GroupIndex, placer: Placer, key: str) -> list[Outcome]:
+    """Place the group ``key`` (or, when it is in a CompositePodGroup, the root composite's whole tree): the
+    outcome of every pending PodGroup placed, applied to the snapshot when it fits."""
+    group = groups.groups[key]
+    root = groups.root(group)
+    if root is not None:
+        return groups.place_composite(placer, root)[1]
+    return [groups.held(group) or groups.place(placer, group)]
+
+
+def _audit_groups(groups: GroupIndex, placer: Placer, verdicts: dict[str, PodVerdict]) -> list[dict[str, Any]]:
+    """Try each PodGroup (or composite tree) in a scratch state, rolled back; set its members' verdicts and
+    return the `pod_groups` rows."""
+    snap = placer.snap
+    outcomes: dict[str, Outcome] = {}
+    for key, group in groups.groups.items():
+        if not group.pending or key in outcomes:
+            continue
+        cp = snap.checkpoint()
+        try:
+            for outcome in _place_unit(groups, placer, key):
+                outcomes[outcome.group] = outcome
+        finally:
+            snap.rollback(cp)
+    rows = []
+    for key, group in groups.groups.items():
+        found = outcomes.get(key)
+        if found is not None:
+            for pod in group.pending:
+                pk = pod_key(pod)
+                verdicts[pk] = member_verdict(verdicts[pk], found)
+        rows.append(group_row(group, found))
+    return rows
+
+
+def schedule(inv: Inventory, version: str | None = None) -> dict[str, Any]:
     """One greedy pass in queue order. A gang (KEP-4671 Workload or scheduler-plugins PodGroup) is placed
-    when its first pending pod's turn comes, all-or-nothing (see :mod:`dralab.core.analysis.audit_gang`)."""
+    when its first pending pod's turn comes, all-or-nothing (see :mod:`dralab.core.analysis.audit_gang`);
+    so is a 1.36+ PodGroup (or the root CompositePodGroup above it), as the PodGroup cycle places it."""
     snap = Snapshot(inv)
     placer = Placer(snap)
     gangs = GangIndex(inv)
+    groups = GroupIndex(inv, snap, version)
+    outcomes: dict[str, Outcome] = {}
     bindings: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
     done: set[str] = set()  # pods of gangs already tried
@@ -66,6 +119,17 @@ def schedule(inv: Inventory) -> dict[str, Any]:
             continue
         if (held_back := gated(pod)) is not None:
             pending.append(held_back.to_json())
+            continue
+        if key in groups.of_pod:
+            for outcome in _place_unit(groups, placer, groups.of_pod[key].key):
+                outcomes[outcome.group] = outcome
+                bindings += outcome.bindings
+                taken = {f"{b['namespace']}/{b['name']}" for b in outcome.bindings}
+                for member in groups.groups[outcome.group].pending:
+                    done.add(pod_key(member))
+                    if pod_key(member) not in taken:
+                        alone = gated(member) or placer.evaluate(groups.member(member))
+                        pending.append(member_verdict(alone, outcome).to_json())
             continue
         gang = gangs.groups.get(key)
         held = gangs.held(snap, pod)  # a PodGroup's minResources: on the snapshot as this pass left it
@@ -87,4 +151,46 @@ def schedule(inv: Inventory) -> dict[str, Any]:
             pending.append(verdict.to_json())
             continue
         bindings.append(placer.bind(pod, verdict))
-    return {"bindings": bindings, "pending": pending}
+    out: dict[str, Any] = {"bindings": bindings, "pending": pending}
+    if groups.groups:
+        out["pod_groups"] = [group_row(g, outcomes.get(k)) for k, g in groups.groups.items()]
+    return out
+
+
+def member_verdict(verdict: PodVerdict, outcome: Outcome, placer: Placer | None = None) -> PodVerdict:
+    """A pending member's verdict once its group's outcome is known: a member that fits on its own (reason
+    None) takes the group's reason; one that does not keeps its own (its reason says why), except that the
+    checks before any node is tried (missing, gated, min-count, priority, preemption) hold every member."""
+    if outcome.kind is None:
+        return dataclasses.replace(verdict, group=outcome.group)
+    before = outcome.kind in ("missing", "gated", "priority-mismatch", "min-count", "preemption")
+    if verdict.reason is not None and not before:
+        return dataclasses.replace(verdict, group=outcome.group)
+    if outcome.kind == "gated" and verdict.reason == "gated":
+        return dataclasses.replace(verdict, group=outcome.group)
+    node = outcome.nodes.get(f"{verdict.namespace}/{verdict.name}") or (verdict.closest or {}).get("node")
+    if before:
+        node = None
+    missing = outcome.missing or [str(outcome.evidence.get("missing") or outcome.why)]
+    return dataclasses.replace(verdict, reason=outcome.pod_reason or outcome.kind, message=outcome.why, summary="",
+                               closest={"node": node, "missing": missing}, group=outcome.group)
+
+
+def group_row(group: Group, outcome: Outcome | None) -> dict[str, Any]:
+    """The `pod_groups` entry of a group: policy, pods, what is in the way, evidence, its own conditions."""
+    bound = len(group.bound)
+    row: dict[str, Any] = {
+        "name": group.key,
+        "policy": group.policy(),
+        "pods": {"pending": len(group.pending), "bound": bound},
+        "blocked_by": None if outcome is None else outcome.kind,
+        "why": "no pending pods" if outcome is None else outcome.why,
+        "evidence": {} if outcome is None else outcome.evidence,
+        "conditions": conditions(group.obj),
+    }
+    if group.parent is not None:
+        row["composite"] = group.parent
+    if outcome is not None and outcome.kind is None:
+        row["domain"] = outcome.domain
+        row["bindings"] = [f"{b['namespace']}/{b['name']}" for b in outcome.bindings]
+    return row

@@ -29,12 +29,15 @@ class PodVerdict:
     claims: PodClaims = field(default_factory=PodClaims)
     usable_nodes: list[str] = field(default_factory=list)  # nodes passing every non-DRA filter
     shape: Shape | None = None  # the node-by-node evaluation it came from (for `choose_node`)
+    group: str = ""  # the 1.36+ PodGroup (<ns>/<name>) the pod belongs to, if any
 
     def to_json(self) -> dict[str, Any]:
         out = {"namespace": self.namespace, "name": self.name, "node": self.node, "reason": self.reason,
                "message": self.message, "closest": self.closest}
         if self.summary:
             out["summary"] = self.summary
+        if self.group:
+            out["pod_group"] = self.group
         return out
 
 
