@@ -6,33 +6,17 @@ Both read what `kubectl get nodes,pods,resourceslices,resourceclaims,resourcecla
 (`scheduling.k8s.io` v1alpha2/v1alpha3/v1beta1). Exit 0; exit 2 when the input is invalid (file, path to the
 field, what was expected).
 
-A dump is what a running cluster served: a PodGroup that carries `schedulingConstraints` proves that
-TopologyAwareWorkloadScheduling was on, a pod with `spec.schedulingGroup` that GenericWorkload was (the API
-server drops a gated field on create while its gate is off), so the gates such fields need are turned on for
-the dump's release unless --feature-gates says otherwise (`implied_gates`).
+The dump's release and the gates its fields prove on: cli/dump_release.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from typing import Any
 
-import yaml
-
-from .inputs import add_profile_flags, dump_profile_input, emit, load_inventory, profile_flags
-
-# fields of a scheduling.k8s.io Workload/PodGroup/CompositePodGroup spec (templates included) -> the gate it needs
-_FIELD_GATES = {"schedulingConstraints": "TopologyAwareWorkloadScheduling",
-                "resourceClaims": "DRAWorkloadResourceClaims",
-                "preemptionPolicy": "PodGroupPreemptionPolicy",
-                "parentCompositePodGroupName": "CompositePodGroup",
-                "compositePodGroupTemplates": "CompositePodGroup"}
-# v1alpha2 (1.36): these were WorkloadAwarePreemption's
-_V1ALPHA2_GATES = {"disruptionMode": "WorkloadAwarePreemption", "priorityClassName": "WorkloadAwarePreemption",
-                   "priority": "WorkloadAwarePreemption"}
-_SCHEDULING_KINDS = ("Workload", "PodGroup", "CompositePodGroup")
+from .dump_release import dump_profile_input
+from .inputs import add_profile_flags, emit, load_inventory, profile_flags
 
 
 def _files(p: Any) -> None:
@@ -45,57 +29,10 @@ def _files(p: Any) -> None:
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning")
 
 
-def _spec_keys(value: object, out: set[str]) -> None:
-    """Every mapping key anywhere under ``value``."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out.add(str(k))
-            _spec_keys(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _spec_keys(v, out)
-
-
-def implied_gates(files: list[str]) -> set[str]:
-    """The gates the dump's objects prove were on, by the gated fields they carry: its scheduling.k8s.io objects'
-    (`_FIELD_GATES`) and its pods' group (`schedulingGroup`, 1.35's `workloadRef`: GenericWorkload)."""
-    gates: set[str] = set()
-    for file in files:
-        try:
-            with open(file, encoding="utf-8") as f:
-                docs = list(yaml.safe_load_all(f))
-        except (OSError, yaml.YAMLError):
-            continue  # load_inventory says what is wrong with the file
-        for doc in docs:
-            items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
-            for item in items if isinstance(items, list) else []:
-                if isinstance(item, dict) and item.get("kind") == "Pod" and isinstance(item.get("spec"), dict) \
-                        and ("schedulingGroup" in item["spec"] or "workloadRef" in item["spec"]):
-                    gates.add("GenericWorkload")  # a pod in a group: the API server kept the gated field
-                    continue
-                if not (isinstance(item, dict) and item.get("kind") in _SCHEDULING_KINDS
-                        and str(item.get("apiVersion", "")).startswith("scheduling.k8s.io/")):
-                    continue
-                keys: set[str] = set()
-                _spec_keys(item.get("spec"), keys)
-                table = {**_FIELD_GATES, **(_V1ALPHA2_GATES if item["apiVersion"].endswith("/v1alpha2") else {})}
-                gates |= {gate for name, gate in table.items() if name in keys}
-    return gates
-
-
 def _inventory(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The dump and its profile, read under the release it comes from (docs/versions.md: how a dump picks a
-    release), with the gates its objects' fields prove on (`implied_gates`; --feature-gates wins)."""
-    from dralab.core.kube.versions import GATES
-
-    flags = profile_flags(args)
-    profile = dump_profile_input(args.files, flags)
-    extra = {gate: True for gate in implied_gates(args.files) if gate not in flags.gates
-             and (spec := GATES.get(gate, {}).get(profile.version)) is not None
-             and spec.stage not in ("removed", "locked")}
-    if extra:
-        flags = dataclasses.replace(flags, gates={**extra, **flags.gates})
-        profile = dump_profile_input(args.files, flags)
+    """The dump and its profile, read under the release it comes from, with the gates its fields prove on
+    (cli/dump_release.py; docs/versions.md: how a dump picks a release)."""
+    profile = dump_profile_input(args.files, profile_flags(args))
     return load_inventory(args.files, profile), profile
 
 

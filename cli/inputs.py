@@ -56,32 +56,6 @@ def profile_flags(args: Any) -> Any:
         raise InputError(str(exc)) from None
 
 
-def dump_profile_input(files: Sequence[str], flags: Any) -> Any:
-    """The profile of the cluster a dump comes from (core/kube/versions.py dump_profile): the API versions of
-    its objects and the flags; InputError when they do not fit one release."""
-    from dralab.core.kube.fields import FieldError
-    from dralab.core.kube.versions import dump_profile
-
-    seen: set[tuple[str, str]] = set()
-    for file in files:
-        try:
-            with open(file, encoding="utf-8") as f:
-                docs = list(yaml.safe_load_all(f))
-        except (OSError, yaml.YAMLError):
-            continue  # load_inventory says what is wrong with the file
-        for doc in docs:
-            items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
-            for item in items if isinstance(items, list) else []:
-                if isinstance(item, dict) and isinstance(item.get("apiVersion"), str) \
-                        and isinstance(item.get("kind"), str):
-                    seen.add((item["apiVersion"], item["kind"]))
-    try:
-        return dump_profile(seen, flags.version, flags.gates or None, flags.runtime_config or None)
-    except FieldError as exc:
-        where = ", ".join(files)
-        raise InputError(f"{where}: {exc}") from None
-
-
 def load_scenario_input(path: str, autoscaler: str | None = None, flags: Any = None) -> Any:
     """A scenario file (with `--autoscaler` and the profile flags applied, if given), or InputError naming the
     file and field."""

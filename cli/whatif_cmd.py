@@ -14,7 +14,8 @@ from collections import Counter
 from typing import Any
 
 from .bounds import seed_arg
-from .inputs import InputError, add_profile_flags, dump_profile_input, emit, load_inventory, profile_flags
+from .dump_release import dump_profile_input
+from .inputs import InputError, add_profile_flags, emit, load_inventory, profile_flags
 
 POLICIES = ("count", "dra", "atomic")
 EXPANDERS = ("least-waste", "most-pods", "price", "priority", "random")
