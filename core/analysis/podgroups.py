@@ -6,12 +6,12 @@ those back per group and names the one thing in the way, in this order:
 
 - `missing`: the PodGroup (or its composite parent) does not exist yet;
 - `min-count`: fewer pods exist than `minCount`: nothing will try the group until its controller makes more;
-- `preemption`: the group preempted lower-priority pods and waits for them to go;
-- `topology`: no value of the group's topology key has room for `minCount` pods (the cluster as a whole may);
-- `group-claim`: a claim the whole group shares (KEP-5729) cannot be allocated;
-- `capacity` (or the pods' own cause: `fragmentation`, `taint`, ...): fewer than `minCount` pods fit;
+- `gated`: its pods carry scheduling gates;
 - `priority-mismatch`: 1.37 refuses a group whose pods' priority differs from its own;
-- `gated`: its pods carry scheduling gates.
+- `preemption`: the group preempted lower-priority pods and waits for them to go;
+- `group-claim`: a claim the whole group shares (KEP-5729) cannot be allocated;
+- `topology`: no value of the group's topology key has room for `minCount` pods (the cluster as a whole may);
+- `capacity` (or the pods' own cause: `fragmentation`, `taint`, ...): fewer than `minCount` pods fit.
 
 The summary (`pod_groups`) and `dralab replay --pod` use it; `dralab audit` asks the same questions of a dump.
 """
@@ -50,26 +50,29 @@ def explain(state: ClusterState, key: str) -> tuple[str, str]:
     conditions = [p.condition for p in pending if p.condition is not None]
     causes = Counter(c.cause for c in conditions)
     reasons = Counter(c.reason for c in conditions)
+    # the order of the scheduler's cycle (and of `dralab audit`, core/analysis/audit_podgroups.py): PreEnqueue's
+    # quorum first, then the pods' gates, the group's validation, preemption under way, the shared claim (no domain
+    # helps a claim that fits no node), the topology domains, and capacity last
+    first_not_ready = next((c for c in conditions if c.reason == "NotReadyForScheduling"), None)
+    if first_not_ready is not None:
+        kind = "missing" if first_not_ready.cause == "missing" else "min-count"
+        return kind, f"{first_not_ready.message} ({first_not_ready.detail})"
     if reasons.get("SchedulingGated"):
         return "gated", f"{reasons['SchedulingGated']} of its pods carry scheduling gates"
     if reasons.get("SchedulerError"):
         message = next(c.message for c in conditions if c.reason == "SchedulerError")
         return "priority-mismatch", message
-    first_not_ready = next((c for c in conditions if c.reason == "NotReadyForScheduling"), None)
-    if first_not_ready is not None:
-        kind = "missing" if first_not_ready.cause == "missing" else "min-count"
-        return kind, f"{first_not_ready.message} ({first_not_ready.detail})"
     if causes.get("preemption"):
         message = next(c.message for c in conditions if c.cause == "preemption")
         return "preemption", message
-    topology = next((c.message for c in conditions if "domain fits the pod group" in c.message), None)
-    if topology is not None:
-        return "topology", topology
     shared = {str(e.get("name")) for e in group.spec.get("resourceClaims") or [] if isinstance(e, dict)}
     if shared and any(c.cause in ("capacity", "topology", "fragmentation") and c.detail and
                       any(name in c.detail for name in shared) for c in conditions):
         detail = next(c.detail for c in conditions if any(name in c.detail for name in shared))
         return "group-claim", f"the pod group's shared claim cannot be allocated: {detail}"
+    topology = next((c.message for c in conditions if "domain fits the pod group" in c.message), None)
+    if topology is not None:
+        return "topology", topology
     if not conditions:
         return "not-tried", "the scheduler has not tried the group yet"
     cause, _ = max(causes.items(), key=lambda kv: (kv[1], kv[0]))
