@@ -190,8 +190,9 @@ class PodGroupCycle:
         nodes), so dralab runs one per signature (upstream evaluates every placement, or a share of them in its
         beta). Kept across the decision's groups and recomputed only for domains whose nodes changed."""
         resources = tuple(sorted({r for p in pods for r in p.requests} | {"pods"}))
-        answers = [self.statics(p) for p in _distinct_shapes(pods)] if self.statics is not None else []
-        context = (key, resources, tuple(id(a) for a in answers))
+        shapes = _distinct_shapes(pods)
+        answers = [self.statics(p) for p in shapes.values()] if self.statics is not None else []
+        context = (key, resources, tuple(shapes))
         memo = self._signatures.setdefault(context, {})
         index = self._index(key)
         changed = cycle.changed
@@ -271,14 +272,14 @@ def _signature(pod: PodState) -> tuple[Any, ...] | None:
             repr(spec.get("tolerations")))
 
 
-def _distinct_shapes(pods: list[PodState]) -> list[PodState]:
-    """One pod per distinct placement constraint set (what the static filters read of a pod)."""
+def _distinct_shapes(pods: list[PodState]) -> dict[str, PodState]:
+    """One pod per distinct placement constraint set (what the static filters read of a pod), by that set."""
     seen: dict[str, PodState] = {}
     for pod in pods:
         spec = pod.manifest.get("spec") or {}
         seen.setdefault(repr((spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
                               spec.get("nodeName"))), pod)
-    return list(seen.values())
+    return seen
 
 
 def _leftover(cycle: Cycle, nodes: tuple[str, ...], pods: list[PodState]) -> float:
