@@ -28,17 +28,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cluster.pod_claims import POD_CLAIM_ANNOTATION
+from ..dra.api import scheduling_objects
 from ..dra.model import Claim, Inventory
 from ..log.events import (
     AnyEvent,
     ClaimAllocated,
     ClaimReserved,
+    CompositePodGroupCreated,
     DeviceClassCreated,
     NodeCreated,
     NodeReady,
     PodBound,
     PodCreated,
     PodFinished,
+    PodGroupConditionSet,
+    PodGroupCreated,
     Record,
     ResourceClaimCreated,
     ResourceClaimTemplateCreated,
@@ -125,6 +129,7 @@ def dump_record(inv: Inventory) -> DumpRecord:
     events: list[AnyEvent] = [DeviceClassCreated(manifest=c.manifest) for c in inv.classes.values()]
     events += [ResourceClaimTemplateCreated(manifest=t) for t in inv.templates.values()]
     events += [WorkloadCreated(manifest=w) for w in (getattr(inv, "workloads", None) or {}).values()]
+    events += _groups(inv)
     events += [ResourceSlicePublished(manifest=s.manifest) for s in inv.slices.values()]
     for name, node in sorted(inv.nodes.items()):
         events.append(NodeCreated(name=name, group="", node=node.manifest, initial=True))
@@ -147,6 +152,25 @@ def dump_record(inv: Inventory) -> DumpRecord:
         events += [ClaimReserved(claim=key, pod=p) for p in rest]
     record = Record(id=f"{SOURCE}/cluster", source=SOURCE, view=-1, t=0, events=tuple(events))
     return DumpRecord(record, tuple(pods.pending), tuple(pods.skipped))
+
+
+def _groups(inv: Inventory) -> list[AnyEvent]:
+    """The dump's 1.36+ CompositePodGroups and PodGroups (read under a profile, in the v1beta1 hub shape) as
+    created, composites first (the levels above), then each one's ``status.conditions`` as the
+    PodGroupConditionSet events that wrote them (KEP-4671: the scheduler patches them; a dump's conditions are
+    the evidence of earlier cycles, e.g. PodGroupInitiallyScheduled=True means the group is past its first
+    placement). A pod's ``spec.schedulingGroup`` puts it in its group when it is created (the fold reads it)."""
+    created: list[AnyEvent] = []
+    conditions: list[AnyEvent] = []
+    for kind, make in (("CompositePodGroup", CompositePodGroupCreated), ("PodGroup", PodGroupCreated)):
+        for key, manifest in scheduling_objects(inv, kind).items():
+            created.append(make(manifest={k: v for k, v in manifest.items() if k != "status"}))
+            for cond in (manifest.get("status") or {}).get("conditions") or []:
+                if isinstance(cond, dict) and cond.get("type"):
+                    conditions.append(PodGroupConditionSet(
+                        group=key, condition=str(cond["type"]), status=str(cond.get("status") or "Unknown"),
+                        reason=str(cond.get("reason") or ""), message=str(cond.get("message") or ""), kind=kind))
+    return created + conditions
 
 
 class _Pods:
