@@ -118,7 +118,7 @@ def test_pods_wait_outside_the_queue_until_the_podgroup_and_min_count_exist() ->
     for p in pods_named(missing, "worker"):
         assert p.condition is not None
         assert (p.condition.reason, p.condition.cause) == ("NotReadyForScheduling", "missing")
-        assert p.condition.message == 'waiting for pod group "train" to be created'
+        assert p.condition.message == 'waiting for pods\'s pod group "train" to appear in scheduling queue'
 
 
 def test_a_basic_group_binds_what_fits() -> None:

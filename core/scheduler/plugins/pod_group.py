@@ -112,7 +112,9 @@ class PodGroupCycle:
         group = self.view.gang.podgroups.get(key)
         name = key.split("/", 1)[1]
         if group is None:
-            return None, unresolvable(f'waiting for pod group "{name}" to be created', "missing", NAME,
+            # upstream's PreEnqueue message, verbatim ("pods's" included): gangscheduling.go, 1.37
+            return None, unresolvable(f'waiting for pods\'s pod group "{name}" to appear in scheduling queue',
+                                      "missing", NAME,
                                       f"PodGroup {key} does not exist")
         needed = group.min_count
         if needed is not None:
@@ -263,11 +265,14 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
     cycle.rollback(sp)
     if groups.preemption and preempts(group) and _preempt(cycle, groups, group, ready, place, domains, need):
         return
-    if len(trials) == 1:
+    if len(trials) == 1 and domains == [None]:
         reject(cycle, groups, group, ready, trials[0], need, None)
         return
     closest = max(trials, key=lambda t: len(t.placed))
+    # upstream (schedule_one_podgroup.go podGroupSchedulingPlacementAlgorithm): when no placement is feasible the
+    # group's status is "0/<placements> placements are available, first placement status: <why>"
     reject(cycle, groups, group, ready, closest, need,
+            f"0/{len(trials)} placements are available, first placement status: "
             f"no {group.topology_key} domain fits the pod group ({len(trials)} tried; at most "
             f"{len(closest.placed)} of {need} pods fit, in {closest.domain})")
 
