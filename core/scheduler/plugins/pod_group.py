@@ -125,15 +125,30 @@ class PodGroupCycle:
         return group, None
 
     def mismatch(self, group: PodGroupState, pods: list[PodState]) -> str | None:
-        """1.37 (beta): the group's pods must all have the PodGroup's priority (KEP-5710)."""
+        """validatePodGroup (schedule_one_podgroup.go; TestValidatePodGroup): the group's pods, the ones to
+        schedule and the ones already running, must name one scheduler, and (1.37 beta, KEP-5710) share one
+        priority, the PodGroup's when it has one."""
+        members = [*pods, *self.running_pods(group.key)]
+        names = {scheduler_name(p) for p in members}
+        if len(names) > 1:  # upstream's message, verbatim
+            return "all pods in a single pod group should have the same .spec.schedulerName set"
         priority = group.priority
-        if self.version != "1.37" or priority is None:
+        if self.version != "1.37":
             return None
-        odd = [p.key for p in pods if p.priority != priority]
+        if priority is None:
+            priorities = sorted({p.priority for p in members})
+            if len(priorities) > 1:
+                return f"pods of pod group {group.key} must share one priority; they have {priorities}"
+            return None
+        odd = [p.key for p in members if p.priority != priority]
         if odd:
             return (f"pods of pod group {group.key} must have its priority {priority}; "
                     f"{len(odd)} do not (e.g. {odd[0]})")
         return None
+
+    def running_pods(self, key: str) -> list[PodState]:
+        running = self.view.pods_by_phase[RUNNING]
+        return [self.view.pods[k] for k in self.view.gang.group_members.get(key, ()) if k in running]
 
     def domains(self, group: PodGroupState) -> list[str | None] | str:
         """The placements to try: [None] (the whole cluster) without a topology constraint, else the values of
@@ -199,6 +214,18 @@ class PodGroupCycle:
                                                  message=message))
 
 
+DEFAULT_SCHEDULER = "default-scheduler"  # dralab's one scheduler profile
+
+
+def scheduler_name(pod: PodState) -> str:
+    return str((pod.manifest.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER)
+
+
+def terminating(pod: PodState) -> bool:
+    """The pod is being deleted (`metadata.deletionTimestamp`, as a dump shows it)."""
+    return bool((pod.manifest.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def _signature(pod: PodState) -> tuple[Any, ...] | None:
     """Pods with the same signature get the same answer (KEP-5598's homogeneous sub-groups); None for a pod
     with claims, whose answer depends on the devices the others took."""
@@ -233,9 +260,13 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
         for pod in pods:
             cycle.pending(pod, NOT_READY, rejection.message, rejection.cause, rejection.detail)
         return
+    if all(scheduler_name(p) != DEFAULT_SCHEDULER for p in pods) and len({scheduler_name(p) for p in pods}) == 1:
+        return  # pods of another scheduler: kube-scheduler's queue never takes them (not our profile)
     ready: list[PodState] = []
     for pod in pods:
         gate = gated(pod)  # SchedulingGates' PreEnqueue still holds its own pods back
+        if terminating(pod):
+            continue  # skipPodGroupPodSchedule: a member being deleted is dropped from the cycle, left as it is
         if gate is not None:
             cycle.pending(pod, SCHEDULING_GATED, gate.message, gate.cause, gate.detail)
         else:
