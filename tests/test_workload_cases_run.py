@@ -35,6 +35,7 @@ from dralab.core.scheduler.reactor import Scheduler
 from dralab.core.state.cluster import ClusterState
 
 SEED = 7
+SCORE = "least-allocated"  # kube-scheduler's default profile scores NodeResourcesFit LeastAllocated (dralab's default: most-allocated)
 HORIZON_MS = 6 * MAX_BACKOFF_MS  # long enough for victims to go and the preemptor to be retried after backoff
 MAX_ROUNDS = 50
 
@@ -65,7 +66,7 @@ class Run:
         self.records: list[Record] = []
         self._append(self.dump.record)
         claims = ClaimController()
-        scheduler = Scheduler(kubernetes=profile_config(self.profile))
+        scheduler = Scheduler(kubernetes=profile_config(self.profile), score=SCORE)
         now = 0
         for _ in range(MAX_ROUNDS):
             wake = self._settle(now, claims, scheduler)

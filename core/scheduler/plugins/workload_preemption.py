@@ -93,8 +93,16 @@ def candidates(view: ClusterState, priority: int, own_group: str) -> list[Victim
     victims = [u for u in units.values() if u.priority < priority] + singles
     for victim in victims:
         victim.allocations = _own_allocations(view, victim)
-    # least important first: lower priority, single pods before groups, the newest first
-    victims.sort(key=lambda v: (v.priority, v.whole, -max(p.created_offset for p in v.pods)))
+    # Least important first: lower priority; at equal priority pods outside any PodGroup before members of one
+    # (KEP-5710 step 4, "groups before single pods"; TestPodGroupEvaluator_Preempt_Victims: PreemptLowerPriority
+    # entries evict the one pod outside a group), members of a `single` group before whole `all` groups; then
+    # the newest first (upstream's MoreImportantPod: earlier start is more important). Pods made in one record
+    # (a dump) share an offset; their order in the fold breaks the tie.
+    order = {key: i for i, key in enumerate(view.pods)} if len(victims) > 1 else {}
+    def newest(v: Victim) -> tuple[int, int]:
+        return max((p.created_offset, order.get(p.key, 0)) for p in v.pods)
+
+    victims.sort(key=lambda v: (v.priority, v.group is not None, v.whole, -newest(v)[0], -newest(v)[1]))
     return victims
 
 
