@@ -93,16 +93,23 @@ def candidates(view: ClusterState, priority: int, own_group: str) -> list[Victim
     victims = [u for u in units.values() if u.priority < priority] + singles
     for victim in victims:
         victim.allocations = _own_allocations(view, victim)
-    # Least important first: lower priority; at equal priority pods outside any PodGroup before members of one
-    # (KEP-5710 step 4, "groups before single pods"; TestPodGroupEvaluator_Preempt_Victims: PreemptLowerPriority
-    # entries evict the one pod outside a group), members of a `single` group before whole `all` groups; then
-    # the newest first (upstream's MoreImportantPod: earlier start is more important). Pods made in one record
-    # (a dump) share an offset; their order in the fold breaks the tie.
+    # Least important first, the reverse of upstream's moreImportantVictim (podgrouppreemption.go): lower
+    # priority; at equal priority a pod outside any PodGroup before a PodGroup unit (upstream's
+    # victim.IsPodGroup: the pod names a scheduling group, whatever its disruptionMode); single pods by start
+    # time, the latest first; PodGroup units by size, the smaller first, then by their earliest start, the
+    # latest first. Start is the binding time; pods bound in one record (a dump, ordered by status.startTime)
+    # keep their order in the fold.
     order = {key: i for i, key in enumerate(view.pods)} if len(victims) > 1 else {}
-    def newest(v: Victim) -> tuple[int, int]:
-        return max((p.created_offset, order.get(p.key, 0)) for p in v.pods)
 
-    victims.sort(key=lambda v: (v.priority, v.group is not None, v.whole, -newest(v)[0], -newest(v)[1]))
+    def earliest(v: Victim) -> tuple[int, int, int]:
+        return min((p.bound_t, p.created_offset, order.get(p.key, 0)) for p in v.pods)
+
+    def rank(v: Victim) -> tuple[int, ...]:
+        start = earliest(v)
+        grouped = v.group is not None
+        return (v.priority, grouped, len(v.pods) if grouped else 0, -start[0], -start[1], -start[2])
+
+    victims.sort(key=rank)
     return victims
 
 
