@@ -35,7 +35,9 @@ from dralab.core.scheduler.reactor import Scheduler
 from dralab.core.state.cluster import ClusterState
 
 SEED = 7
-SCORE = "least-allocated"  # kube-scheduler's default profile scores NodeResourcesFit LeastAllocated (dralab's default: most-allocated)
+# kube-scheduler's default profile scores NodeResourcesFit with LeastAllocated (dralab's default is most-allocated);
+# the integration cases (TestGangSchedulingPreemptionWithNNN) depend on it: the gang spreads over both nodes
+SCORE = "least-allocated"
 HORIZON_MS = 6 * MAX_BACKOFF_MS  # long enough for victims to go and the preemptor to be retried after backoff
 MAX_ROUNDS = 50
 
@@ -96,7 +98,8 @@ class Run:
     def key(self, name: str) -> str:
         keys = [k for k in self.state.pods if k.rsplit("/", 1)[1] == name]
         assert len(keys) == 1, f"pod {name}: {len(keys)} pods of that name in the fold ({self.dump.skipped})"
-        return keys[0]
+        key: str = keys[0]
+        return key
 
     def evicted(self) -> set[str]:
         return {e.pod.rsplit("/", 1)[1] for r in self.records[1:] for e in r.events if isinstance(e, PodEvicted)}
