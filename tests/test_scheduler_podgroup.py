@@ -417,7 +417,8 @@ def test_a_missing_podgroup_and_a_short_composite_tree_wait_with_upstreams_messa
     missing = dump_run([node_doc("n1", 4), pod_doc("p1", "pg")])
     cond = missing.state.pods["pod/default/p1"].condition
     assert cond is not None and cond.message == 'waiting for pods\'s pod group "pg" to appear in scheduling queue'
-    short = run(list[tuple[dict[str, Any], str | None]](replica(0)), [composite("r0", 2), child("r0-leader", 1, "r0")], duration="10s")
+    arrivals: list[tuple[dict[str, Any], str | None]] = [*replica(0)]
+    short = run(arrivals, [composite("r0", 2), child("r0-leader", 1, "r0")], duration="10s")
     leader = short.state.pods["pod/default/r0-leader"]
     assert leader.condition is not None
     assert leader.condition.message == 'waiting for composite pod group "r0" tree to meet quorum'
