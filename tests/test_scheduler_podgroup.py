@@ -488,3 +488,28 @@ def test_a_dump_brings_its_podgroups_composites_and_their_conditions() -> None:
     assert "status" not in group_state.manifest
     assert folded.state.gang.group_of["pod/default/p1"] == "default/pg"
     assert folded.state.pods["pod/default/p1"].node == "n1"
+
+
+def test_a_group_nominated_where_a_victim_still_terminates_waits_without_new_victims() -> None:
+    """preemptorEligibleToPreemptOthers: a lower-priority pod terminating by preemption on a node a member is
+    nominated to means the last preemption is still under way: no new victim search, the group waits. A pod
+    terminating elsewhere, or one of a higher-priority group, does not stop a new search."""
+    def victim(node: str) -> dict[str, Any]:
+        doc = pod_doc("victim", node=node, priority=100, terminating=True)
+        doc["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                        "reason": "PreemptionByScheduler"}]
+        return doc
+
+    def preemptors() -> list[dict[str, Any]]:
+        nominated = pod_doc("p2", "pre", priority=1000)
+        nominated["status"] = {"nominatedNodeName": "n1"}
+        return [group_doc("pre", 2, priority=1000), pod_doc("p1", "pre", priority=1000), nominated]
+
+    ongoing = dump_run([node_doc("n1", 1), node_doc("n2", 1), victim("n1"),
+                        pod_doc("other", node="n2", priority=100), *preemptors()])
+    assert ongoing.evicted() == set()
+    cond = ongoing.state.pods["pod/default/p1"].condition
+    assert cond is not None and cond.cause == "preemption" and cond.detail == "pod/default/victim"
+    elsewhere = dump_run([node_doc("n1", 1), node_doc("n2", 1), victim("n2"),
+                          pod_doc("other", node="n1", priority=100), *preemptors()])
+    assert elsewhere.evicted() == {"other", "victim"}

@@ -43,7 +43,7 @@ from ...state.gangs import PodGroupState
 from ..framework import ExtensionPoint, Status, unresolvable, unschedulable
 from ..queue import NOT_READY
 from .scheduling_gates import SCHEDULING_GATED, gated
-from .workload_preemption import candidates, devices, evict, group_priority, plan, preempts
+from .workload_preemption import candidates, devices, evict, group_priority, ongoing_preemption, plan, preempts
 
 if TYPE_CHECKING:
     from ..cycle import Cycle
@@ -342,6 +342,14 @@ def _preempt(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: li
     """Workload-aware preemption (plugins/workload_preemption.py): evict what the group needs; False when
     no set of lower-priority victims makes room."""
     priority = group_priority(group, pods)
+    ongoing = ongoing_preemption(groups.view, pods, priority)
+    if ongoing is not None:  # upstream: no new victim search while the last one's victims terminate
+        name = group.key.split("/", 1)[1]
+        message = f'pod group "{name}" is waiting for preemption victims to terminate on its nominated nodes'
+        for pod in pods:
+            cycle.pending(pod, "Unschedulable", message, "preemption", ongoing)
+        groups.condition(cycle, group, "False", "Unschedulable", message)
+        return True
     victims = candidates(groups.view, priority, group.key)
 
     def attempt(c: Cycle) -> tuple[int, set[tuple[str, str, str]]] | None:

@@ -64,6 +64,32 @@ def preempts(group: PodGroupState) -> bool:
     return bool(group.spec.get("preemptionPolicy", "PreemptLowerPriority") != "Never")
 
 
+def ongoing_preemption(view: ClusterState, pods: list[PodState], priority: int) -> str | None:
+    """A preemption already under way for the group (podgrouppreemption.go preemptorEligibleToPreemptOthers):
+    a pod of lower (effective: its PodGroup's) priority terminating by preemption (deletionTimestamp and
+    DisruptionTarget) on a node one of the group's pods is nominated to (`status.nominatedNodeName`, as a dump
+    shows it; dralab's own evictions take no time, so only a dump has such a pod). The pod's key, or None."""
+    nominated = {str(n) for p in pods if (n := (p.manifest.get("status") or {}).get("nominatedNodeName"))}
+    if not nominated:
+        return None
+    for key in view.pods_by_phase[RUNNING]:
+        pod = view.pods[key]
+        if pod.node not in nominated or not _terminating_by_preemption(pod.manifest):
+            continue
+        group = view.gang.podgroups.get(view.gang.group_of.get(key, ""))
+        effective = group.priority if group is not None and group.priority is not None else pod.priority
+        if effective < priority:
+            return key
+    return None
+
+
+def _terminating_by_preemption(manifest: dict[str, Any]) -> bool:
+    if not (manifest.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(isinstance(c, dict) and c.get("type") == DISRUPTION_TARGET and c.get("status") == "True"
+               for c in (manifest.get("status") or {}).get("conditions") or [])
+
+
 def candidates(view: ClusterState, priority: int, own_group: str) -> list[Victim]:
     """Running pods of lower priority, as eviction units, least important first."""
     running = view.pods_by_phase[RUNNING]
