@@ -126,19 +126,14 @@ class PodGroupCycle:
 
     def mismatch(self, group: PodGroupState, pods: list[PodState]) -> str | None:
         """validatePodGroup (schedule_one_podgroup.go; TestValidatePodGroup): the group's pods, the ones to
-        schedule and the ones already running, must name one scheduler, and (1.37 beta, KEP-5710) share one
-        priority, the PodGroup's when it has one."""
+        schedule and the ones already running, must name one scheduler, and (1.37 beta, KEP-5710) all have the
+        PodGroup's priority when it has one (every TestValidatePodGroup entry on priorities sets one)."""
         members = [*pods, *self.running_pods(group.key)]
         names = {scheduler_name(p) for p in members}
         if len(names) > 1:  # upstream's message, verbatim
             return "all pods in a single pod group should have the same .spec.schedulerName set"
         priority = group.priority
-        if self.version != "1.37":
-            return None
-        if priority is None:
-            priorities = sorted({p.priority for p in members})
-            if len(priorities) > 1:
-                return f"pods of pod group {group.key} must share one priority; they have {priorities}"
+        if self.version != "1.37" or priority is None:
             return None
         odd = [p.key for p in members if p.priority != priority]
         if odd:
