@@ -6,7 +6,11 @@ would have led to it. The API server's status fields become the events that writ
 a claim's ``status.allocation`` a :class:`~dralab.core.log.events.ClaimAllocated`, its ``reservedFor`` pods
 :class:`~dralab.core.log.events.ClaimReserved`, a pod's ``spec.nodeName`` a
 :class:`~dralab.core.log.events.PodBound`, a finished pod a :class:`~dralab.core.log.events.PodFinished` (so the
-claim controller frees what it still holds, as kube-controller-manager would).
+claim controller frees what it still holds, as kube-controller-manager would). Read under a 1.36/1.37 profile,
+its PodGroups and CompositePodGroups are created before the pods (so a pod's ``spec.schedulingGroup`` puts it in
+its group), and their ``status.conditions`` become the PodGroupConditionSet events of earlier cycles. A pod's
+other status (``nominatedNodeName``, a terminating pod's ``deletionTimestamp`` and DisruptionTarget) stays in its
+manifest for the scheduler to read; a terminating pod still holds its node.
 
 Pods are read as ``dralab audit`` reads them (:func:`dralab.core.analysis.audit_snapshot.is_pending`, a node's Ready
 condition, absent meaning Ready). What cannot be placed in the fold is left out and said in
