@@ -118,7 +118,7 @@ def test_pods_wait_outside_the_queue_until_the_podgroup_and_min_count_exist() ->
     for p in pods_named(missing, "worker"):
         assert p.condition is not None
         assert (p.condition.reason, p.condition.cause) == ("NotReadyForScheduling", "missing")
-        assert p.condition.message == 'waiting for pod group "train" to be created'
+        assert p.condition.message == 'waiting for pods\'s pod group "train" to appear in scheduling queue'
 
 
 def test_a_basic_group_binds_what_fits() -> None:
@@ -363,3 +363,153 @@ def test_the_summary_names_what_keeps_each_group_pending() -> None:
     assert kind == "topology" and "no rack domain fits" in text
     kind, _ = why(run([(arrival(0, member(priority=1), count=4), "train")], [podgroup(priority=5)], duration="5s"))
     assert kind == "priority-mismatch"
+
+
+# ---------------------------------------------------------------- fidelity fixes found by upstream's cases
+# (tests/workload_cases/, played by tests/test_workload_cases_run.py)
+
+
+def dump_run(docs: list[dict[str, Any]]):  # type: ignore[no-untyped-def]
+    """A 1.37 snapshot (manifests as a dump) folded, then the scheduler until it settles (the case runner)."""
+    from test_workload_cases_run import Run
+
+    spec = {"kubernetes": {"version": "1.37", "featureGates": {"GenericWorkload": True, "CompositePodGroup": True},
+                           "runtimeConfig": {V1BETA1: True, "scheduling.k8s.io/v1alpha3": True}}}
+    return Run(spec, docs, "test.yaml")
+
+
+def node_doc(name: str, cpu: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": str(cpu), "memory": "32Gi", "pods": "110"}}}
+
+
+def pod_doc(name: str, group_name: str | None = None, *, node: str | None = None, priority: int = 0,
+            scheduler: str | None = None, terminating: bool = False, start: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"priority": priority, "containers": [
+        {"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}
+    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    status: dict[str, Any] = {}
+    if group_name:
+        spec["schedulingGroup"] = {"podGroupName": group_name}
+    if node:
+        spec["nodeName"] = node
+        status = {"phase": "Running", **({"startTime": start} if start else {})}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    if terminating:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, **({"status": status} if status else {})}
+
+
+def group_doc(name: str, min_count: int | None = None, *, priority: int | None = None, mode: str = "single",
+              conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}},
+                            "disruptionMode": {mode: {}}}
+    if priority is not None:
+        spec["priority"] = priority
+    return {"apiVersion": V1BETA1, "kind": "PodGroup", "metadata": {"name": name, "namespace": "default"},
+            "spec": spec, **({"status": {"conditions": conditions}} if conditions else {})}
+
+
+def test_a_missing_podgroup_and_a_short_composite_tree_wait_with_upstreams_messages() -> None:
+    """gangscheduling.go PreEnqueue: `waiting for pods's pod group %q to appear in scheduling queue` (sic) and
+    `waiting for composite pod group %q tree to meet quorum`."""
+    missing = dump_run([node_doc("n1", 4), pod_doc("p1", "pg")])
+    cond = missing.state.pods["pod/default/p1"].condition
+    assert cond is not None and cond.message == 'waiting for pods\'s pod group "pg" to appear in scheduling queue'
+    arrivals: list[tuple[dict[str, Any], str | None]] = [*replica(0)]
+    short = run(arrivals, [composite("r0", 2), child("r0-leader", 1, "r0")], duration="10s")
+    leader = short.state.pods["pod/default/r0-leader"]
+    assert leader.condition is not None
+    assert leader.condition.message == 'waiting for composite pod group "r0" tree to meet quorum'
+
+
+def test_no_feasible_topology_domain_says_how_many_placements_were_tried() -> None:
+    """schedule_one_podgroup.go: "0/%d placements are available, first placement status: %v"."""
+    groups, nodes = racks(2, 2)
+    result = run([(arrival(0, member(), count=6), "train")], [podgroup(min_count=6, topology="rack")],
+                 groups=groups, nodes=nodes, duration="5s")
+    p = pods_named(result, "worker")[0]
+    assert p.condition is not None
+    assert "0/2 placements are available, first placement status: no rack domain fits" in p.condition.message
+
+
+def test_a_group_whose_pods_name_different_schedulers_is_a_scheduler_error() -> None:
+    """validatePodGroup (TestValidatePodGroup): the pods to schedule and the running ones must name one scheduler,
+    and share one priority; otherwise the group is refused with SchedulerError and nothing binds."""
+    mixed = dump_run([node_doc("n1", 4), group_doc("pg"), pod_doc("p1", "pg"),
+                      pod_doc("p2", "pg", scheduler="other-scheduler")])
+    assert mixed.state.pods["pod/default/p1"].node is None
+    condition = mixed.state.gang.podgroups["default/pg"].conditions["PodGroupInitiallyScheduled"]
+    assert (condition.status, condition.reason) == ("False", "SchedulerError")
+    assert ".spec.schedulerName" in condition.message
+    running = dump_run([node_doc("n1", 4), group_doc("pg", priority=10), pod_doc("p1", "pg", priority=10),
+                        pod_doc("p2", "pg", node="n1", priority=9)])
+    assert running.state.pods["pod/default/p1"].node is None
+    condition = running.state.gang.podgroups["default/pg"].conditions["PodGroupInitiallyScheduled"]
+    assert (condition.status, condition.reason) == ("False", "SchedulerError")
+
+
+def test_pods_of_another_scheduler_and_terminating_members_are_left_alone() -> None:
+    """A group whose pods all name another scheduler is not ours (kube-scheduler's queue never takes it); a
+    member being deleted is dropped from its group's cycle (skipPodGroupPodSchedule)."""
+    other = dump_run([node_doc("n1", 4), group_doc("pg"), pod_doc("p1", "pg", scheduler="sched1"),
+                      pod_doc("p2", "pg", scheduler="sched1")])
+    assert all(p.node is None and p.condition is None for p in other.state.pods.values())
+    assert other.records[1:] == []
+    dropped = dump_run([node_doc("n1", 4), group_doc("pg"), pod_doc("p1", "pg"), pod_doc("p2", "pg", terminating=True)])
+    assert dropped.state.pods["pod/default/p1"].node == "n1"
+    p2 = dropped.state.pods["pod/default/p2"]
+    assert p2.node is None and p2.condition is None
+
+
+def test_victims_are_ranked_as_upstreams_more_important_victim() -> None:
+    """podgrouppreemption.go moreImportantVictim, reversed (least important first): priority; a pod outside any
+    PodGroup before a PodGroup member; single pods the latest started first; groups the smaller first."""
+    from dralab.core.scheduler.plugins.workload_preemption import candidates
+
+    folded = dump_run([node_doc("n1", 8), group_doc("single-pg"), group_doc("whole-pg", 2, mode="all"),
+                       pod_doc("old", node="n1", start="2026-01-01T00:00:00Z"),
+                       pod_doc("new", node="n1", start="2026-01-01T00:00:05Z"),
+                       pod_doc("member", "single-pg", node="n1", start="2026-01-01T00:00:01Z"),
+                       pod_doc("w1", "whole-pg", node="n1", start="2026-01-01T00:00:02Z"),
+                       pod_doc("w2", "whole-pg", node="n1", start="2026-01-01T00:00:03Z"),
+                       pod_doc("low", node="n1", priority=-1, start="2026-01-01T00:00:09Z")])
+    ranked = [[p.key.rsplit("/", 1)[1] for p in v.pods] for v in candidates(folded.state, 1000, "default/x")]
+    assert ranked == [["low"], ["new"], ["old"], ["member"], ["w1", "w2"]]
+
+
+def test_a_dump_brings_its_podgroups_composites_and_their_conditions() -> None:
+    condition = {"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "message": "done",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    folded = dump_run([node_doc("n1", 4), group_doc("pg", conditions=[condition]), pod_doc("p1", "pg", node="n1")])
+    group_state = folded.state.gang.podgroups["default/pg"]
+    assert group_state.conditions["PodGroupInitiallyScheduled"].reason == "Scheduled"
+    assert "status" not in group_state.manifest
+    assert folded.state.gang.group_of["pod/default/p1"] == "default/pg"
+    assert folded.state.pods["pod/default/p1"].node == "n1"
+
+
+def test_a_group_nominated_where_a_victim_still_terminates_waits_without_new_victims() -> None:
+    """preemptorEligibleToPreemptOthers: a lower-priority pod terminating by preemption on a node a member is
+    nominated to means the last preemption is still under way: no new victim search, the group waits. A pod
+    terminating elsewhere, or one of a higher-priority group, does not stop a new search."""
+    def victim(node: str) -> dict[str, Any]:
+        doc = pod_doc("victim", node=node, priority=100, terminating=True)
+        doc["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                        "reason": "PreemptionByScheduler"}]
+        return doc
+
+    def preemptors() -> list[dict[str, Any]]:
+        nominated = pod_doc("p2", "pre", priority=1000)
+        nominated["status"] = {"nominatedNodeName": "n1"}
+        return [group_doc("pre", 2, priority=1000), pod_doc("p1", "pre", priority=1000), nominated]
+
+    ongoing = dump_run([node_doc("n1", 1), node_doc("n2", 1), victim("n1"),
+                        pod_doc("other", node="n2", priority=100), *preemptors()])
+    assert ongoing.evicted() == set()
+    cond = ongoing.state.pods["pod/default/p1"].condition
+    assert cond is not None and cond.cause == "preemption" and cond.detail == "pod/default/victim"
+    elsewhere = dump_run([node_doc("n1", 1), node_doc("n2", 1), victim("n2"),
+                          pod_doc("other", node="n1", priority=100), *preemptors()])
+    assert elsewhere.evicted() == {"other", "victim"}

@@ -6,7 +6,11 @@ would have led to it. The API server's status fields become the events that writ
 a claim's ``status.allocation`` a :class:`~dralab.core.log.events.ClaimAllocated`, its ``reservedFor`` pods
 :class:`~dralab.core.log.events.ClaimReserved`, a pod's ``spec.nodeName`` a
 :class:`~dralab.core.log.events.PodBound`, a finished pod a :class:`~dralab.core.log.events.PodFinished` (so the
-claim controller frees what it still holds, as kube-controller-manager would).
+claim controller frees what it still holds, as kube-controller-manager would). Read under a 1.36/1.37 profile,
+its PodGroups and CompositePodGroups are created before the pods (so a pod's ``spec.schedulingGroup`` puts it in
+its group), and their ``status.conditions`` become the PodGroupConditionSet events of earlier cycles. A pod's
+other status (``nominatedNodeName``, a terminating pod's ``deletionTimestamp`` and DisruptionTarget) stays in its
+manifest for the scheduler to read; a terminating pod still holds its node.
 
 Pods are read as ``dralab audit`` reads them (:func:`dralab.core.analysis.audit_snapshot.is_pending`, a node's Ready
 condition, absent meaning Ready). What cannot be placed in the fold is left out and said in
@@ -28,17 +32,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cluster.pod_claims import POD_CLAIM_ANNOTATION
+from ..dra.api import scheduling_objects
 from ..dra.model import Claim, Inventory
 from ..log.events import (
     AnyEvent,
     ClaimAllocated,
     ClaimReserved,
+    CompositePodGroupCreated,
     DeviceClassCreated,
     NodeCreated,
     NodeReady,
     PodBound,
     PodCreated,
     PodFinished,
+    PodGroupConditionSet,
+    PodGroupCreated,
     Record,
     ResourceClaimCreated,
     ResourceClaimTemplateCreated,
@@ -70,10 +78,14 @@ def _names(manifest: dict[str, Any]) -> tuple[str, str]:
 
 
 def _creation_order(pods: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """Pods by creationTimestamp (RFC 3339 strings sort as times), then namespace/name: the scheduler
-    breaks ties between equal priorities by arrival, and a dump's order is the API server's, by name."""
-    return sorted(pods.items(), key=lambda kv: (str((kv[1].get("metadata") or {}).get("creationTimestamp") or ""),
-                                                kv[0]))
+    """Pods by creationTimestamp (RFC 3339 strings sort as times), else by ``status.startTime``, then
+    namespace/name: the scheduler breaks ties between equal priorities by arrival, preemption between equal
+    victims by start time (upstream's MoreImportantPod: the earlier started is kept), and a dump's order is
+    the API server's, by name."""
+    def when(pod: dict[str, Any]) -> str:
+        return str((pod.get("metadata") or {}).get("creationTimestamp") or (pod.get("status") or {}).get("startTime")
+                   or "")
+    return sorted(pods.items(), key=lambda kv: (when(kv[1]), kv[0]))
 
 
 def _claim_owners(inv: Inventory) -> dict[str, tuple[str, str]]:
@@ -125,6 +137,7 @@ def dump_record(inv: Inventory) -> DumpRecord:
     events: list[AnyEvent] = [DeviceClassCreated(manifest=c.manifest) for c in inv.classes.values()]
     events += [ResourceClaimTemplateCreated(manifest=t) for t in inv.templates.values()]
     events += [WorkloadCreated(manifest=w) for w in (getattr(inv, "workloads", None) or {}).values()]
+    events += _groups(inv)
     events += [ResourceSlicePublished(manifest=s.manifest) for s in inv.slices.values()]
     for name, node in sorted(inv.nodes.items()):
         events.append(NodeCreated(name=name, group="", node=node.manifest, initial=True))
@@ -147,6 +160,25 @@ def dump_record(inv: Inventory) -> DumpRecord:
         events += [ClaimReserved(claim=key, pod=p) for p in rest]
     record = Record(id=f"{SOURCE}/cluster", source=SOURCE, view=-1, t=0, events=tuple(events))
     return DumpRecord(record, tuple(pods.pending), tuple(pods.skipped))
+
+
+def _groups(inv: Inventory) -> list[AnyEvent]:
+    """The dump's 1.36+ CompositePodGroups and PodGroups (read under a profile, in the v1beta1 hub shape) as
+    created, composites first (the levels above), then each one's ``status.conditions`` as the
+    PodGroupConditionSet events that wrote them (KEP-4671: the scheduler patches them; a dump's conditions are
+    the evidence of earlier cycles, e.g. PodGroupInitiallyScheduled=True means the group is past its first
+    placement). A pod's ``spec.schedulingGroup`` puts it in its group when it is created (the fold reads it)."""
+    created: list[AnyEvent] = []
+    conditions: list[AnyEvent] = []
+    for kind, make in (("CompositePodGroup", CompositePodGroupCreated), ("PodGroup", PodGroupCreated)):
+        for key, manifest in scheduling_objects(inv, kind).items():
+            created.append(make(manifest={k: v for k, v in manifest.items() if k != "status"}))
+            for cond in (manifest.get("status") or {}).get("conditions") or []:
+                if isinstance(cond, dict) and cond.get("type"):
+                    conditions.append(PodGroupConditionSet(
+                        group=key, condition=str(cond["type"]), status=str(cond.get("status") or "Unknown"),
+                        reason=str(cond.get("reason") or ""), message=str(cond.get("message") or ""), kind=kind))
+    return created + conditions
 
 
 class _Pods:

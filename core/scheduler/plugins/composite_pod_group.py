@@ -128,7 +128,8 @@ def schedule_composite(cycle: Cycle, groups: PodGroupCycle, root: str, pods: dic
                 ready.setdefault(leaf, []).append(pod)
     if not _admissible(groups, tree, root):
         composite = gang.composites[root]
-        message = f'waiting for enough pod groups of composite pod group "{root.split("/", 1)[1]}" to be ready'
+        # upstream's PreEnqueue message, verbatim (gangscheduling.go preEnqueueWithHierarchies, 1.37)
+        message = f'waiting for composite pod group "{root.split("/", 1)[1]}" tree to meet quorum'
         for members in ready.values():
             for pod in members:
                 cycle.pending(pod, NOT_READY, message, "gang", message)

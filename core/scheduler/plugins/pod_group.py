@@ -43,7 +43,7 @@ from ...state.gangs import PodGroupState
 from ..framework import ExtensionPoint, Status, unresolvable, unschedulable
 from ..queue import NOT_READY
 from .scheduling_gates import SCHEDULING_GATED, gated
-from .workload_preemption import candidates, devices, evict, group_priority, plan, preempts
+from .workload_preemption import candidates, devices, evict, group_priority, ongoing_preemption, plan, preempts
 
 if TYPE_CHECKING:
     from ..cycle import Cycle
@@ -121,7 +121,9 @@ class PodGroupCycle:
         group = self.view.gang.podgroups.get(key)
         name = key.split("/", 1)[1]
         if group is None:
-            return None, unresolvable(f'waiting for pod group "{name}" to be created', "missing", NAME,
+            # upstream's PreEnqueue message, verbatim ("pods's" included): gangscheduling.go, 1.37
+            return None, unresolvable(f'waiting for pods\'s pod group "{name}" to appear in scheduling queue',
+                                      "missing", NAME,
                                       f"PodGroup {key} does not exist")
         needed = group.min_count
         if needed is not None:
@@ -132,15 +134,25 @@ class PodGroupCycle:
         return group, None
 
     def mismatch(self, group: PodGroupState, pods: list[PodState]) -> str | None:
-        """1.37 (beta): the group's pods must all have the PodGroup's priority (KEP-5710)."""
+        """validatePodGroup (schedule_one_podgroup.go; TestValidatePodGroup): the group's pods, the ones to
+        schedule and the ones already running, must name one scheduler, and (1.37 beta, KEP-5710) all have the
+        PodGroup's priority when it has one (every TestValidatePodGroup entry on priorities sets one)."""
+        members = [*pods, *self.running_pods(group.key)]
+        names = {scheduler_name(p) for p in members}
+        if len(names) > 1:  # upstream's message, verbatim
+            return "all pods in a single pod group should have the same .spec.schedulerName set"
         priority = group.priority
         if self.version != "1.37" or priority is None:
             return None
-        odd = [p.key for p in pods if p.priority != priority]
+        odd = [p.key for p in members if p.priority != priority]
         if odd:
             return (f"pods of pod group {group.key} must have its priority {priority}; "
                     f"{len(odd)} do not (e.g. {odd[0]})")
         return None
+
+    def running_pods(self, key: str) -> list[PodState]:
+        running = self.view.pods_by_phase[RUNNING]
+        return [self.view.pods[k] for k in self.view.gang.group_members.get(key, ()) if k in running]
 
     def _index(self, key: str) -> dict[str, tuple[str, ...]]:
         """Label value -> the nodes carrying it (in the view's order), for `key`, once per decision."""
@@ -262,6 +274,18 @@ class PodGroupCycle:
                                                  message=message))
 
 
+DEFAULT_SCHEDULER = "default-scheduler"  # dralab's one scheduler profile
+
+
+def scheduler_name(pod: PodState) -> str:
+    return str((pod.manifest.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER)
+
+
+def terminating(pod: PodState) -> bool:
+    """The pod is being deleted (`metadata.deletionTimestamp`, as a dump shows it)."""
+    return bool((pod.manifest.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def _signature(pod: PodState) -> tuple[Any, ...] | None:
     """Pods with the same signature get the same answer (KEP-5598's homogeneous sub-groups); None for a pod
     with claims, whose answer depends on the devices the others took."""
@@ -306,9 +330,13 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
         for pod in pods:
             cycle.pending(pod, NOT_READY, rejection.message, rejection.cause, rejection.detail)
         return
+    if all(scheduler_name(p) != DEFAULT_SCHEDULER for p in pods) and len({scheduler_name(p) for p in pods}) == 1:
+        return  # pods of another scheduler: kube-scheduler's queue never takes them (not our profile)
     ready: list[PodState] = []
     for pod in pods:
         gate = gated(pod)  # SchedulingGates' PreEnqueue still holds its own pods back
+        if terminating(pod):
+            continue  # skipPodGroupPodSchedule: a member being deleted is dropped from the cycle, left as it is
         if gate is not None:
             cycle.pending(pod, SCHEDULING_GATED, gate.message, gate.cause, gate.detail)
         else:
@@ -342,7 +370,10 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
         reject(cycle, groups, group, ready, trials[0], need, None)
         return
     closest = max(trials, key=lambda t: len(t.placed))
+    # upstream (schedule_one_podgroup.go podGroupSchedulingPlacementAlgorithm): when no placement is feasible the
+    # group's status is "0/<placements> placements are available, first placement status: <why>"
     reject(cycle, groups, group, ready, closest, need,
+            f"0/{len(domains)} placements are available, first placement status: "
             f"no {group.topology_key} domain fits the pod group ({len(domains)} tried; at most "
             f"{len(closest.placed)} of {need} pods fit, in {closest.domain})")
 
@@ -391,6 +422,14 @@ def _preempt(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: li
     """Workload-aware preemption (plugins/workload_preemption.py): evict what the group needs; False when
     no set of lower-priority victims makes room."""
     priority = group_priority(group, pods)
+    ongoing = ongoing_preemption(groups.view, pods, priority)
+    if ongoing is not None:  # upstream: no new victim search while the last one's victims terminate
+        name = group.key.split("/", 1)[1]
+        message = f'pod group "{name}" is waiting for preemption victims to terminate on its nominated nodes'
+        for pod in pods:
+            cycle.pending(pod, "Unschedulable", message, "preemption", ongoing)
+        groups.condition(cycle, group, "False", "Unschedulable", message)
+        return True
     victims = candidates(groups.view, priority, group.key)
 
     def attempt(c: Cycle) -> tuple[int, set[tuple[str, str, str]]] | None:

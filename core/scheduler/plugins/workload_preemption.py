@@ -64,6 +64,32 @@ def preempts(group: PodGroupState) -> bool:
     return bool(group.spec.get("preemptionPolicy", "PreemptLowerPriority") != "Never")
 
 
+def ongoing_preemption(view: ClusterState, pods: list[PodState], priority: int) -> str | None:
+    """A preemption already under way for the group (podgrouppreemption.go preemptorEligibleToPreemptOthers):
+    a pod of lower (effective: its PodGroup's) priority terminating by preemption (deletionTimestamp and
+    DisruptionTarget) on a node one of the group's pods is nominated to (`status.nominatedNodeName`, as a dump
+    shows it; dralab's own evictions take no time, so only a dump has such a pod). The pod's key, or None."""
+    nominated = {str(n) for p in pods if (n := (p.manifest.get("status") or {}).get("nominatedNodeName"))}
+    if not nominated:
+        return None
+    for key in view.pods_by_phase[RUNNING]:
+        pod = view.pods[key]
+        if pod.node not in nominated or not _terminating_by_preemption(pod.manifest):
+            continue
+        group = view.gang.podgroups.get(view.gang.group_of.get(key, ""))
+        effective = group.priority if group is not None and group.priority is not None else pod.priority
+        if effective < priority:
+            return key
+    return None
+
+
+def _terminating_by_preemption(manifest: dict[str, Any]) -> bool:
+    if not (manifest.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(isinstance(c, dict) and c.get("type") == DISRUPTION_TARGET and c.get("status") == "True"
+               for c in (manifest.get("status") or {}).get("conditions") or [])
+
+
 def candidates(view: ClusterState, priority: int, own_group: str) -> list[Victim]:
     """Running pods of lower priority, as eviction units, least important first."""
     running = view.pods_by_phase[RUNNING]
@@ -93,8 +119,23 @@ def candidates(view: ClusterState, priority: int, own_group: str) -> list[Victim
     victims = [u for u in units.values() if u.priority < priority] + singles
     for victim in victims:
         victim.allocations = _own_allocations(view, victim)
-    # least important first: lower priority, single pods before groups, the newest first
-    victims.sort(key=lambda v: (v.priority, v.whole, -max(p.created_offset for p in v.pods)))
+    # Least important first, the reverse of upstream's moreImportantVictim (podgrouppreemption.go): lower
+    # priority; at equal priority a pod outside any PodGroup before a PodGroup unit (upstream's
+    # victim.IsPodGroup: the pod names a scheduling group, whatever its disruptionMode); single pods by start
+    # time, the latest first; PodGroup units by size, the smaller first, then by their earliest start, the
+    # latest first. Start is the binding time; pods bound in one record (a dump, ordered by status.startTime)
+    # keep their order in the fold.
+    order = {key: i for i, key in enumerate(view.pods)} if len(victims) > 1 else {}
+
+    def earliest(v: Victim) -> tuple[int, int, int]:
+        return min((p.bound_t, p.created_offset, order.get(p.key, 0)) for p in v.pods)
+
+    def rank(v: Victim) -> tuple[int, ...]:
+        start = earliest(v)
+        grouped = v.group is not None
+        return (v.priority, grouped, len(v.pods) if grouped else 0, -start[0], -start[1], -start[2])
+
+    victims.sort(key=rank)
     return victims
 
 
