@@ -100,8 +100,11 @@ class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):
 class Arrival(msgspec.Struct, frozen=True, kw_only=True):
     at_ms: int
     count: int
-    pod: dict[str, Any]  # the v1 Pod manifest as loaded (apiVersion/kind/metadata.namespace filled in)
-    run_for_ms: int | None = None
+    # the v1 Pod manifest as loaded (apiVersion/kind/metadata.namespace filled in); empty for a Job arrival
+    pod: dict[str, Any] = msgspec.field(default_factory=dict)
+    run_for_ms: int | None = None  # of each pod (a Job's pods too)
+    # a batch/v1 Job as checked (core/kube/jobs.py), instead of `pod`: its controller makes the pods
+    job: dict[str, Any] | None = None
 
 
 class Scenario(msgspec.Struct, frozen=True, kw_only=True):
