@@ -237,7 +237,7 @@ JOB = "spec.workload[0].job"
         {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u", "controller": True}]),
      f"{JOB}.metadata.ownerReferences", "standalone"),
     (lambda d: d["spec"]["workload"][0].__setitem__("count", 2), "spec.workload[0].count", "parallelism"),
-    (lambda d: d["spec"]["workload"][0].__setitem__("pod", {}), "spec.workload[0]", "exactly one"),
+    (lambda d: d["spec"]["workload"][0].__setitem__("pod", {}), "spec.workload[0].job", "not both"),
     (lambda d: d["spec"]["workload"].append(copy.deepcopy(d["spec"]["workload"][0])),
      "spec.workload[1].job.metadata.name", "unique"),
 ])

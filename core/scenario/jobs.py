@@ -10,6 +10,7 @@ enabled with runtime-config (v1alpha2 in 1.36, v1alpha3 in 1.37: KEP-5547's exam
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ..kube.fields import FieldError, join
@@ -22,9 +23,10 @@ from .dra import check_pod_claims
 __all__ = ["check_job_arrival"]
 
 
-def check_job_arrival(value: object, path: str, profile: Profile, seen: dict[tuple[str, str], str]) -> dict[str, Any]:
-    """The checked Job of the arrival's `job` field at `path`; `seen` (namespace, name) -> path refuses a second
-    Job of a name."""
+def check_job_arrival(value: object, path: str, profile: Profile, seen: dict[tuple[str, str], str]
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The checked Job of the arrival's `job` field at `path`, and its pod template as a pod named after the Job;
+    `seen` (namespace, name) -> path refuses a second Job of a name."""
     job = check_job(value, path, profile)
     meta = job["metadata"]
     name_path = join(path, "metadata.name")
@@ -44,7 +46,7 @@ def check_job_arrival(value: object, path: str, profile: Profile, seen: dict[tup
                                                         "modelled; queue pods instead")
     if profile.enabled(GATE) and profile.version in WRITTEN_VERSION:
         _check_objects(job, path, profile)
-    return job
+    return job, copy.deepcopy(pod)
 
 
 def _check_objects(job: dict[str, Any], path: str, profile: Profile) -> None:

@@ -371,9 +371,11 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
     for i, item in enumerate(expect_list(value, path)):
         a_path = index(path, i)
         m = expect_map(item, a_path)
-        check_fields(m, a_path, _ARRIVAL, required=("at",))
-        if (m.get("pod") is None) == (m.get("job") is None):
-            raise FieldError(a_path, "exactly one of `pod` and `job` must be set")
+        check_fields(m, a_path, _ARRIVAL[:-1] if "pod" in m and "job" not in m else _ARRIVAL, required=("at",))
+        if m.get("pod") is None and m.get("job") is None:
+            raise FieldError(join(a_path, "pod"), "missing required field")
+        if m.get("pod") is not None and m.get("job") is not None:
+            raise FieldError(join(a_path, "job"), "set `pod` or `job`, not both")
         if m.get("job") is not None and m.get("count") is not None:
             raise FieldError(join(a_path, "count"), "a `job` arrival is one Job: its pods are spec.parallelism")
         at_ms = expect_duration(m["at"], join(a_path, "at"))
@@ -387,8 +389,11 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
             if m.get("count") is None
             else expect_int(m["count"], join(a_path, "count"), minimum=1, maximum=MAX_ARRIVAL_COUNT)
         )
-        job = None if m.get("job") is None else check_job_arrival(m["job"], join(a_path, "job"), profile, jobs)
-        pods += count if job is None else job["spec"]["parallelism"]
+        job: dict[str, Any] | None = None
+        if m.get("job") is not None:
+            job, template_pod = check_job_arrival(m["job"], join(a_path, "job"), profile, jobs)
+            count = job["spec"]["parallelism"]
+        pods += count
         if pods > MAX_POD_COUNT:
             raise FieldError(join(a_path, "count"), f"at most {MAX_POD_COUNT} pods in all arrivals, got {pods} "
                                                     "with earlier arrivals")
@@ -396,7 +401,7 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
             None if m.get("runFor") is None else expect_duration(m["runFor"], join(a_path, "runFor"), positive=True)
         )
         if job is not None:
-            arrivals.append(Arrival(at_ms=at_ms, count=1, run_for_ms=run_for, job=job))
+            arrivals.append(Arrival(at_ms=at_ms, count=count, pod=template_pod, run_for_ms=run_for, job=job))
             continue
         raw = m["pod"]
         pod = checked.get(id(raw))

@@ -100,10 +100,11 @@ class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):
 class Arrival(msgspec.Struct, frozen=True, kw_only=True):
     at_ms: int
     count: int
-    # the v1 Pod manifest as loaded (apiVersion/kind/metadata.namespace filled in); empty for a Job arrival
-    pod: dict[str, Any] = msgspec.field(default_factory=dict)
+    # the v1 Pod manifest as loaded (apiVersion/kind/metadata.namespace filled in); of a Job arrival, its pod
+    # template as a pod named after the Job, `count` its parallelism (what its pods ask for; not created as such)
+    pod: dict[str, Any]
     run_for_ms: int | None = None  # of each pod (a Job's pods too)
-    # a batch/v1 Job as checked (core/kube/jobs.py), instead of `pod`: its controller makes the pods
+    # a batch/v1 Job as checked (core/kube/jobs.py): its controller (core/controllers/jobs.py) makes the pods
     job: dict[str, Any] | None = None
 
 
