@@ -249,6 +249,12 @@ def test_bad_jobs_are_refused_with_their_path(edit: Any, path: str, words: str) 
     assert words in error.message, str(error)
 
 
+def test_the_default_backoff_limit_is_accepted() -> None:
+    d = doc()
+    job_of(d)["spec"]["backoffLimit"] = 6
+    assert parse_scenario(d, "x.yaml").workload[0].job is not None
+
+
 def test_cli_exit_status_2_names_the_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = SCENARIO.read_text().replace("completionMode: Indexed", "completionMode: Indexed\n        suspend: true")
     bad = tmp_path / "bad.yaml"

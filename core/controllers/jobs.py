@@ -41,6 +41,7 @@ class JobController:
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         events: list[AnyEvent] = []
+        taken: set[str] = set()  # pod keys this decision gives, besides those in the view
         for job in view.jobs.values():
             if job.pods:
                 continue
@@ -57,8 +58,9 @@ class JobController:
                 prefix = pod_prefix(job.manifest, index)
                 name = prefix + random_suffix(rng)
                 namespace = job.manifest["metadata"]["namespace"]
-                while f"pod/{namespace}/{name}" in view.pods:  # a name taken: generateName draws again
-                    name = prefix + random_suffix(rng)
+                while f"pod/{namespace}/{name}" in view.pods or f"pod/{namespace}/{name}" in taken:
+                    name = prefix + random_suffix(rng)  # a name taken: generateName draws again
+                taken.add(f"pod/{namespace}/{name}")
                 pod = job_pod(job.manifest, index, name, group, self._profile.version)
                 events.append(PodCreated(pod=pod, run_for_ms=job.run_for_ms))
         return Decision(tuple(events))

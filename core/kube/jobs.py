@@ -32,6 +32,7 @@ import random
 import uuid
 from typing import Any
 
+from .defaults import JOB_BACKOFF_LIMIT
 from .fields import (
     FieldError,
     check_fields,
@@ -67,7 +68,7 @@ WRITTEN_VERSION = {"1.36": "scheduling.k8s.io/v1alpha2", "1.37": "scheduling.k8s
 _SPEC = ("parallelism", "completions", "completionMode", "template", "scheduling")
 # Job fields that change what the Job controller does and that dralab does not model: refused, named
 _NOT_MODELLED = {
-    "backoffLimit": "dralab's Job controller stops replacing failed pods after the default 6",
+    "backoffLimit": f"dralab's Job controller stops replacing failed pods after the default {JOB_BACKOFF_LIMIT}",
     "backoffLimitPerIndex": "per-index backoff is not modelled",
     "maxFailedIndexes": "per-index backoff is not modelled",
     "podFailurePolicy": "failure policies are not modelled",
@@ -112,6 +113,8 @@ def check_job(obj: object, path: str, profile: Profile) -> dict[str, Any]:
         expect_str(meta["uid"], join(meta_path, "uid"), nonempty=True)
     spec_path = join(path, "spec")
     spec = expect_map(job["spec"], spec_path)
+    if spec.get("backoffLimit") == JOB_BACKOFF_LIMIT:  # the default, which dralab's replacements follow
+        del spec["backoffLimit"]
     for field, why in _NOT_MODELLED.items():
         if spec.get(field) is not None:
             raise FieldError(join(spec_path, field), f"not modelled by dralab ({why}); remove it")
