@@ -21,12 +21,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.contract import Decision, Trigger
-from ..kube.jobs import job_objects, job_pod, pod_prefix, random_suffix
+from ..kube.jobs import SAFE_ALPHABET, job_objects, job_pod, pod_prefix
 from ..kube.versions import profile_from_config
 from ..log.events import AnyEvent, PodCreated, PodGroupCreated, WorkloadCreated
 from ..state.cluster import ClusterState
 
 __all__ = ["JobController"]
+
+
+def random_suffix(rng: random.Random) -> str:
+    """generateName's five random characters (apimachinery's rand.String), from the decision's seeded source."""
+    return "".join(rng.choice(SAFE_ALPHABET) for _ in range(5))
 
 
 @dataclass

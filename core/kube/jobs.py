@@ -22,14 +22,14 @@ Names (KEP-5547 "Naming Conventions", 1.36 code): Workload `<job>-<hash>` (fnv-3
 apimachinery's SafeEncodeString does), template `<job>-pgt-0`, PodGroup `<workload>-<template>-<hash>` (fnv-32a
 of workload and template names). The 1.37 template name comes from the workloadbuilder library, which the index
 does not have: the 1.36 name is kept (an assumption, said in docs/versions.md). dralab has no UIDs: a Job without
-`metadata.uid` gets a stable one derived from its namespace and name (uuid5), so runs are reproducible.
+`metadata.uid` gets a stable one derived from its namespace and name (a SHA-1 of them shaped as a UUID), so runs
+are reproducible.
 """
 
 from __future__ import annotations
 
 import copy
-import random
-import uuid
+import hashlib
 from typing import Any
 
 from .defaults import JOB_BACKOFF_LIMIT
@@ -50,7 +50,7 @@ from .podgroups import check_scheduling_object
 from .versions import Profile
 
 __all__ = ["JOB_API_VERSION", "JOB_KIND", "JOB_NAME_LABEL", "check_job", "job_objects", "job_pod", "pod_prefix",
-           "random_suffix"]
+           "SAFE_ALPHABET"]
 
 JOB_API_VERSION = "batch/v1"
 JOB_KIND = "Job"
@@ -60,8 +60,7 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # and the legacy `job-name`, bo
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation and (PodIndexLabel, GA) label
 MAX_JOB_NAME = 63  # the name is a label value on the pods: ValidateJob limits it to 63 characters
 MAX_GENERATED_PREFIX = 58  # names.SimpleNameGenerator: 63 - 5 random characters
-_UID_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # uuid.NAMESPACE_URL
-_SAFE = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery/pkg/util/rand alphanums (SafeEncodeString)
+SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery/pkg/util/rand alphanums (generateName, SafeEncodeString)
 # the version of scheduling.k8s.io the release's Job controller writes (1.36: v1alpha2; 1.37: v1alpha3, KEP-6089)
 WRITTEN_VERSION = {"1.36": "scheduling.k8s.io/v1alpha2", "1.37": "scheduling.k8s.io/v1alpha3"}
 
@@ -108,7 +107,7 @@ def check_job(obj: object, path: str, profile: Profile) -> dict[str, Any]:
                          "a parent (JobSet, TrainJob) to that parent (KEP-5547), which dralab does not run")
     meta.pop("ownerReferences", None)
     if meta.get("uid") is None:
-        meta["uid"] = str(uuid.uuid5(_UID_NAMESPACE, f"dralab/job/{meta['namespace']}/{meta['name']}"))
+        meta["uid"] = _uid("job", meta["namespace"], meta["name"])
     else:
         expect_str(meta["uid"], join(meta_path, "uid"), nonempty=True)
     spec_path = join(path, "spec")
@@ -213,7 +212,7 @@ def _safe_hash(*parts: str) -> str:
     for part in parts:
         for byte in part.encode():
             h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return "".join(_SAFE[ord(c) % len(_SAFE)] for c in str(h))
+    return "".join(SAFE_ALPHABET[ord(c) % len(SAFE_ALPHABET)] for c in str(h))
 
 
 def _names(job: dict[str, Any]) -> tuple[str, str, str]:
@@ -292,7 +291,9 @@ def job_objects(job: dict[str, Any], profile: Profile) -> tuple[dict[str, Any], 
 
 
 def _uid(kind: str, namespace: str, name: str) -> str:
-    return str(uuid.uuid5(_UID_NAMESPACE, f"dralab/{kind}/{namespace}/{name}"))
+    """A stable UID for an object dralab names (no clock, no randomness): a UUID-shaped SHA-1 of its identity."""
+    h = hashlib.sha1(f"dralab/{kind}/{namespace}/{name}".encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def pod_prefix(job: dict[str, Any], index: int | None) -> str:
@@ -301,11 +302,6 @@ def pod_prefix(job: dict[str, Any], index: int | None) -> str:
     name = job["metadata"]["name"]
     tail = "-" if index is None else f"-{index}-"
     return f"{name[:MAX_GENERATED_PREFIX - len(tail)]}{tail}"
-
-
-def random_suffix(rng: random.Random) -> str:
-    """generateName's five random characters (apimachinery's rand.String), from a seeded source."""
-    return "".join(rng.choice(_SAFE) for _ in range(5))
 
 
 def job_pod(job: dict[str, Any], index: int | None, name: str, group: dict[str, Any] | None = None,
