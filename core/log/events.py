@@ -54,6 +54,7 @@ from .events_gangs import (
     podgroup_key,
     workload_key,
 )
+from .events_jobs import JobCreated, job_key
 from .events_nodes import (
     DriverSpec,
     NodeCreated,
@@ -96,6 +97,7 @@ __all__ = [
     "Event",
     "FaultApplied",
     "FaultInjected",
+    "JobCreated",
     "LogDecodeError",
     "NodeCreated",
     "NodeDeleted",
@@ -138,6 +140,7 @@ __all__ = [
     "decode_record",
     "encode_record",
     "group_key",
+    "job_key",
     "node_key",
     "pod_key",
     "podgroup_key",
@@ -195,6 +198,7 @@ AnyEvent = (
     | PodGroupCreated
     | PodGroupConditionSet
     | CompositePodGroupCreated
+    | JobCreated
 )
 
 

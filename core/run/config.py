@@ -15,6 +15,7 @@ from ..controllers.chaos import Chaos
 from ..controllers.claims import ClaimController
 from ..controllers.cloud import Cloud
 from ..controllers.drivers import Drivers
+from ..controllers.jobs import JobController
 from ..controllers.kueue_broker import KueueBroker
 from ..controllers.lifecycle import Lifecycle
 from ..engine.contract import Reactor
@@ -37,6 +38,8 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
         **({"broker": broker} if (broker := broker_config(scenario.objects)) is not None else {}),
         # the chaos reactor, when the scenario injects faults (core/controllers/chaos.py)
         **({"chaos": {}} if scenario.faults else {}),
+        # the Job controller, when Jobs arrive (core/controllers/jobs.py): other runs record what they did before
+        **({"jobs": {}} if any(a.job is not None for a in scenario.workload) else {}),
         "scheduler": {
             "score": scenario.scheduler.score,
             "gang_timeout_ms": scenario.scheduler.gang_timeout_ms,
@@ -75,6 +78,8 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
         ClaimController(),
         *([KueueBroker(**config["broker"])] if "broker" in config else []),
         *([Chaos(**config["chaos"])] if "chaos" in config else []),
+        # the Job controller reads its gate (WorkloadWithJob) from the same merged release
+        *([JobController(**config["jobs"], kubernetes=profile_config(merged))] if "jobs" in config else []),
     ]
 
 

@@ -17,6 +17,7 @@ from ..log.events import (
     CompositePodGroupCreated,
     DeviceClassCreated,
     FaultInjected,
+    JobCreated,
     NodeCreated,
     NodeGroupDefined,
     NodeReady,
@@ -129,6 +130,11 @@ def tree_copy(value: Any) -> Any:
 def arrival_records(scenario: Scenario) -> list[Record]:
     records = []
     for n, arrival in enumerate(scenario.workload):
+        if arrival.job is not None:  # a Job: its controller (core/controllers/jobs.py) creates the pods
+            job = JobCreated(manifest=tree_copy(arrival.job),
+                             run_for_ms=-1 if arrival.run_for_ms is None else arrival.run_for_ms)
+            records.append(Record(id=f"{SOURCE}/arrival/{n}", source=SOURCE, view=-1, t=arrival.at_ms, events=(job,)))
+            continue
         pods: list[AnyEvent] = []
         for i in range(arrival.count):
             pod: dict[str, Any] = tree_copy(arrival.pod)

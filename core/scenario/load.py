@@ -42,6 +42,7 @@ from . import gates as gated
 from .cloud import CLOUD_FIELDS, check_cloud
 from .dra import check_objects, check_pod_claims, check_slice_templates, render_slices
 from .faults import check_faults
+from .jobs import check_job_arrival
 from .kubernetes import check_kubernetes
 from .model import (
     API_VERSION,
@@ -118,7 +119,7 @@ _METADATA = ("name", "labels", "annotations")
 _SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects",
          "faults", "kubernetes")
 _GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS)
-_ARRIVAL = ("at", "count", "runFor", "pod")
+_ARRIVAL = ("at", "count", "runFor", "pod", "job")
 
 
 def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags | None) -> Scenario:
@@ -365,11 +366,18 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
     arrivals: list[Arrival] = []
     checked: dict[int, dict[str, Any]] = {}
     names = _Names()
+    jobs: dict[tuple[str, str], str] = {}
     pods = 0
     for i, item in enumerate(expect_list(value, path)):
         a_path = index(path, i)
         m = expect_map(item, a_path)
-        check_fields(m, a_path, _ARRIVAL, required=("at", "pod"))
+        check_fields(m, a_path, _ARRIVAL[:-1] if "pod" in m and "job" not in m else _ARRIVAL, required=("at",))
+        if m.get("pod") is None and m.get("job") is None:
+            raise FieldError(join(a_path, "pod"), "missing required field")
+        if m.get("pod") is not None and m.get("job") is not None:
+            raise FieldError(join(a_path, "job"), "set `pod` or `job`, not both")
+        if m.get("job") is not None and m.get("count") is not None:
+            raise FieldError(join(a_path, "count"), "a `job` arrival is one Job: its pods are spec.parallelism")
         at_ms = expect_duration(m["at"], join(a_path, "at"))
         if at_ms > duration_ms:
             raise FieldError(
@@ -381,6 +389,10 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
             if m.get("count") is None
             else expect_int(m["count"], join(a_path, "count"), minimum=1, maximum=MAX_ARRIVAL_COUNT)
         )
+        job: dict[str, Any] | None = None
+        if m.get("job") is not None:
+            job, template_pod = check_job_arrival(m["job"], join(a_path, "job"), profile, jobs)
+            count = job["spec"]["parallelism"]
         pods += count
         if pods > MAX_POD_COUNT:
             raise FieldError(join(a_path, "count"), f"at most {MAX_POD_COUNT} pods in all arrivals, got {pods} "
@@ -388,6 +400,9 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
         run_for = (
             None if m.get("runFor") is None else expect_duration(m["runFor"], join(a_path, "runFor"), positive=True)
         )
+        if job is not None:
+            arrivals.append(Arrival(at_ms=at_ms, count=count, pod=template_pod, run_for_ms=run_for, job=job))
+            continue
         raw = m["pod"]
         pod = checked.get(id(raw))
         if pod is None:  # a pod reached through several YAML aliases is checked once

@@ -100,8 +100,12 @@ class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):
 class Arrival(msgspec.Struct, frozen=True, kw_only=True):
     at_ms: int
     count: int
-    pod: dict[str, Any]  # the v1 Pod manifest as loaded (apiVersion/kind/metadata.namespace filled in)
-    run_for_ms: int | None = None
+    # the v1 Pod manifest as loaded (apiVersion/kind/metadata.namespace filled in); of a Job arrival, its pod
+    # template as a pod named after the Job, `count` its parallelism (what its pods ask for; not created as such)
+    pod: dict[str, Any]
+    run_for_ms: int | None = None  # of each pod (a Job's pods too)
+    # a batch/v1 Job as checked (core/kube/jobs.py): its controller (core/controllers/jobs.py) makes the pods
+    job: dict[str, Any] | None = None
 
 
 class Scenario(msgspec.Struct, frozen=True, kw_only=True):

@@ -28,6 +28,7 @@ from ..log.events import (
     DeviceClassCreated,
     FaultApplied,
     FaultInjected,
+    JobCreated,
     NodeCreated,
     NodeDeleted,
     NodeGroupDefined,
@@ -57,6 +58,7 @@ from ..log.events import (
 )
 from .groups import NodeGroupState as NodeGroupState  # re-exported: reactors import it from here
 from .indexes import ClusterIndexes
+from .jobs import job_pod_created, on_job_created
 from .objects import FAILED as FAILED
 from .objects import PENDING as PENDING
 from .objects import RUNNING as RUNNING
@@ -120,7 +122,6 @@ class ClusterState(ClusterIndexes):
             for key in event.touched():
                 versions[key] = offset
         return True
-
 
     def _check_gang_bindings(self, offset: int) -> None:
         """No partial gang: a record that binds members of a gang leaves at least minCount of them running."""
@@ -294,6 +295,7 @@ class ClusterState(ClusterIndexes):
         )
         self.pods_by_phase[PENDING][key] = None
         self.gang.pod_created(offset, key, event.pod)
+        job_pod_created(self.jobs, key, event.pod)
         replaced = self.pods.get(replaced_pod(event.pod))
         if replaced is not None:
             replaced.replaced_by = key
@@ -494,4 +496,5 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
     PodUnreserved: ClusterState._on_pod_unreserved,
     FaultInjected: ClusterState._on_fault_injected,
     FaultApplied: ClusterState._on_fault_applied,
+    JobCreated: on_job_created,
 }

@@ -21,6 +21,7 @@ from ..log.events import (
 from .dra import DraState
 from .gangs import GangState
 from .groups import NodeGroupState
+from .jobs import JobState
 from .objects import FAILED, PENDING, RUNNING, SUCCEEDED, FaultState, NodeState, PodState
 from .provreq import ProvisioningState
 
@@ -69,6 +70,7 @@ class ClusterIndexes:
     # scheduler's feasibility cache reads on from where it stopped, rather than look at every node.
     usage_changes: list[str] = field(default_factory=list, compare=False, repr=False)
     _view: int = 0
+    jobs: dict[str, JobState] = field(default_factory=dict)  # batch/v1 Jobs and their pods (jobs.py)
 
     def version(self, key: str) -> int:
         return self.versions.get(key, 0)
