@@ -8,6 +8,7 @@ those back per group and names the one thing in the way, in this order:
 - `min-count`: fewer pods exist than `minCount`: nothing will try the group until its controller makes more;
 - `gated`: its pods carry scheduling gates;
 - `priority-mismatch`: 1.37 refuses a group whose pods' priority differs from its own;
+- `invalid-group`: another check of the group's validation failed (its pods name different schedulers);
 - `preemption`: the group preempted lower-priority pods and waits for them to go;
 - `group-claim`: a claim the whole group shares (KEP-5729) cannot be allocated;
 - `topology`: no value of the group's topology key has room for `minCount` pods (the cluster as a whole may);
@@ -59,9 +60,9 @@ def explain(state: ClusterState, key: str) -> tuple[str, str]:
         return kind, f"{first_not_ready.message} ({first_not_ready.detail})"
     if reasons.get("SchedulingGated"):
         return "gated", f"{reasons['SchedulingGated']} of its pods carry scheduling gates"
-    if reasons.get("SchedulerError"):
+    if reasons.get("SchedulerError"):  # the group's validation (upstream's validatePodGroup)
         message = next(c.message for c in conditions if c.reason == "SchedulerError")
-        return "priority-mismatch", message
+        return ("priority-mismatch" if "priority" in message else "invalid-group"), message
     if causes.get("preemption"):
         message = next(c.message for c in conditions if c.cause == "preemption")
         return "preemption", message

@@ -21,7 +21,9 @@ podMaxInUnschedulablePodsDuration (5 min, flushUnschedulablePodsLeftover) plus i
 room for a retry after a flush and a busy scheduler. A pod that fits for longer was forgotten.
 
 Skipped: pods with scheduling gates (nobody may schedule them), gang members (a gang is placed all
-together at Permit: fitting one member says nothing) and pods waiting at Permit.
+together at Permit: fitting one member says nothing), pods of 1.36+ PodGroups (a group is placed in one
+cycle, all or nothing, and in one topology domain: fitting one pod says nothing either) and pods waiting at
+Permit.
 
 Cost: one scheduling pass per sample, bounded by pending pods x nodes (the scheduler's own caches make
 it cheaper), and at most `2 * duration / (bound / 4) + 1` samples: linear in the log's length for a
@@ -93,6 +95,7 @@ class Liveness:
         """The pending pods a scheduling pass on `state` would bind, ignoring queue and backoff."""
         pending = [p for p in state.pending_pods()
                    if p.key not in state.gang.refs and p.key not in state.gang.reservations
+                   and p.key not in state.gang.group_of  # a PodGroup's pods are placed together, or not at all
                    and not p.manifest.get("spec", {}).get("schedulingGates")]
         if not pending or not state.nodes:
             return []
