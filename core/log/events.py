@@ -48,6 +48,7 @@ from .events_gangs import (
     CompositePodGroupCreated,
     PodGroupConditionSet,
     PodGroupCreated,
+    PodNominated,
     PodReserved,
     PodUnreserved,
     WorkloadCreated,
@@ -113,6 +114,7 @@ __all__ = [
     "CompositePodGroupCreated",
     "PodGroupConditionSet",
     "PodGroupCreated",
+    "PodNominated",
     "PodReserved",
     "PodTemplateCreated",
     "PodUngated",
@@ -199,6 +201,7 @@ AnyEvent = (
     | PodGroupConditionSet
     | CompositePodGroupCreated
     | JobCreated
+    | PodNominated
 )
 
 

@@ -99,3 +99,16 @@ class CompositePodGroupCreated(Event, tag="CompositePodGroupCreated", frozen=Tru
     def touched(self) -> tuple[str, ...]:
         namespace, name = _meta(self.manifest)
         return (f"compositepodgroup/{namespace}/{name}",)
+
+
+class PodNominated(Event, tag="PodNominated", frozen=True):
+    """The scheduler sets (or, with `node` empty, clears) a pod's status.nominatedNodeName: where a PodGroup that
+    preempted expects its pods to go once the victims are gone (KEP-5710; KEP-5278). Until the pod binds or the
+    nomination is cleared, the scheduler keeps that room for it: pods of lower priority do not take it."""
+
+    pod: str
+    node: str = ""
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.pod, node_key(self.node)) if self.node else (self.pod,)
+

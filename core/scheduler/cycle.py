@@ -70,7 +70,8 @@ class Cycle:
     """One decision's scratch state: the assume cache (resources and devices taken by the bindings
     made earlier in this decision) and the events so far."""
 
-    def __init__(self, view: ClusterState, rng: random.Random, held: list[Reservation] | None = None) -> None:
+    def __init__(self, view: ClusterState, rng: random.Random, held: list[Reservation] | None = None,
+                 nominated: dict[str, str] | None = None) -> None:
         self.view = view
         self.rng = rng
         self.used = Used(view)
@@ -96,6 +97,14 @@ class Cycle:
         for reservation in held or ():
             self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
             self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())
+        # pending pods' nominatedNodeName (a PodGroup that preempted): the room is kept for them (upstream's
+        # Filter counts nominated pods of higher or equal priority on the node) until their own group's cycle
+        self.nominated: dict[str, str] = {}
+        for key, node in (nominated or {}).items():
+            pod = view.pods.get(key)
+            if pod is not None and pod.node is None and node in view.nodes:
+                self._take(pod, node, {})
+                self.nominated[key] = node
 
     @property
     def allocated(self) -> AllocatedState:
@@ -201,6 +210,17 @@ class Cycle:
                 current = self.used.own_map().get(node)
                 sp.own[node] = dict(current) if current is not None else None
         return self.used.own(node)
+
+    def release_nomination(self, pod: PodState) -> None:
+        """The pod's own cycle: the room kept for its nomination is its to take again (not anyone else's)."""
+        node = self.nominated.pop(pod.key, None)
+        if node is None:
+            return
+        node_used = self._writable(node)
+        self.changed.append(node)
+        for resource, amount in pod.requests.items():
+            node_used[resource] = node_used.get(resource, 0) - amount
+        node_used["pods"] = node_used.get("pods", 0) - 1
 
     def remove(self, pod: PodState, allocations: list[dict[str, Any]]) -> None:
         """Take a running pod off its node in this decision (a preemption victim, while preemption weighs

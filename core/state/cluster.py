@@ -42,6 +42,7 @@ from ..log.events import (
     PodFinished,
     PodGroupConditionSet,
     PodGroupCreated,
+    PodNominated,
     PodReserved,
     PodUngated,
     PodUnreserved,
@@ -248,10 +249,8 @@ class ClusterState(ClusterIndexes):
     def _on_workload_created(self, offset: int, t: int, event: WorkloadCreated) -> None:
         self.gang.workload_created(event)
 
-    def _on_group_event(self, offset: int, t: int,
-                        event: PodGroupCreated | CompositePodGroupCreated | PodGroupConditionSet) -> None:
-        anomaly = self.gang.apply_group_event(offset, t, event)
-        if anomaly is not None:
+    def _on_group_event(self, offset: int, t: int, event: Any) -> None:  # PodGroups, composites, nominations
+        if (anomaly := self.gang.apply_group_event(offset, t, event)) is not None:
             self.anomalies.append(f"offset {offset}: {anomaly}")
 
     def _on_pod_reserved(self, offset: int, t: int, event: PodReserved) -> None:
@@ -311,7 +310,7 @@ class ClusterState(ClusterIndexes):
             return
         if not node.ready:
             self.unready_bindings.append(f"pod {pod.key} bound to {node.name} before it was Ready")
-        reservation = self.gang.reservations.pop(pod.key, None)
+        reservation = self.gang.pod_bound(pod.key)
         if reservation is not None:
             self._unhold(reservation.node, reservation.requests)
             self.touched_allocations = True
@@ -491,6 +490,7 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
     WorkloadCreated: ClusterState._on_workload_created,
     PodGroupCreated: ClusterState._on_group_event,
     PodGroupConditionSet: ClusterState._on_group_event,
+    PodNominated: ClusterState._on_group_event,
     CompositePodGroupCreated: ClusterState._on_group_event,
     PodReserved: ClusterState._on_pod_reserved,
     PodUnreserved: ClusterState._on_pod_unreserved,

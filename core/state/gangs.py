@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kube.workloads import GangRef, gang_ref, group_policy, min_count
-from ..log.events import CompositePodGroupCreated, PodGroupConditionSet, PodGroupCreated, PodReserved, WorkloadCreated
+from ..log.events import (
+    CompositePodGroupCreated,
+    PodGroupConditionSet,
+    PodGroupCreated,
+    PodNominated,
+    PodReserved,
+    WorkloadCreated,
+)
 
 
 @dataclass(frozen=True)
@@ -111,14 +118,22 @@ class GangState:
     group_members: dict[str, dict[str, None]] = field(default_factory=dict)
     group_offset: dict[str, int] = field(default_factory=dict)
     composites: dict[str, PodGroupState] = field(default_factory=dict)  # CompositePodGroups (KEP-6012)
+    nominated: dict[str, str] = field(default_factory=dict)  # pending pod -> its status.nominatedNodeName
 
     def workload_created(self, event: WorkloadCreated) -> None:
         meta = event.manifest.get("metadata") or {}
         self.workloads[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = event.manifest
 
     def apply_group_event(self, offset: int, t: int,
-                          event: PodGroupCreated | CompositePodGroupCreated | PodGroupConditionSet) -> str | None:
+                          event: PodGroupCreated | CompositePodGroupCreated | PodGroupConditionSet | PodNominated
+                          ) -> str | None:
         """Fold a PodGroup or CompositePodGroup event; the anomaly, if it makes no sense (None: applied)."""
+        if isinstance(event, PodNominated):
+            if event.node:
+                self.nominated[event.pod] = event.node
+            else:
+                self.nominated.pop(event.pod, None)
+            return None
         if isinstance(event, PodGroupConditionSet):
             group = (self.podgroups if event.kind == "PodGroup" else self.composites).get(event.group)
             if group is None:
@@ -159,6 +174,11 @@ class GangState:
         workload = self.workloads.get(ref.workload_key)
         policy = group_policy(workload, ref.pod_group) if workload is not None else None
         return min_count(policy) if policy is not None else None
+
+    def pod_bound(self, pod: str) -> Reservation | None:
+        """A pod is bound: its nomination is done with, and its reservation (if it waited at Permit) returned."""
+        self.nominated.pop(pod, None)
+        return self.reservations.pop(pod, None)
 
     def reserve(self, event: PodReserved, requests: dict[str, int]) -> None:
         ref = self.refs.get(event.pod)

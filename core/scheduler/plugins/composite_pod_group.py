@@ -126,6 +126,7 @@ def schedule_composite(cycle: Cycle, groups: PodGroupCycle, root: str, pods: dic
                 cycle.pending(pod, SCHEDULING_GATED, gate.message, gate.cause, gate.detail)
             else:
                 ready.setdefault(leaf, []).append(pod)
+                cycle.release_nomination(pod)
     if not _admissible(groups, tree, root):
         composite = gang.composites[root]
         # upstream's PreEnqueue message, verbatim (gangscheduling.go preEnqueueWithHierarchies, 1.37)

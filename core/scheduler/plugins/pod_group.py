@@ -35,15 +35,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ...log.events import PodGroupConditionSet
+from ...log.events import PodGroupConditionSet, PodNominated
 from ...state.cluster import RUNNING, ClusterState, PodState
 from ...state.gangs import PodGroupState
 from ..framework import ExtensionPoint, Status, unresolvable, unschedulable
 from ..queue import NOT_READY
 from .scheduling_gates import SCHEDULING_GATED, gated
-from .workload_preemption import candidates, devices, evict, group_priority, ongoing_preemption, plan, preempts
+from .workload_preemption import devices, preempt, preempts
 
 if TYPE_CHECKING:
     from ..cycle import Cycle
@@ -343,6 +344,8 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
             ready.append(pod)
     if not ready:
         return
+    for pod in ready:  # the room kept for its pods' nominations is theirs in this cycle
+        cycle.release_nomination(pod)
     error = groups.mismatch(group, ready)
     if error is not None:
         for pod in ready:
@@ -364,7 +367,10 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
         accept(cycle, groups, group, ready, best, running)
         return
     cycle.rollback(sp)
-    if groups.preemption and preempts(group) and _preempt(cycle, groups, group, ready, place, domains, need):
+    if groups.preemption and preempts(group) and preempt(
+            cycle, groups.view, group, ready, partial(_placement, groups=groups, group=group, pods=ready, place=place,
+                                                      domains=domains, need=need),
+            lambda message: groups.condition(cycle, group, "False", "Unschedulable", message)):
         return
     if domains == [None]:
         reject(cycle, groups, group, ready, trials[0], need, None)
@@ -417,39 +423,15 @@ def choose(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list
     return again, trials
 
 
-def _preempt(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], place: Place,
-             domains: list[str | None], need: int) -> bool:
-    """Workload-aware preemption (plugins/workload_preemption.py): evict what the group needs; False when
-    no set of lower-priority victims makes room."""
-    priority = group_priority(group, pods)
-    ongoing = ongoing_preemption(groups.view, pods, priority)
-    if ongoing is not None:  # upstream: no new victim search while the last one's victims terminate
-        name = group.key.split("/", 1)[1]
-        message = f'pod group "{name}" is waiting for preemption victims to terminate on its nominated nodes'
-        for pod in pods:
-            cycle.pending(pod, "Unschedulable", message, "preemption", ongoing)
-        groups.condition(cycle, group, "False", "Unschedulable", message)
-        return True
-    victims = candidates(groups.view, priority, group.key)
-
-    def attempt(c: Cycle) -> tuple[int, set[tuple[str, str, str]]] | None:
-        best, _ = choose(c, groups, group, pods, place, domains, need)
-        if best is None:
-            return None
-        return len(best.placed), {d for p in best.placed for a in p.allocations.values() for d in devices(a)}
-
-    evicted = plan(cycle, victims, attempt)
-    if not evicted:
-        return False
-    evict(cycle, evicted, group.key)
-    count = sum(len(v.pods) for v in evicted)
-    name = group.key.split("/", 1)[1]
-    message = f'pod group "{name}" is waiting for {count} preemption victims to terminate'
-    detail = ", ".join(p.key for v in evicted for p in v.pods)
-    for pod in pods:
-        cycle.pending(pod, "Unschedulable", message, "preemption", detail)
-    groups.condition(cycle, group, "False", "Unschedulable", message)
-    return True
+def _placement(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list[PodState], place: Place,
+               domains: list[str | None], need: int) -> tuple[dict[str, str], set[tuple[str, str, str]]] | None:
+    """The group algorithm's best placement on the cycle as it is (preemption's what-if): pod -> node, and the
+    devices it took; None when the group does not fit."""
+    best, _ = choose(cycle, groups, group, pods, place, domains, need)
+    if best is None:
+        return None
+    return ({p.pod.key: p.node for p in best.placed},
+            {d for p in best.placed for a in p.allocations.values() for d in devices(a)})
 
 
 SCHEDULER_ERROR = "SchedulerError"
@@ -491,4 +473,6 @@ def reject(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list
         else:  # it fit, but the group did not: the group's reason, with the cause of what blocked it
             cause = first.cause if first is not None and first.cause != "gang" else "gang"
             cycle.pending(pod, "Unschedulable", message, cause, why)
+    # a failed group cycle clears every nominatedNodeName an earlier attempt set (KEP-4671 "Failure Handling")
+    cycle.events.extend(PodNominated(pod=pod.key) for pod in pods if pod.key in groups.view.gang.nominated)
     groups.condition(cycle, group, "False", "Unschedulable", message)

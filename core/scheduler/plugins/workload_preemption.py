@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...log.events import AnyEvent, PodEvicted, PodGroupConditionSet
+from ...log.events import AnyEvent, PodEvicted, PodGroupConditionSet, PodNominated
 from ...state.cluster import RUNNING, ClusterState, PodState
 from ...state.gangs import PodGroupState
 from ..framework import ExtensionPoint
@@ -222,3 +222,47 @@ def plan(cycle: Cycle, victims: list[Victim], attempt: Attempt) -> list[Victim] 
         return reprieve(cycle, victims, placed[1])
     finally:
         cycle.rollback(sp)
+
+
+# The group algorithm on the cycle as it is: (pod -> node, devices taken) of its best placement, or None.
+Placement = Callable[["Cycle"], "tuple[dict[str, str], set[tuple[str, str, str]]] | None"]
+
+
+def preempt(cycle: Cycle, view: ClusterState, group: PodGroupState, pods: list[PodState], placement: Placement,
+            mark: Callable[[str], None]) -> bool:
+    """PodGroupPostFilter: evict what the group needs and nominate its pods where they will go; False when no
+    set of lower-priority victims makes room. `mark` writes the group's Unschedulable condition."""
+    name = group.key.split("/", 1)[1]
+    priority = group_priority(group, pods)
+    ongoing = ongoing_preemption(view, pods, priority)
+    if ongoing is not None:  # upstream: no new victim search while the last one's victims terminate
+        message = f'pod group "{name}" is waiting for preemption victims to terminate on its nominated nodes'
+        for pod in pods:
+            cycle.pending(pod, "Unschedulable", message, "preemption", ongoing)
+        mark(message)
+        return True
+    where: dict[str, str] = {}  # the placement found with the victims gone: pod -> node
+
+    def attempt(c: Cycle) -> tuple[int, set[tuple[str, str, str]]] | None:
+        found = placement(c)
+        if found is None:
+            return None
+        where.clear()
+        where.update(found[0])
+        return len(found[0]), found[1]
+
+    evicted = plan(cycle, candidates(view, priority, group.key), attempt)
+    if not evicted:
+        return False
+    evict(cycle, evicted, group.key)
+    # status.nominatedNodeName: the room stays theirs while the victims go (KEP-5710, KEP-5278)
+    cycle.events.extend(PodNominated(pod=key, node=node) for key, node in where.items()
+                        if view.gang.nominated.get(key) != node)
+    count = sum(len(v.pods) for v in evicted)
+    message = f'pod group "{name}" is waiting for {count} preemption victims to terminate'
+    detail = ", ".join(p.key for v in evicted for p in v.pods)
+    for pod in pods:
+        cycle.pending(pod, "Unschedulable", message, "preemption", detail)
+    mark(message)
+    return True
+

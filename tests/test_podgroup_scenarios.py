@@ -1,0 +1,79 @@
+"""Each PodGroup scenario in scenarios/ tells the story its header says, checked here on the log (and the log
+verifies): workload-aware preemption with nominated nodes, the wrong-shape topology story per autoscaler
+policy, and the minCount story per policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+
+from dralab.core.log.events import PodBound, PodEvicted, PodNominated, ScaleUpRequested, decode_record
+from dralab.core.scenario.load import Policy, load_scenario, parse_scenario
+from dralab.replay.logs.logfile import LogFile
+from dralab.replay.simulation.sim import simulate
+from dralab.replay.simulation.verify import verify
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def run(scenario: Any, seed: int = 3):  # type: ignore[no-untyped-def]
+    result = simulate(scenario, seed)
+    assert result.violations == []
+    checked = verify(LogFile("x", {}, result.entries))
+    assert checked.ok, checked.divergence and checked.divergence.render()
+    return result
+
+
+def events(result, kind):  # type: ignore[no-untyped-def]
+    return [(decode_record(p, o).t, e) for o, p in result.entries for e in decode_record(p, o).events
+            if isinstance(e, kind)]
+
+
+def test_preemption_evicts_the_batch_gang_whole_and_keeps_the_room_for_the_trainers() -> None:
+    result = run(load_scenario(str(SCENARIOS / "podgroup-preemption.yaml")))
+    evicted = events(result, PodEvicted)
+    assert len(evicted) == 4 and {t for t, _ in evicted} == {300_000}  # once, all four: disruptionMode all
+    nominated = events(result, PodNominated)
+    assert len(nominated) == 2 and len({e.node for _, e in nominated}) == 1
+    trainers = [(t, e) for t, e in events(result, PodBound) if "train" in e.pod]
+    assert [t for t, _ in trainers] == [301_000, 301_000]
+    assert {e.node for _, e in trainers} == {nominated[0][1].node}  # where they were nominated
+    # the batch Job's replacements never took the trainers' room (nominatedNodeName), and wait: 4 of minCount 4
+    # do not fit on the one free node
+    batch = result.state.gang.podgroups["default/batch"]
+    assert batch.conditions["DisruptionTarget"].reason == "PreemptionByScheduler"
+    pending = [p for p in result.state.pending_pods() if "batch" in p.key]
+    assert len(pending) == 4
+
+
+def test_with_disruption_mode_single_only_the_needed_victims_go() -> None:
+    doc = yaml.safe_load((SCENARIOS / "podgroup-preemption.yaml").read_text())
+    doc["spec"]["objects"][2]["spec"]["disruptionMode"] = {"single": {}}
+    result = run(parse_scenario(doc, "single.yaml"))
+    assert len(events(result, PodEvicted)) == 2
+    assert len([p for p in result.state.pods.values() if "batch" in p.key and p.node and p.phase == "Running"]) == 2
+
+
+@pytest.mark.parametrize(("policy", "scale_ups", "bound"), [("count", 0, 0), ("dra", 0, 0), ("atomic", 1, 6)])
+def test_nvlink_domain_story_per_policy(policy: str, scale_ups: int, bound: int) -> None:
+    base = load_scenario(str(SCENARIOS / "podgroup-nvlink-domain.yaml"))
+    result = run(msgspec.structs.replace(base, policy=Policy(autoscaler=policy)))  # type: ignore[arg-type]
+    assert len(events(result, ScaleUpRequested)) == scale_ups
+    bound_pods = events(result, PodBound)
+    assert len(bound_pods) == bound
+    if bound:
+        labels = {result.state.nodes[e.node].manifest["metadata"]["labels"]["nvidia.com/gpu.clique"]
+                  for _, e in bound_pods}
+        assert len(labels) == 1 and len({t for t, _ in bound_pods}) == 1  # one clique, one record
+
+
+@pytest.mark.parametrize(("policy", "scale_ups"), [("count", 1), ("dra", 1), ("atomic", 0)])
+def test_min_count_story_per_policy(policy: str, scale_ups: int) -> None:
+    base = load_scenario(str(SCENARIOS / "podgroup-min-count.yaml"))
+    result = run(msgspec.structs.replace(base, policy=Policy(autoscaler=policy)))  # type: ignore[arg-type]
+    assert len(events(result, ScaleUpRequested)) == scale_ups
+    assert events(result, PodBound) == []  # never six at once: the gang needs a bigger quota, not a node
