@@ -86,3 +86,27 @@ def test_composite_tree_binds_whole_or_not_at_all() -> None:
     assert [e.delta for _, e in events(result, ScaleUpRequested)] == [3]
     root = result.state.gang.composites["default/serve"].conditions["CompositePodGroupInitiallyScheduled"]
     assert root.status == "True" and root.t == 70_000  # False at 0s (one replica of minGroupCount 2 fit), True since
+
+
+def test_a_shared_group_claim_is_made_once_pins_the_group_and_is_freed_with_it() -> None:
+    from dralab.core.log.events import ClaimAllocated, ClaimReleased, ResourceClaimCreated
+
+    result = run(load_scenario(str(SCENARIOS / "podgroup-shared-claim.yaml")))
+    group_claims = [e for _, e in events(result, ResourceClaimCreated) if e.pod.startswith("podgroup/")]
+    assert len(group_claims) == 1 and group_claims[0].pod == "podgroup/default/allreduce"
+    name = group_claims[0].manifest["metadata"]["name"]
+    nic = [e for _, e in events(result, ClaimAllocated) if e.claim.endswith(name)]
+    assert len(nic) == 1 and nic[0].pod == "podgroup/default/allreduce"
+    bound = events(result, PodBound)
+    assert len(bound) == 4 and len({e.node for _, e in bound}) == 1  # all where the NIC is
+    released = [(t, e) for t, e in events(result, ClaimReleased) if e.pod == "podgroup/default/allreduce"]
+    assert len(released) == 1 and released[0][1].deallocate and released[0][0] >= 600_000
+
+
+def test_five_workers_never_fit_next_to_one_nic_and_dra_adds_a_node_that_cannot_help() -> None:
+    doc = yaml.safe_load((SCENARIOS / "podgroup-shared-claim.yaml").read_text())
+    doc["spec"]["workload"][0]["count"] = 5
+    doc["spec"]["objects"][4]["spec"]["schedulingPolicy"] = {"gang": {"minCount": 5}}
+    result = run(parse_scenario(doc, "five.yaml"))
+    assert events(result, PodBound) == []
+    assert len(events(result, ScaleUpRequested)) >= 1
