@@ -110,3 +110,18 @@ def test_five_workers_never_fit_next_to_one_nic_and_dra_adds_a_node_that_cannot_
     result = run(parse_scenario(doc, "five.yaml"))
     assert events(result, PodBound) == []
     assert len(events(result, ScaleUpRequested)) >= 1
+
+
+@pytest.mark.parametrize(("policy", "free"), [("dra", 16.0), ("atomic", 3.2)])
+def test_the_metrics_count_the_gpus_free_while_a_group_waits_rejected(policy: str, free: float) -> None:
+    """gpu_hours_idle says 0 while the group waits in the wrong-shape story (each pod alone could use the free
+    GPUs); the GPUs free while the group waits rejected are the story's cost: all 16 paid GPU-hours under `dra`,
+    under `atomic` only the 32 free GPUs of the six minutes until the new trays are Ready."""
+    from dralab.core.analysis.metrics import metrics_from_entries
+
+    base = load_scenario(str(SCENARIOS / "podgroup-nvlink-domain.yaml"))
+    result = run(msgspec.structs.replace(base, policy=Policy(autoscaler=policy)))  # type: ignore[arg-type]
+    metrics = metrics_from_entries(result.entries, base.duration_ms)
+    if policy == "dra":
+        assert metrics.gpu_hours_idle == 0.0
+    assert metrics.gpu_hours_free_while_groups_wait == pytest.approx(free, abs=0.1)

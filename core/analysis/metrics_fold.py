@@ -75,6 +75,7 @@ class MetricsFold:
         self.demand: dict[str, int] = {}
         self.by_demand: Counter[int] = Counter()  # demand > 0 only
         self.final_demand: dict[str, int] = {}  # pending pods whose demand cannot change any more
+        self.group_rejected: set[str] = set()  # pending pods whose PodGroup's cycle rejected the group (1.36+)
         # accumulators, in unit-milliseconds
         self.acc_pending: Counter[str] = Counter()
         self.acc_node_ms = 0
@@ -83,6 +84,7 @@ class MetricsFold:
         self.acc_used_ms = 0
         self.acc_idle_ms = 0.0
         self.acc_held_ms = 0
+        self.acc_group_free_ms = 0
         self.acc_used_share_ms = 0.0
         self.acc_frag = 0.0
         self.acc_frag_ms = 0
@@ -157,6 +159,8 @@ class MetricsFold:
         self.acc_unready_ms += self.unready_gpus * dt
         self.acc_idle_ms += (self._idle_unused() + self.ready_held) * dt
         self.acc_held_ms += self.ready_held * dt
+        if self.group_rejected:  # a PodGroup waits, rejected whole: every free GPU waits with it
+            self.acc_group_free_ms += sum(f * n for f, n in self.free_hist.items() if n) * dt
         if self.by_demand:  # fragmentation: the share of free GPUs no pending pod can use, while pods wait
             free = sum(f * n for f, n in self.free_hist.items() if n)
             if free > 0:
@@ -316,6 +320,12 @@ class MetricsFold:
             if cause is not None:
                 self.cause[key] = cause
                 self.by_cause[cause] += 1
+        condition = pod.condition if pod is not None and pending else None
+        if (condition is not None and condition.reason == "Unschedulable" and key in self.state.gang.group_of
+                and condition.message.startswith('pod group "') and condition.cause != "preemption"):
+            self.group_rejected.add(key)
+        else:
+            self.group_rejected.discard(key)
         demand = 0
         if pod is not None and pending and not pod.manifest.get("spec", {}).get("schedulingGates"):
             cached = self.final_demand.get(key)
@@ -460,4 +470,5 @@ class MetricsFold:
             nodes_never_used=sum(1 for i, (group, initial, _) in enumerate(self.creations)
                                  if group and not initial and i not in self.bound_creations),
             nodes_added={name: g.created - g.initial for name, g in sorted(state.node_groups.items())},
+            gpu_hours_free_while_groups_wait=self.acc_group_free_ms / hours,
         )

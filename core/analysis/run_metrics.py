@@ -42,6 +42,9 @@ class RunMetrics:
     scale_ups_without_pod: int = 0
     nodes_never_used: int = 0
     nodes_added: dict[str, int] = field(default_factory=dict)
+    # free GPUs of Ready nodes while a rejected PodGroup waits (1.36+): the wrong-shape cost gpu_hours_idle does
+    # not count (each of the group's pods could use those GPUs alone; the group cannot)
+    gpu_hours_free_while_groups_wait: float = 0.0
 
     def contract(self) -> dict[str, Any]:
         """The four top-level summary keys (a contract: these names, numbers rounded to 3 decimals)."""
@@ -71,6 +74,8 @@ class RunMetrics:
                                      "series": self.gpu_allocation_ratio_series},
             "scale_ups": self.scale_ups,
             "nodes_never_used": self.nodes_never_used,
+            **({"gpu_hours_free_while_groups_wait": round(self.gpu_hours_free_while_groups_wait, 3)}
+               if self.gpu_hours_free_while_groups_wait else {}),
         }
 
 

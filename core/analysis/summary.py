@@ -104,6 +104,8 @@ def _metric_lines(summary: dict[str, Any]) -> list[str]:
     gpus = (f"GPUs       {summary['gpu_hours_paid']:.1f} GPU-h paid, {summary['gpu_hours_idle']:.1f} idle, "
             f"{details.get('gpu_hours_unready', 0.0):.1f} not ready"
             + (f", {ratio:.0%} allocated" if ratio is not None else "")
+            + (f", {details['gpu_hours_free_while_groups_wait']:.1f} free while pod groups wait rejected"
+               if details.get("gpu_hours_free_while_groups_wait") else "")
             + (f"; {n} scale-up{'' if n == 1 else 's'} brought no pod" if n else ""))
     waited = summary["pending_pod_seconds_by_reason"]
     total = sum(waited.values())
