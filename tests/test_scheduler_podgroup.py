@@ -513,3 +513,20 @@ def test_a_group_nominated_where_a_victim_still_terminates_waits_without_new_vic
     elsewhere = dump_run([node_doc("n1", 1), node_doc("n2", 1), victim("n2"),
                           pod_doc("other", node="n1", priority=100), *preemptors()])
     assert elsewhere.evicted() == {"other", "victim"}
+
+
+def test_a_pod_for_another_scheduler_is_left_alone() -> None:
+    """kube-scheduler schedules only the pods of its profiles (`spec.schedulerName`, default `default-scheduler`):
+    a pod for another scheduler stays pending, untouched (no PodScheduled condition), and the autoscaler, which
+    acts on Unschedulable pods only, adds nothing for it."""
+    other = member("volcano-job")
+    other["spec"]["schedulerName"] = "volcano"
+    result = run([(arrival(0, other, run_for="5m"), None), (arrival(0, member("mine"), run_for="5m"), None)], [],
+                 duration="1m")
+    bound = [e.pod for _, _, e in events_of(result, PodBound)]
+    assert bound == ["pod/default/mine"]
+    pod = result.state.pods["pod/default/volcano-job"]
+    assert pod.node is None and (pod.condition is None or pod.condition.reason == "")
+    from dralab.core.analysis.summary import summarize
+
+    assert summarize(result.state, [])["pods"]["pending_by_reason"] == {"other-scheduler": 1}

@@ -20,10 +20,15 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def pending_cause(state: ClusterState, pod: PodState) -> str:
     """dralab's pending reason of a pod: `gang` while it waits at Permit for the rest of its gang
-    (its PodScheduled condition is left as it was, as upstream leaves it), else its condition's cause."""
+    (its PodScheduled condition is left as it was, as upstream leaves it), else its condition's cause, else
+    `other-scheduler` for a pod another scheduler is to place, else `not-yet-tried`."""
     if pod.key in state.gang.reservations:
         return "gang"
-    return pod.condition.cause if pod.condition and pod.condition.cause else "not-yet-tried"
+    if pod.condition and pod.condition.cause:
+        return pod.condition.cause
+    if pod.manifest.get("spec", {}).get("schedulerName", "default-scheduler") != "default-scheduler":
+        return "other-scheduler"  # spec.schedulerName names a scheduler dralab does not run: nobody will try it
+    return "not-yet-tried"
 
 
 def schedule_waits(state: ClusterState) -> list[float]:

@@ -20,7 +20,8 @@ podMaxInUnschedulablePodsDuration (5 min, flushUnschedulablePodsLeftover) plus i
 10 s), and on every event that can make room before that (queueing hints); the default 10 min leaves
 room for a retry after a flush and a busy scheduler. A pod that fits for longer was forgotten.
 
-Skipped: pods with scheduling gates (nobody may schedule them), gang members (a gang is placed all
+Skipped: pods with scheduling gates (nobody may schedule them), pods for another scheduler
+(spec.schedulerName), gang members (a gang is placed all
 together at Permit: fitting one member says nothing), pods of 1.36+ PodGroups (a group is placed in one
 cycle, all or nothing, and in one topology domain: fitting one pod says nothing either) and pods waiting at
 Permit.
@@ -96,7 +97,8 @@ class Liveness:
         pending = [p for p in state.pending_pods()
                    if p.key not in state.gang.refs and p.key not in state.gang.reservations
                    and p.key not in state.gang.group_of  # a PodGroup's pods are placed together, or not at all
-                   and not p.manifest.get("spec", {}).get("schedulingGates")]
+                   and not p.manifest.get("spec", {}).get("schedulingGates")
+                   and p.manifest.get("spec", {}).get("schedulerName", "default-scheduler") == "default-scheduler"]
         if not pending or not state.nodes:
             return []
         pending.sort(key=lambda p: (-p.priority, p.created_offset))

@@ -115,7 +115,8 @@ class RecordChecks:
     def after(self, offset: int, record: Record, state: ClusterState) -> list[Finding]:
         """pending-pods-have-reasons: once a scheduler decision computed on a view that includes a pod
         is applied, the pod is bound, or carries a PodScheduled condition (a reason), or is excused:
-        waiting at Permit or released from it after that view (a gang member), or waiting for the claim
+        for another scheduler (spec.schedulerName), waiting at Permit or released from it after that view (a gang
+        member), or waiting for the claim
         controller to create its claims (the scheduler does not try it yet, as upstream's PreFilter),
         judged on the decision's view: claims created after that view were not there for it to see
         (a delayed or stale scheduler decides on an older view than the log's end)."""
@@ -125,8 +126,9 @@ class RecordChecks:
         out: list[Finding] = []
         for key in list(self.reasonless):
             pod = pods.get(key)
-            if pod is None or pod.condition is not None or pod.phase != PENDING:
-                del self.reasonless[key]
+            if pod is None or pod.condition is not None or pod.phase != PENDING or \
+                    pod.manifest.get("spec", {}).get("schedulerName", "default-scheduler") != "default-scheduler":
+                del self.reasonless[key]  # decided, gone, or another scheduler's pod (not ours to give a reason)
                 continue
             if pod.created_offset > record.view:
                 break  # created in creation order: the rest are newer still

@@ -51,7 +51,7 @@ from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import fragmentation_score, pod_demand
 from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.node_resources_fit import SCORERS, failure_message, lacking, utilisation
-from .plugins.pod_group import Placement, PodGroupCycle, schedule_group
+from .plugins.pod_group import DEFAULT_SCHEDULER, Placement, PodGroupCycle, schedule_group
 from .plugins.scheduling_gates import SCHEDULING_GATED, gated
 from .profile import WAITING, DynamicResources, default_profile
 from .queue import NOT_READY, due
@@ -121,6 +121,8 @@ class Scheduler:
                 if later is not None and later >= 0:
                     wake = later if wake is None or later < wake else wake
                 continue
+            if pod.manifest["spec"].get("schedulerName", DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
+                continue  # another scheduler's pod (spec.schedulerName): not this profile's, left as it is
             ready, later = due(view, pod, now)  # the unschedulable pool and backoff (queue.py)
             if not ready:
                 wake = later if wake is None or (later is not None and later < wake) else wake
