@@ -59,3 +59,17 @@ def due(view: ClusterState, pod: PodState, now: int) -> tuple[bool, int | None]:
         return False, flush_at
     ready_at = cond.t + backoff_ms(pod.attempts) if cond.reason == "Unschedulable" and pod.attempts else cond.t
     return (True, None) if now >= ready_at else (False, ready_at)
+
+
+def group_due(view: ClusterState, members: list[PodState], now: int) -> int | None:
+    """A PodGroup's queue entry (QueuedPodGroupInfo): None when the group is tried now (any of its pods is due:
+    a new pod, or a retry after its backoff); else when it may be (-1: on an event)."""
+    wake = -1
+    for pod in members:
+        ready, later = due(view, pod, now)
+        if ready:
+            return None
+        if later is not None and (wake < 0 or later < wake):
+            wake = later
+    return wake
+

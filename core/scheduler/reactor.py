@@ -54,7 +54,7 @@ from .plugins.node_resources_fit import SCORERS, failure_message, lacking, utili
 from .plugins.pod_group import DEFAULT_SCHEDULER, Placement, PodGroupCycle, schedule_group
 from .plugins.scheduling_gates import SCHEDULING_GATED, gated
 from .profile import WAITING, DynamicResources, default_profile
-from .queue import NOT_READY, due
+from .queue import NOT_READY, due, group_due
 
 # what a node's static filter answers depend on, its name aside (read as two lists, not a tuple per node:
 # lists of the very same objects compare at C speed, by identity)
@@ -159,7 +159,7 @@ class Scheduler:
         root, why = root_of(groups, group)
         if root is None:
             del by_group[group]
-            later = self._group_due(view, members, now)
+            later = group_due(view, members, now)
             if later is None:
                 schedule_group(cycle, groups, group, members, partial(self._place, cycle))
             return later
@@ -168,26 +168,13 @@ class Scheduler:
         for leaf in leaves:
             del by_group[leaf]
         pods = [p for ms in leaves.values() for p in ms]
-        later = self._group_due(view, pods, now)
+        later = group_due(view, pods, now)
         if later is None:
             if why is not None:
                 invalid(cycle, groups, root, pods, why)
             else:
                 schedule_composite(cycle, groups, root, leaves, partial(self._place, cycle))
         return later
-
-    @staticmethod
-    def _group_due(view: ClusterState, members: list[PodState], now: int) -> int | None:
-        """None when the group is tried now (any of its pods is due: a new pod, or a retry after backoff);
-        else when it may be (-1: on an event)."""
-        wake = -1
-        for pod in members:
-            ready, later = due(view, pod, now)
-            if ready:
-                return None
-            if later is not None and (wake < 0 or later < wake):
-                wake = later
-        return wake
 
     def _group_settings(self) -> tuple[str, bool, bool]:
         """The release (condition names, beta checks), whether TopologyAwareWorkloadScheduling is on, and
