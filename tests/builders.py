@@ -285,11 +285,16 @@ def sourced_events(entries: list[tuple[int, bytes]], kind: type) -> list[tuple[i
 
 def simulated(d: dict[str, Any], seed: int, file: str = "test.yaml") -> Any:
     """Simulate a scenario document; assert every invariant held and the log verifies."""
+    return simulated_scenario(parse_scenario(d, file), seed)
+
+
+def simulated_scenario(sc: Scenario, seed: int) -> Any:
+    """Simulate a checked scenario; assert every invariant held and the log verifies."""
     from dralab.replay.logs.logfile import LogFile
     from dralab.replay.simulation.sim import simulate
     from dralab.replay.simulation.verify import verify
 
-    result = simulate(parse_scenario(d, file), seed)
+    result = simulate(sc, seed)
     assert result.violations == [], result.violations
     checked = verify(LogFile("x", {}, result.entries))
     assert checked.ok, checked.divergence and checked.divergence.render()

@@ -9,13 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc
+from builders import GPU_TOLERATION, arrival, group, node_template, pod, scenario_doc, simulated
 
 from dralab.core.log.events import PodBound, PodEvicted, PodGroupConditionSet, decode_record
 from dralab.core.scenario.load import ScenarioError, parse_scenario
-from dralab.replay.logs.logfile import LogFile
-from dralab.replay.simulation.sim import simulate
-from dralab.replay.simulation.verify import verify
 
 V136 = {"version": "1.36", "featureGates": {"GenericWorkload": True},
         "runtimeConfig": {"scheduling.k8s.io/v1alpha2": True}}
@@ -37,11 +34,7 @@ def run(release: dict[str, Any], objects: list[dict[str, Any]], arrivals: list[d
                      workload=arrivals, duration=duration)
     d["spec"]["kubernetes"] = release
     d["spec"]["objects"] = objects
-    result = simulate(parse_scenario(d, "release.yaml"), 3)
-    assert result.violations == []
-    checked = verify(LogFile("x", {}, result.entries))
-    assert checked.ok, checked.divergence and checked.divergence.render()
-    return result
+    return simulated(d, 3, "release.yaml")
 
 
 def events(result, kind):  # type: ignore[no-untyped-def]

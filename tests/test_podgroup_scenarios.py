@@ -10,22 +10,16 @@ from typing import Any
 import msgspec
 import pytest
 import yaml
+from builders import simulated_scenario
 
 from dralab.core.log.events import PodBound, PodEvicted, PodNominated, ScaleUpRequested, decode_record
 from dralab.core.scenario.load import Policy, load_scenario, parse_scenario
-from dralab.replay.logs.logfile import LogFile
-from dralab.replay.simulation.sim import simulate
-from dralab.replay.simulation.verify import verify
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def run(scenario: Any, seed: int = 3):  # type: ignore[no-untyped-def]
-    result = simulate(scenario, seed)
-    assert result.violations == []
-    checked = verify(LogFile("x", {}, result.entries))
-    assert checked.ok, checked.divergence and checked.divergence.render()
-    return result
+    return simulated_scenario(scenario, seed)
 
 
 def events(result, kind):  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from builders import GPU_TOLERATION, PODGROUP_RELEASE, arrival, group, node_template, pod, podgroup_doc
+from builders import GPU_TOLERATION, PODGROUP_RELEASE, arrival, group, node_template, pod, podgroup_doc, simulated
 
 from dralab.core.log.events import (
     ClaimAllocated,
@@ -22,10 +22,6 @@ from dralab.core.log.events import (
     ResourceClaimCreated,
     decode_record,
 )
-from dralab.core.scenario.load import parse_scenario
-from dralab.replay.logs.logfile import LogFile
-from dralab.replay.simulation.sim import simulate
-from dralab.replay.simulation.verify import verify
 
 V1BETA1 = "scheduling.k8s.io/v1beta1"
 
@@ -58,11 +54,7 @@ def run(arrivals: list[tuple[dict[str, Any], str | None]], podgroups: list[dict[
                          **({"preemptionPolicy": "Never"} if c.endswith("-never") else {})} for c in classes]
     d = podgroup_doc(arrivals, [*priority_classes, *podgroups], groups=groups,
                      nodes=nodes if nodes is not None else {"gpu": 2}, duration=duration, policy=policy)
-    result = simulate(parse_scenario(d, "podgroup.yaml"), seed)
-    assert result.violations == [], result.violations
-    checked = verify(LogFile("x", {}, result.entries))
-    assert checked.ok, checked.divergence and checked.divergence.render()
-    return result
+    return simulated(d, seed, "podgroup.yaml")
 
 
 def events_of(result, kind):  # type: ignore[no-untyped-def]
@@ -199,11 +191,7 @@ def run_group_claims(pods: int = 3, *, entry_template: str = "one-gpu", run_for:
     group_obj = podgroup(min_count=pods)
     group_obj["spec"]["resourceClaims"] = [{"name": "shared", "resourceClaimTemplateName": "one-gpu"}]
     d["spec"]["objects"].append(group_obj)
-    result = simulate(parse_scenario(d, "group-claims.yaml"), 7)
-    assert result.violations == [], result.violations
-    checked = verify(LogFile("x", {}, result.entries))
-    assert checked.ok, checked.divergence and checked.divergence.render()
-    return result
+    return simulated(d, 7, "group-claims.yaml")
 
 
 def test_a_group_claim_is_made_once_allocated_once_and_reserved_for_the_group() -> None:

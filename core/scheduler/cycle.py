@@ -196,11 +196,15 @@ class Cycle:
                 self._journal[-1].allocations.append((True, allocation))
         if allocations and self._free is not None:
             self._free.forget(node)
+        self._count(pod, node, 1)
+
+    def _count(self, pod: PodState, node: str, sign: int) -> None:
+        """Add (1) or take away (-1) the pod's requests and pod slot on the node, in the decision's usage."""
         node_used = self._writable(node)
         self.changed.append(node)
         for resource, amount in pod.requests.items():
-            node_used[resource] = node_used.get(resource, 0) + amount
-        node_used["pods"] = node_used.get("pods", 0) + 1
+            node_used[resource] = node_used.get(resource, 0) + sign * amount
+        node_used["pods"] = node_used.get("pods", 0) + sign
 
     def _writable(self, node: str) -> dict[str, int]:
         """The decision's usage of `node`, to change; inside a savepoint, what it was is journalled first."""
@@ -214,13 +218,8 @@ class Cycle:
     def release_nomination(self, pod: PodState) -> None:
         """The pod's own cycle: the room kept for its nomination is its to take again (not anyone else's)."""
         node = self.nominated.pop(pod.key, None)
-        if node is None:
-            return
-        node_used = self._writable(node)
-        self.changed.append(node)
-        for resource, amount in pod.requests.items():
-            node_used[resource] = node_used.get(resource, 0) - amount
-        node_used["pods"] = node_used.get("pods", 0) - 1
+        if node is not None:
+            self._count(pod, node, -1)
 
     def remove(self, pod: PodState, allocations: list[dict[str, Any]]) -> None:
         """Take a running pod off its node in this decision (a preemption victim, while preemption weighs
@@ -230,12 +229,7 @@ class Cycle:
             self.allocated.remove_allocation(allocation)
             self._journal[-1].allocations.append((False, allocation))
         self._free = None
-        node = str(pod.node)
-        node_used = self._writable(node)
-        self.changed.append(node)
-        for resource, amount in pod.requests.items():
-            node_used[resource] = node_used.get(resource, 0) - amount
-        node_used["pods"] = node_used.get("pods", 0) - 1
+        self._count(pod, str(pod.node), -1)
 
     def restore(self, pod: PodState, allocations: list[dict[str, Any]]) -> None:
         """Put back a pod `remove` took off (a victim preemption reprieves)."""
