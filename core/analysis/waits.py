@@ -20,10 +20,13 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def pending_cause(state: ClusterState, pod: PodState) -> str:
     """dralab's pending reason of a pod: `gang` while it waits at Permit for the rest of its gang
-    (its PodScheduled condition is left as it was, as upstream leaves it), else its condition's cause, else
+    (its PodScheduled condition is left as it was, as upstream leaves it), `binding-conditions` while it waits in
+    PreBind for its devices' binding conditions, else its condition's cause, else
     `other-scheduler` for a pod another scheduler is to place, else `not-yet-tried`."""
     if pod.key in state.gang.reservations:
         return "gang"
+    if pod.key in state.dra.binding:
+        return "binding-conditions"  # waiting in PreBind (core/scheduler/plugins/dra_binding.py)
     if pod.condition and pod.condition.cause:
         return pod.condition.cause
     if pod.manifest.get("spec", {}).get("schedulerName", "default-scheduler") != "default-scheduler":

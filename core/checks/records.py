@@ -115,8 +115,8 @@ class RecordChecks:
     def after(self, offset: int, record: Record, state: ClusterState) -> list[Finding]:
         """pending-pods-have-reasons: once a scheduler decision computed on a view that includes a pod
         is applied, the pod is bound, or carries a PodScheduled condition (a reason), or is excused:
-        for another scheduler (spec.schedulerName), waiting at Permit or released from it after that view (a gang
-        member), or waiting for the claim
+        for another scheduler (spec.schedulerName), waiting in PreBind (binding conditions), waiting at Permit
+        or released from it after that view (a gang member), or waiting for the claim
         controller to create its claims (the scheduler does not try it yet, as upstream's PreFilter),
         judged on the decision's view: claims created after that view were not there for it to see
         (a delayed or stale scheduler decides on an older view than the log's end)."""
@@ -132,7 +132,7 @@ class RecordChecks:
                 continue
             if pod.created_offset > record.view:
                 break  # created in creation order: the rest are newer still
-            if key in state.gang.reservations or self.released.get(key, 0) > record.view:
+            if key in state.gang.reservations or key in state.dra.binding or self.released.get(key, 0) > record.view:
                 continue
             if _waiting_for_claims(state, key, pod.manifest) or self.claims_made.get(key, 0) > record.view:
                 continue  # its claims did not exist in the view the scheduler decided on

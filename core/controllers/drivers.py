@@ -44,6 +44,7 @@ from ..engine.contract import Decision, Trigger
 from ..log.events import AnyEvent, DriverSpec, ResourceSlicePublished
 from ..scenario.dra import render_slice_templates, slice_name
 from ..state.cluster import ClusterState, NodeGroupState, NodeState
+from .device_binding import binding_events
 
 
 def unhealthy_taint(driver: str) -> dict[str, Any]:
@@ -134,7 +135,12 @@ class Drivers:
             for driver in drivers_of(group.resource_slices):
                 events.extend(self._driver(view, group, node, driver, specs.get(driver), now, wake, copiers,
                                            faults.get((node.name, driver))))
+        if view.dra.binding:  # devices that pods wait on in PreBind: their binding conditions (device_binding.py)
+            events.extend(binding_events(view, now, wake, self._hosts, mark_unhealthy))
         return Decision(tuple(events), min(wake) if wake else None)
+
+    def _hosts(self, node: str) -> bool:
+        return self.shards == 1 or shard_of(node, self.shards) == self.shard
 
     @staticmethod
     def _driver(view: ClusterState, group: NodeGroupState, node: NodeState, driver: str, spec: DriverSpec | None,

@@ -33,9 +33,14 @@ from .event_base import (
 )
 from .events_dra import (
     ClaimAllocated,
+    ClaimDeviceConditionSet,
     ClaimReleased,
     ClaimReserved,
+    DeviceBindingDefined,
+    DeviceBindingRule,
     DeviceClassCreated,
+    PodBindingEnded,
+    PodBindingStarted,
     ResourceClaimCreated,
     ResourceClaimTemplateCreated,
     ResourceSlicePublished,
@@ -91,8 +96,11 @@ __all__ = [
     "AdmissionCheckUpdated",
     "AnyEvent",
     "ClaimAllocated",
+    "ClaimDeviceConditionSet",
     "ClaimReleased",
     "ClaimReserved",
+    "DeviceBindingDefined",
+    "DeviceBindingRule",
     "DeviceClassCreated",
     "DriverSpec",
     "Event",
@@ -107,6 +115,8 @@ __all__ = [
     "NodeProvisioning",
     "NodeReady",
     "NodeTaintsChanged",
+    "PodBindingEnded",
+    "PodBindingStarted",
     "PodBound",
     "PodCreated",
     "PodEvicted",
@@ -202,6 +212,10 @@ AnyEvent = (
     | CompositePodGroupCreated
     | JobCreated
     | PodNominated
+    | ClaimDeviceConditionSet
+    | PodBindingStarted
+    | PodBindingEnded
+    | DeviceBindingDefined
 )
 
 

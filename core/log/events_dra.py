@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from .event_base import Event, _meta, _pool_keys, claim_key
 
 
@@ -72,3 +74,76 @@ class ClaimReleased(Event, tag="ClaimReleased", frozen=True):
 
     def touched(self) -> tuple[str, ...]:
         return (self.claim,)
+
+
+# ------------------------------------------ device binding conditions (KEP-5007; dra-bind)
+
+
+class ClaimDeviceConditionSet(Event, tag="ClaimDeviceConditionSet", frozen=True):
+    """A driver writes one condition of an allocated device in the claim's `status.devices[]` (keyed by
+    driver, pool, device; DRAResourceClaimDeviceStatus): e.g. a fabric-attached device's binding condition
+    turning True, or a bindingFailureCondition. Deallocation clears the claim's device conditions."""
+
+    claim: str  # claim key
+    driver: str
+    pool: str
+    device: str
+    condition: str  # the condition's type
+    status: str  # "True" | "False"
+    at: int  # cluster ms: when the driver wrote it (the condition's lastTransitionTime)
+    reason: str = ""
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.claim, f"pool/{self.driver}/{self.pool}")
+
+
+class PodBindingStarted(Event, tag="PodBindingStarted", frozen=True):
+    """The scheduler's PreBind wrote the pod's claims (allocation, reservedFor) and now waits, the pod not
+    bound, until every allocated device's bindingConditions are True (DynamicResources PreBind, KEP-5007):
+    at most until `deadline` (cluster ms; `since` + the plugin's bindingTimeout). Meanwhile the pod holds
+    its node's resources in the scheduler (its assumed pod); with `nominated` the scheduler set
+    status.nominatedNodeName for the wait (KEP-5278, NominatedNodeNameForExpectation), which other
+    components, the autoscaler among them, see."""
+
+    pod: str
+    node: str
+    claims: tuple[str, ...]  # claim keys the wait is on
+    since: int  # cluster ms: when PreBind started waiting
+    deadline: int
+    nominated: bool = False
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.pod, f"node/{self.node}", *self.claims)
+
+
+class PodBindingEnded(Event, tag="PodBindingEnded", frozen=True):
+    """The PreBind wait is over: `bound` (a PodBound follows in the same record), or failed (a
+    bindingFailureCondition True, the binding timeout, or the pod gone), `reason` saying which."""
+
+    pod: str
+    bound: bool
+    reason: str = ""
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.pod,)
+
+
+class DeviceBindingRule(msgspec.Struct, frozen=True):
+    """How an emulated driver answers a device's binding conditions once the scheduler's PreBind waits on it:
+    `ready` (every binding condition True `delay_ms` after the wait started), `never` (nothing: the wait times
+    out) or `fail` (its first bindingFailureCondition True after `delay_ms`, and the device tainted)."""
+
+    driver: str
+    device: str = ""  # "": every device of the driver not named by another rule
+    delay_ms: int = 0
+    outcome: str = "ready"
+
+
+class DeviceBindingDefined(Event, tag="DeviceBindingDefined", frozen=True):
+    """A node group's drivers' binding-condition behaviour (the scenario's `drivers[].bindingConditions`)."""
+
+    group: str
+    rules: tuple[DeviceBindingRule, ...]
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"group/{self.group}",)

@@ -15,6 +15,7 @@ from ..kube.manifests import node_allocatable
 from ..log.events import (
     AnyEvent,
     CompositePodGroupCreated,
+    DeviceBindingDefined,
     DeviceClassCreated,
     FaultInjected,
     JobCreated,
@@ -65,6 +66,8 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
                 not_ready_ms=g.not_ready_ms,
             )
         )
+        if g.binding:  # drivers' answers to binding conditions (only when set: older logs stay as they were)
+            events.append(DeviceBindingDefined(group=g.name, rules=g.binding))
         groups[g.name] = NodeGroupState(
             g.name, g.min, g.max, g.provision_delay_ms, g.template, g.cost_per_hour, node_allocatable(g.template),
             tuple(g.resource_slices), zones=tuple(g.zones),

@@ -28,11 +28,12 @@ from ..kube.fields import (
     label_value_error,
 )
 from ..kube.limits import MAX_NODE_COUNT
-from ..log.events import DriverSpec, StockWindow, UnhealthyDevice
+from ..log.events import DeviceBindingRule, DriverSpec, StockWindow, UnhealthyDevice
+from .device_binding import binding_rules
 
 CLOUD_FIELDS = ("zones", "quota", "stock", "failureRate", "notReadyFor", "drivers")
 _STOCK = ("from", "until", "available")
-_DRIVER = ("name", "publishDelay", "restartAfter", "unhealthy")
+_DRIVER = ("name", "publishDelay", "restartAfter", "unhealthy", "bindingConditions")
 
 
 class CloudSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,6 +43,7 @@ class CloudSettings(msgspec.Struct, frozen=True, kw_only=True):
     failure_rate: float = 0.0
     not_ready_ms: int = 0
     drivers: tuple[DriverSpec, ...] = ()
+    binding: tuple[DeviceBindingRule, ...] = ()
 
 
 def check_cloud(m: dict[str, Any], path: str, slices: list[dict[str, Any]],
@@ -57,6 +59,7 @@ def check_cloud(m: dict[str, Any], path: str, slices: list[dict[str, Any]],
         not_ready_ms=0 if m.get("notReadyFor") is None else expect_duration(m["notReadyFor"],
                                                                             join(path, "notReadyFor")),
         drivers=_drivers(m.get("drivers"), join(path, "drivers"), slices, delay),
+        binding=binding_rules(m.get("drivers"), join(path, "drivers"), slices),  # device_binding.py
     )
 
 

@@ -325,6 +325,7 @@ def _node_groups(value: object) -> list[NodeGroup]:
                 failure_rate=cloud.failure_rate,
                 not_ready_ms=cloud.not_ready_ms,
                 drivers=cloud.drivers,
+                binding=cloud.binding,
             )
         )
     return groups

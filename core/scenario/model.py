@@ -21,7 +21,7 @@ from ..kube.defaults import (
 )
 from ..kube.versions import LEGACY_PROFILE, Profile, merge_gates
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
-from ..log.events import DriverSpec, StockWindow
+from ..log.events import DeviceBindingRule, DriverSpec, StockWindow
 from .faults import Fault
 
 API_VERSION = "dralab.io/v1alpha1"
@@ -90,6 +90,7 @@ class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
     failure_rate: float = 0.0
     not_ready_ms: int = 0
     drivers: tuple[DriverSpec, ...] = ()
+    binding: tuple[DeviceBindingRule, ...] = ()  # drivers[].bindingConditions (core/scenario/device_binding.py)
 
 
 class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):

@@ -69,7 +69,9 @@ def attempt(profile: Profile[Attempt], state: Attempt,
     if any(s.code == Code.WAIT for s in waits):
         return  # held at Permit: bound with its group (GangCycle.finish)
     for pre_bind in profile.pre_bind:
-        pre_bind(state, pod, node)
+        status = pre_bind(state, pod, node)
+        if status is not None and status.code == Code.WAIT:
+            return  # waiting in PreBind for binding conditions: bound by a later decision (plugins/dra_binding.py)
     for bind in profile.bind:
         bind(state, pod, node)
 

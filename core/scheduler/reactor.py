@@ -20,7 +20,7 @@ decision's seeded random source.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -44,6 +44,7 @@ from .framework import Status, unresolvable
 from .node_search import NodeSearch
 from .plain import attempt
 from .plugins.composite_pod_group import Tree, invalid, root_of, schedule_composite
+from .plugins.dra_binding import DEFAULT_BINDING_TIMEOUT_MS, PreBind, PreBindWaits, needs_wait, prebind, waits_enabled
 from .plugins.dynamic_resources import DraPlugin
 from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.node_resources_fit import SCORERS
@@ -64,6 +65,7 @@ class Scheduler(NodeSearch):
     kubernetes: dict[str, Any] | None = None
     name: str = "scheduler"
     trigger: Trigger = "events"
+    binding_timeout_ms: int = DEFAULT_BINDING_TIMEOUT_MS  # DynamicResourcesArgs.bindingTimeout (dra_binding.py)
     # False: no feasibility cache, failure memos, kept node lists or inlined loop (plain.py), for the
     # property test that checks them; not a constructor argument, so no run's configuration can set it.
     fast_paths: bool = field(default=True, init=False, repr=False, compare=False)
@@ -98,6 +100,11 @@ class Scheduler(NodeSearch):
         gangs.expire(cycle)
         busy = gangs.busy  # waiting at Permit, or just released: not in the queue this decision
         wake = gangs.wake_at()
+        if view.dra.binding:  # pods waiting in PreBind for binding conditions (plugins/dra_binding.py)
+            waits = PreBindWaits(self.binding_timeout_ms)
+            waits.run(cycle, now)
+            busy = busy | waits.busy
+            wake = waits.wake if wake is None or (waits.wake is not None and waits.wake < wake) else wake
         by_group = self._pod_groups(queue, view)  # 1.36+: the PodGroups' pods, queued as one entry each
         group_of = view.gang.group_of if by_group else None
         groups: PodGroupCycle | None = None  # this decision's PodGroup cycles (and their caches), once needed
@@ -118,7 +125,7 @@ class Scheduler(NodeSearch):
             if not ready:
                 wake = later if wake is None or (later is not None and later < wake) else wake
                 continue
-            self._schedule(cycle, pod, gangs)
+            self._schedule(cycle, pod, gangs, now)
         gangs.finish(cycle, self._dra)
         finished = gangs.wake_at()
         if finished is not None and (wake is None or finished < wake):
@@ -192,11 +199,14 @@ class Scheduler(NodeSearch):
         cycle.bind(pod, node_name, state.claims, allocations)
         return Placement(pod, node_name, state.claims, allocations)
 
-    def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle) -> None:
+    def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle, now: int = 0) -> None:
         """One pod's attempt (upstream's scheduleOne): the points of the default profile (profile.py) in
         upstream's order, with the fast paths between them; without fast paths, plain.attempt's loop."""
         if not self.fast_paths:
-            attempt(default_profile(self._dra, gangs, self._scorer), Attempt(cycle, pod), self._plain_pick)
+            pre_bind = PreBind(now, self.binding_timeout_ms, self.profile.enabled("NominatedNodeNameForExpectation"),
+                               waits_enabled(self.profile))
+            attempt(replace(default_profile(self._dra, gangs, self._scorer), pre_bind=(pre_bind,)),
+                    Attempt(cycle, pod), self._plain_pick)
             return
         gate = gated(pod)  # PreEnqueue: SchedulingGates, then GangScheduling
         if gate is not None:
@@ -229,7 +239,10 @@ class Scheduler(NodeSearch):
             return
         node_name, reasons, allocations, state.dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
         if node_name is not None:
-            if gang is None:
+            if gang is None and waits_enabled(self.profile) and needs_wait(allocations, claims.allocated):
+                prebind(cycle, pod, node_name, claims, allocations, now, self.binding_timeout_ms,
+                        self.profile.enabled("NominatedNodeNameForExpectation"))  # KEP-5007's PreBind wait
+            elif gang is None:
                 cycle.bind(pod, node_name, claims, allocations)
             else:  # Reserve, then wait at Permit for the rest of the gang
                 cycle.hold(pod, node_name, allocations, gang)

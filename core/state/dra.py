@@ -29,9 +29,14 @@ from ..dra.validation import check_pool_name, obj_str
 from ..kube.fields import join
 from ..log.events import (
     ClaimAllocated,
+    ClaimDeviceConditionSet,
     ClaimReleased,
     ClaimReserved,
+    DeviceBindingDefined,
+    DeviceBindingRule,
     DeviceClassCreated,
+    PodBindingEnded,
+    PodBindingStarted,
     ResourceClaimCreated,
     ResourceClaimTemplateCreated,
     ResourceSlicePublished,
@@ -50,6 +55,23 @@ class ClaimState:
     reserved_for: dict[str, None] = field(default_factory=dict)  # pod keys, ordered
 
 
+class BindingWait(msgspec.Struct, frozen=True):
+    """A pod waiting in the scheduler's PreBind for its devices' binding conditions (KEP-5007): the pod is
+    not bound, its claims are allocated and reserved for it; see PodBindingStarted."""
+
+    pod: str
+    node: str
+    claims: tuple[str, ...]
+    since: int
+    deadline: int
+    nominated: bool = False
+
+
+def device_ref(driver: str, pool: str, device: str) -> str:
+    """The key of an allocated device in `DraState.device_conditions` (status.devices' list-map key)."""
+    return f"{driver}/{pool}/{device}"
+
+
 @dataclass
 class DraState:
     classes: dict[str, DeviceClass] = field(default_factory=dict)
@@ -58,6 +80,12 @@ class DraState:
     slices: dict[str, Slice] = field(default_factory=dict)  # slice name -> slice
     pod_claims: dict[str, dict[str, str]] = field(default_factory=dict)  # pod key -> {pod claim name: claim key}
     allocated: AllocatedState = field(default_factory=AllocatedState)
+    # claim key -> device_ref -> condition type -> (status, lastTransitionTime): the claims'
+    # status.devices[].conditions as the drivers wrote them (ClaimDeviceConditionSet); cleared on deallocation
+    device_conditions: dict[str, dict[str, dict[str, tuple[str, int]]]] = field(default_factory=dict)
+    binding: dict[str, BindingWait] = field(default_factory=dict)  # pod key -> its PreBind wait (KEP-5007)
+    # node group -> how its emulated drivers answer binding conditions (core/controllers/device_binding.py)
+    binding_rules: dict[str, tuple[DeviceBindingRule, ...]] = field(default_factory=dict)
     # derived from `slices`, dropped whenever a slice changes; a cache, so not part of equality
     _index: SliceIndex | None = field(default=None, compare=False, repr=False)
 
@@ -119,9 +147,35 @@ class DraState:
                 if event.deallocate and state.allocation is not None:
                     self.allocated.remove_allocation(state.allocation)
                     state.allocation = None
+                    self.device_conditions.pop(event.claim, None)
+            case DeviceBindingDefined():
+                self.binding_rules[event.group] = event.rules
+            case ClaimDeviceConditionSet() | PodBindingStarted() | PodBindingEnded():
+                self._binding_event(offset, event, anomalies)
             case _:
                 return False
         return True
+
+    def _binding_event(self, offset: int, event: ClaimDeviceConditionSet | PodBindingStarted | PodBindingEnded,
+                       anomalies: list[str]) -> None:
+        """Device binding conditions (KEP-5007): a driver's condition, a PreBind wait starting or ending."""
+        if isinstance(event, ClaimDeviceConditionSet):
+            state = self.claims.get(event.claim)
+            if state is None or state.allocation is None:
+                anomalies.append(f"offset {offset}: device condition of {event.claim}: unknown or not allocated")
+                return
+            ref = device_ref(event.driver, event.pool, event.device)
+            conditions = self.device_conditions.setdefault(event.claim, {}).setdefault(ref, {})
+            if conditions.get(event.condition, ("", 0))[0] != event.status:
+                conditions[event.condition] = (event.status, event.at)
+        elif isinstance(event, PodBindingStarted):
+            if event.pod in self.binding:
+                anomalies.append(f"offset {offset}: {event.pod} already waits in PreBind")
+                return
+            self.binding[event.pod] = BindingWait(event.pod, event.node, event.claims, event.since, event.deadline,
+                                                  event.nominated)
+        elif self.binding.pop(event.pod, None) is None:
+            anomalies.append(f"offset {offset}: PreBind wait of {event.pod} ended but it was not waiting")
 
     def _claim_created(self, offset: int, event: ResourceClaimCreated, anomalies: list[str]) -> None:
         claim = _convert(convert_claim, event.manifest, offset, anomalies)
