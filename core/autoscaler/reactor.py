@@ -34,6 +34,7 @@ from ..kube.provreq import consumed_request
 from ..kube.versions import profile_from_config
 from ..log.events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
 from ..scheduler.filters import ShapeMemo
+from ..scheduler.plugins.dra_binding import nominated_waits
 from ..scheduler.plugins.dynamic_resources import DraPlugin
 from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
@@ -102,6 +103,8 @@ class Autoscaler:
         blocked = {name for name, group in view.node_groups.items() if backed_off(group, now)}
         blocked |= {e.group for e in timed_out if isinstance(e, ScaleUpTimedOut)}
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
+        if view.dra.binding:  # pods waiting in PreBind with a nominated node (KEP-5007 + KEP-5278)
+            nominated.update(nominated_waits(view))
 
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,

@@ -54,8 +54,8 @@ def binding_events(view: ClusterState, now: int, wake: list[int], mine: Callable
     next are due. `mine`: whether this drivers shard hosts a node's drivers."""
     out: list[AnyEvent] = []
     for wait in view.dra.binding.values():
-        if not mine(wait.node):
-            continue
+        if wait.node not in view.nodes or not mine(wait.node):
+            continue  # the node (and its driver) is gone, or another shard's
         for key in wait.claims:
             state = view.dra.claims.get(key)
             if state is None or state.allocation is None:

@@ -41,6 +41,7 @@ from ...kube.defaults import (
     SCALE_DOWN_UTILIZATION_THRESHOLD,
 )
 from ...log.events import AnyEvent
+from ...scheduler.plugins.dra_binding import waiting_devices
 from ...state.cluster import ClusterState, NodeState, PodState
 from ..simulation.capacity import SimNode, Simulation
 from .drain import RemovalSimulator, pods_to_move
@@ -171,6 +172,7 @@ def utilization(view: ClusterState, node: NodeState) -> float:
         return max(node.used.get(r, 0) / a for r, a in gpus.items())
     devices = [d.id for _, slc in view.dra.slice_index().by_node.get(node.name, ()) for d in slc.devices]
     if devices:
-        return sum(1 for d in devices if d in view.dra.allocated.devices) / len(devices)
+        waiting = waiting_devices(view) if view.dra.binding else set()  # no pod on the node uses them (#8795)
+        return sum(1 for d in devices if d in view.dra.allocated.devices and d not in waiting) / len(devices)
     return max((node.used.get(r, 0) / node.allocatable[r] for r in ("cpu", "memory") if node.allocatable.get(r)),
                default=0.0)

@@ -26,12 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...dra.allocated import AllocatedState
+from ...dra.model import DeviceID
 from ...kube.durations import format_duration
 from ...kube.fields import FieldError, expect_duration, join
 from ...kube.versions import LEGACY_PROFILE, Profile, same_profile
 from ...log.events import ClaimReleased, PodBindingEnded, PodBindingStarted, PodBound, PodUnschedulable
 from ...state.cluster import PENDING, ClusterState, PodState
 from ...state.dra import BindingWait, device_ref
+from ...state.gangs import Reservation
 from ..framework import Code, ExtensionPoint, Status
 
 NAME = "DynamicResources"
@@ -145,6 +148,9 @@ class PreBindWaits:
             if pod is None or pod.phase != PENDING or pod.node is not None:
                 cycle.events.append(PodBindingEnded(pod=wait.pod, bound=False, reason="the pod is gone"))
                 continue
+            if wait.node not in view.nodes:  # deleted under the waiting pod (e.g. a premature scale-down)
+                self._fail(cycle, pod, wait, f"node {wait.node} was deleted")
+                continue
             cycle.hold(pod, wait.node, {}, "")
             outcome, t = pod_binding(view, wait.claims)
             due = next_poll(wait.since, t) if outcome else None
@@ -206,3 +212,22 @@ class PreBind:
             return None
         prebind(state.cycle, pod, node, state.claims, state.allocations, self.now, self.timeout_ms, self.nominate)
         return Status(Code.WAIT, WAITING_MESSAGE, CAUSE, plugin=NAME)
+
+
+def nominated_waits(view: ClusterState) -> dict[str, Reservation]:
+    """The pods waiting in PreBind with status.nominatedNodeName set (KEP-5278), as the autoscaler takes
+    nominated pods: placed on their node in its snapshot, the node occupied (core/autoscaler/reactor.py)."""
+    return {w.pod: Reservation(w.pod, w.node, "", {}, w.deadline, view.pods[w.pod].requests, True)
+            for w in view.dra.binding.values() if w.nominated and w.pod in view.pods}
+
+
+def waiting_devices(view: ClusterState) -> set[DeviceID]:
+    """The devices of the claims pods wait on in PreBind: allocated in the API, but their pods are on no node,
+    so cluster-autoscaler's DRA utilization (the claims of the node's pods) does not count them."""
+    held = AllocatedState()
+    for wait in view.dra.binding.values():
+        for key in wait.claims:
+            state = view.dra.claims.get(key)
+            if state is not None and state.allocation is not None and set(state.reserved_for) <= {wait.pod}:
+                held.add_allocation(state.allocation)
+    return held.devices
