@@ -156,3 +156,28 @@ def test_scenario_field_errors() -> None:
     with pytest.raises(ScenarioError, match="outcome"):
         parse_scenario(doc)
     assert load_scenario(SCENARIO).node_groups[0].binding[0].outcome == "never"
+
+
+def test_a_device_binding_fault_makes_the_device_fail_and_the_retry_uses_another() -> None:
+    doc = base()
+    doc["spec"]["nodeGroups"][0]["drivers"][0]["bindingConditions"] = {"delay": "45s"}
+    doc["spec"]["workload"] = doc["spec"]["workload"][:1]
+    doc["spec"]["faults"] = [{"at": "0s", "kind": "device-binding", "node": "fabric-0", "driver": "dra.example.com",
+                              "device": "gpu-0", "outcome": "fail"}]
+    result = run_doc(doc)
+    failed = [(t, e.device) for t, e in events(result) if isinstance(e, ClaimDeviceConditionSet)
+              and e.condition.endswith("FabricAttachFailed")]
+    assert failed == [(45_000, "gpu-0")]
+    assert bound_at(result) == {"train-a": 90_000}  # failed at the 45 s poll, then gpu-1 attached 45 s later
+    never = copy.deepcopy(doc)
+    del never["spec"]["faults"][0]["outcome"]  # default: never
+    never["spec"]["duration"] = "30m"
+    result = run_doc(never)
+    # a device that never attaches is not avoided: upstream deallocates and the next attempt's first fit (pools
+    # and devices in order, 1.36+) takes gpu-0 again; it times out every 10 min for as long as the fault lasts
+    assert bound_at(result) == {}
+    timeouts = [t for t, e in events(result) if isinstance(e, PodBindingEnded) and not e.bound]
+    assert timeouts == [600_000, 1_200_000, 1_800_000]
+    devices = {a.allocation["devices"]["results"][0]["device"] for _, a in events(result)
+               if type(a).__name__ == "ClaimAllocated"}
+    assert devices == {"gpu-0"}

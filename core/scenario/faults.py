@@ -8,7 +8,8 @@ it depends on its kind (`KINDS` below says what each kind targets and takes):
   (the node NotReady), `node-taint` (a taint added);
 - device faults, acted on by the device drivers (core/controllers/drivers.py): `driver-crash` (a node's
   driver stops, then restarts and republishes), `driver-slow` (it publishes late), `device-unhealthy`
-  (a device tainted);
+  (a device tainted), `device-binding` (a device's binding conditions: `outcome` `never` set, the
+  default, or `fail`: its bindingFailureCondition True);
 - cloud faults, acted on by the cloud (core/controllers/cloud.py): `cloud-stockout` (no capacity for the
   group), `quota-cut` (the group's quota lowered), `partial-fulfilment` (only a fraction of each request
   delivered);
@@ -64,6 +65,8 @@ KINDS: dict[str, KindSpec] = {
     "driver-crash": KindSpec("node", ("driver",), who="drivers"),
     "driver-slow": KindSpec("node", ("driver", "delay"), who="drivers"),
     "device-unhealthy": KindSpec("node", ("driver", "device"), who="drivers"),
+    # a device's binding conditions (KEP-5007): never set, or failed (core/controllers/device_binding.py)
+    "device-binding": KindSpec("node", ("driver", "device"), ("outcome",), who="drivers"),
     "cloud-stockout": KindSpec("group", who="cloud"),
     "quota-cut": KindSpec("group", ("quota",), who="cloud"),
     "partial-fulfilment": KindSpec("group", ("fraction",), who="cloud"),
@@ -81,10 +84,11 @@ KINDS: dict[str, KindSpec] = {
 BUS_KINDS = frozenset({"redis-restart", "foreign-writer"})  # live only: they act on the run's Redis
 FOREIGN_FORMS = ("both", "auto-id", "no-payload")
 MAX_FOREIGN_ENTRIES = 1000
+BINDING_OUTCOMES = ("never", "fail")  # a device-binding fault's `outcome` (default never)
 FAULT_KINDS = tuple(KINDS)
 TARGETS = ("node", "group", "reactor")
 PARAMS = ("taint", "driver", "device", "delay", "quota", "fraction", "lag", "skew", "reactors", "step", "entries",
-          "form")
+          "form", "outcome")
 _FAULT = ("at", "kind", "for", *TARGETS, *PARAMS)
 
 
@@ -148,6 +152,8 @@ def _param(name: str, value: object, path: str) -> Any:
         return expect_int(value, path, minimum=1, maximum=MAX_FOREIGN_ENTRIES)
     if name == "form":
         return expect_enum(value, path, FOREIGN_FORMS)
+    if name == "outcome":
+        return expect_enum(value, path, BINDING_OUTCOMES)
     if name == "fraction":
         fraction = expect_number(value, path, minimum=0.0)
         if fraction > 1:
