@@ -181,3 +181,21 @@ def test_a_device_binding_fault_makes_the_device_fail_and_the_retry_uses_another
     devices = {a.allocation["devices"]["results"][0]["device"] for _, a in events(result)
                if type(a).__name__ == "ClaimAllocated"}
     assert devices == {"gpu-0"}
+
+
+def test_audit_and_schedule_on_a_dump_say_a_pod_in_prebind_waits_for_binding_conditions() -> None:
+    from dralab.core.analysis.audit import audit, schedule
+    from dralab.core.dra.api import parse_documents
+
+    dump = Path(__file__).resolve().parent / "fixtures" / "dra-binding" / "prebind-dump.yaml"
+    inv = parse_documents(list(yaml.safe_load_all(dump.read_text())))
+    why = "waiting for binding conditions: waiting-gpu/gpu-0: dra.example.com/FabricAttached"
+    verdicts = {p["name"]: (p["reason"], p["message"]) for p in audit(inv)["pods"]}
+    assert verdicts["waiting"] == ("binding-conditions", why)
+    assert verdicts["other"][0] is None
+    result = schedule(inv)
+    assert [(p["name"], p["reason"]) for p in result["pending"]] == [("waiting", "binding-conditions")]
+    # once the driver sets the condition True, the pod is no longer reported as waiting there
+    for doc in inv.claims.values():
+        doc.manifest["status"]["devices"][0]["conditions"][0]["status"] = "True"
+    assert {p["name"]: p["reason"] for p in audit(inv)["pods"]}["waiting"] != "binding-conditions"

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..dra.binding_status import waiting_for_binding
 from ..kube.resources import pod_requests
 from .audit_devices import reachable_from_any
 from .audit_shape import LocalDevices, Shape
@@ -69,6 +70,10 @@ def evaluate(snap: Snapshot, pod: dict[str, Any], memo: dict[tuple[str, str], Sh
         what = "; ".join(claims.missing)
         return PodVerdict(ns, name, None, "missing", f"{what} not found", {"node": None, "missing": claims.missing},
                           claims=claims)
+    waiting = waiting_for_binding(name, claims.claims)  # held in kube-scheduler's PreBind (KEP-5007)
+    if waiting:
+        return PodVerdict(ns, name, None, "binding-conditions", f"waiting for binding conditions: {', '.join(waiting)}",
+                          {"node": None, "missing": waiting}, claims=claims)
     key = (static_signature(pod), claims_shape(claims.claims))
     shape = memo.get(key) if memo is not None else None
     if shape is None or shape.share_nodes != share_nodes or not shape.refresh(snap, pod, claims.claims):
