@@ -37,6 +37,7 @@ from ..dra.model import Claim, Inventory
 from ..log.events import (
     AnyEvent,
     ClaimAllocated,
+    ClaimDeviceConditionSet,
     ClaimReserved,
     CompositePodGroupCreated,
     DeviceClassCreated,
@@ -158,8 +159,22 @@ def dump_record(inv: Inventory) -> DumpRecord:
         key = claim_key(claim.namespace, claim.name)
         events.append(ClaimAllocated(claim=key, allocation=claim.allocation, pod=first))
         events += [ClaimReserved(claim=key, pod=p) for p in rest]
+        events += device_conditions(key, claim.manifest)  # status.devices[].conditions (binding conditions)
     record = Record(id=f"{SOURCE}/cluster", source=SOURCE, view=-1, t=0, events=tuple(events))
     return DumpRecord(record, tuple(pods.pending), tuple(pods.skipped))
+
+
+def device_conditions(key: str, manifest: dict[str, Any]) -> list[AnyEvent]:
+    """A claim's `status.devices[].conditions` as the drivers' ClaimDeviceConditionSet events, written before the
+    run (`at` -1): what kube-scheduler's PreBind reads for binding conditions (KEP-5007)."""
+    out: list[AnyEvent] = []
+    for entry in (manifest.get("status") or {}).get("devices") or []:
+        for cond in entry.get("conditions") or []:
+            out.append(ClaimDeviceConditionSet(
+                claim=key, driver=str(entry.get("driver")), pool=str(entry.get("pool")),
+                device=str(entry.get("device")), condition=str(cond.get("type")), status=str(cond.get("status")), at=-1,
+                reason=str(cond.get("reason") or "")))
+    return out
 
 
 def _groups(inv: Inventory) -> list[AnyEvent]:

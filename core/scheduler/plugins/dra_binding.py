@@ -175,7 +175,7 @@ class PreBindWaits:
             state = view.dra.claims.get(key)
             if state is None:
                 continue
-            only = set(state.reserved_for) <= {pod.key}
+            only = set(state.reserved_for) - {""} <= {pod.key}  # "": a dump's claim reserved for nobody
             cycle.events.append(ClaimReleased(claim=key, pod=pod.key, deallocate=only and state.allocation is not None))
         cycle.events.append(PodBindingEnded(pod=pod.key, bound=False, reason=why))
         message = f"binding the pod to {wait.node} failed: {why}"
@@ -188,6 +188,16 @@ def prebind(cycle: Any, pod: PodState, node: str, claims: Any, allocations: dict
     """Reserve and PreBind a pod whose devices have binding conditions: the claims written as `Cycle.bind`
     writes them, then the wait (PodBindingStarted) in place of the binding. `nominate`: the scheduler sets
     status.nominatedNodeName for the binding cycle (KEP-5278, NominatedNodeNameForExpectation)."""
+    view: ClusterState = cycle.view
+    for key, allocation in claims.allocated:
+        outcome, _ = claim_binding(view, key, allocation)
+        state = view.dra.claims[key]
+        if outcome.startswith("failed") and not set(state.reserved_for) - {"", pod.key}:
+            continue  # PreBind's first poll fails it and deallocates it (upstream: Filter, then PostFilter)
+        if outcome.startswith("failed"):  # others use it: not available, and not ours to deallocate
+            cycle.pending(pod, "Unschedulable", "resourceclaim not available on the node", CAUSE,
+                          f"claim {key[6:]}: {outcome[len('failed: '):]}")
+            return
     start = len(cycle.events)
     cycle.bind(pod, node, claims, allocations)
     bound = cycle.events.pop(start)
