@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ..cluster.pod_claims import group_claims, same_source
 from ..log.events import claim_key
+from ..scheduler.plugins.dra_extended import served_on
 from ..scheduler.plugins.node_resources_fit import allocatable_of
 from ..state.cluster import ClusterState, NodeState
 from .dra import CounterWatch, counter_violations, counters_within_capacity
@@ -28,14 +29,16 @@ class Violation:
 def no_overcommit(state: ClusterState) -> list[str]:
     """No node holds pods whose requests exceed its allocatable (the scheduler's core promise), counting
     what gang members waiting at Permit hold there."""
-    return [msg for node in state.nodes.values() for msg in _overcommit(node)]
+    return [msg for node in state.nodes.values() for msg in _overcommit(node, state)]
 
 
-def _overcommit(node: NodeState) -> list[str]:
+def _overcommit(node: NodeState, state: ClusterState) -> list[str]:
     out = []
     for resource in sorted(node.used.keys() | node.reserved.keys()):
         used = node.used.get(resource, 0) + node.reserved.get(resource, 0)
         limit = allocatable_of(node.allocatable, resource)
+        if used > limit and resource not in node.allocatable:  # DRA extended resources: served by devices
+            used -= served_on(state, node).get(resource, 0)
         if used > limit:
             held = f" ({node.reserved[resource]} held for waiting gang members)" if node.reserved.get(
                 resource) else ""
@@ -174,7 +177,7 @@ class InvariantMonitor:
         assert self._counters is not None
         pools = self._counters.dirty_pools(state, allocations)
         dirty = {
-            "no-overcommit": any(self._new("no-overcommit", _overcommit(state.nodes[name]))
+            "no-overcommit": any(self._new("no-overcommit", _overcommit(state.nodes[name], state))
                                  for name in nodes if name in state.nodes),
             "bound-to-ready-nodes": grown[0] or deleted,
             "group-within-max": True,  # a few node groups: checked every time

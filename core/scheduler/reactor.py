@@ -45,6 +45,8 @@ from .node_search import NodeSearch
 from .plain import attempt
 from .plugins.composite_pod_group import Tree, invalid, root_of, schedule_composite
 from .plugins.dra_binding import DEFAULT_BINDING_TIMEOUT_MS, PreBind, PreBindWaits, needs_wait, prebind, waits_enabled
+from .plugins.dra_extended import plan as extended_plan
+from .plugins.dra_extended import schedule_extended
 from .plugins.dynamic_resources import DraPlugin
 from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.node_resources_fit import SCORERS
@@ -199,10 +201,20 @@ class Scheduler(NodeSearch):
         cycle.bind(pod, node_name, state.claims, allocations)
         return Placement(pod, node_name, state.claims, allocations)
 
+    def _prebind(self, cycle: Cycle, pod: PodState, node: str, claims: Any, allocations: dict[str, dict[str, Any]],
+                 *, now: int) -> bool:
+        """DynamicResources' PreBind wait (plugins/dra_binding.py) when a device has binding conditions."""
+        if not (waits_enabled(self.profile) and needs_wait(allocations, claims.allocated)):
+            return False
+        prebind(cycle, pod, node, claims, allocations, now, self.binding_timeout_ms,
+                self.profile.enabled("NominatedNodeNameForExpectation"))
+        return True
+
     def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle, now: int = 0) -> None:
         """One pod's attempt (upstream's scheduleOne): the points of the default profile (profile.py) in
         upstream's order, with the fast paths between them; without fast paths, plain.attempt's loop."""
-        if not self.fast_paths:
+        ext = extended_plan(cycle.view, self.profile, pod) if pod.key not in cycle.view.gang.refs else None  # KEP-5004
+        if not self.fast_paths and ext is None:
             pre_bind = PreBind(now, self.binding_timeout_ms, self.profile.enabled("NominatedNodeNameForExpectation"),
                                waits_enabled(self.profile))
             attempt(replace(default_profile(self._dra, gangs, self._scorer), pre_bind=(pre_bind,)),
@@ -224,6 +236,9 @@ class Scheduler(NodeSearch):
             if status is not WAITING:
                 cycle.pending(pod, NOT_READY, status.message, status.cause, status.detail)
             return
+        if ext is not None:  # DRA extended resources (plugins/dra_extended.py)
+            schedule_extended(self, cycle, pod, state, ext, now, partial(self._prebind, now=now))
+            return
         claims, allocator = state.claims, state.allocator
         # A pod with no claims, of a shape that already failed in this decision with no binding since:
         # the same failure (schedule_one's answer depends on the shape, the requests and the decision's
@@ -239,9 +254,8 @@ class Scheduler(NodeSearch):
             return
         node_name, reasons, allocations, state.dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
         if node_name is not None:
-            if gang is None and waits_enabled(self.profile) and needs_wait(allocations, claims.allocated):
-                prebind(cycle, pod, node_name, claims, allocations, now, self.binding_timeout_ms,
-                        self.profile.enabled("NominatedNodeNameForExpectation"))  # KEP-5007's PreBind wait
+            if gang is None and self._prebind(cycle, pod, node_name, claims, allocations, now=now):
+                pass  # waiting in PreBind for binding conditions (KEP-5007)
             elif gang is None:
                 cycle.bind(pod, node_name, claims, allocations)
             else:  # Reserve, then wait at Permit for the rest of the gang
