@@ -89,3 +89,16 @@ def test_a_node_that_lists_the_resource_keeps_the_device_plugin_path() -> None:
     assert bound(result) == {"train-0": (0, "gpu-0"), "train-1": (0, "gpu-0"), "train-2": (0, "plugin-0")}
     made = [e.pod for _, e in events(result) if isinstance(e, ResourceClaimCreated)]
     assert made == ["pod/default/train-0", "pod/default/train-1"]
+
+
+@pytest.mark.parametrize("policy", ["count", "dra"])
+def test_the_autoscaler_does_not_resolve_extended_resources_to_dra(policy: str) -> None:
+    """cluster-autoscaler's DRA snapshot does not implement the scheduler's DeviceClassResolver (autoscaler#8742,
+    open): its simulation sees `nvidia.com/gpu` as an allocatable resource no template node has, so a pod that
+    DRA would serve on a new node gets no scale-up; it waits for a GPU to free up."""
+    doc = base()
+    doc["spec"]["nodeGroups"][0]["max"] = 2
+    doc["spec"]["policy"] = {"autoscaler": policy}
+    result = run_doc(doc)
+    assert result.state.node_groups["gpu"].created == 1
+    assert bound(result)["train-2"] == (124_000, "gpu-0")
