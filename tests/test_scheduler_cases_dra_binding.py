@@ -1,6 +1,7 @@
-"""Upstream's DynamicResources test entries for device binding conditions (KEP-5007), restated as dralab cases
-(tests/scheduler_cases/dra-binding/, format of tests/workload_cases/README.md) and played against the scheduler
-with the workload cases' runner (a dump folded, then the claim controller and the scheduler until idle)."""
+"""Upstream's DynamicResources test entries for device binding conditions (KEP-5007) and DRA extended resources
+(KEP-5004), restated as dralab cases (tests/scheduler_cases/dra-binding/, format of tests/workload_cases/README.md)
+and played against the scheduler with the workload cases' runner (a dump folded, then the claim controller and the
+scheduler until idle)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from test_workload_cases_run import Run, check
 
 CASES = Path(__file__).resolve().parent / "scheduler_cases" / "dra-binding"
 README = CASES / "README.md"
+GROUPS = ("binding", "extended")
 
 
 def files() -> list[Path]:
@@ -23,7 +25,7 @@ def files() -> list[Path]:
 def test_case(path: Path) -> None:
     test, manifests = load_case(path)
     spec = test["spec"]
-    assert test["metadata"]["name"] == path.stem and spec["group"] == "binding"
+    assert test["metadata"]["name"] == path.stem and spec["group"] in GROUPS and path.stem.startswith(spec["group"])
     assert spec["upstream"] or spec.get("origin") == "dralab"
     if spec.get("skip"):
         pytest.skip(spec["skip"])
@@ -31,12 +33,13 @@ def test_case(path: Path) -> None:
     assert not problems, f"{path.name}:\n  " + "\n  ".join(problems)
 
 
-def test_counts_match_readme() -> None:
-    specs = [load_case(p)[0]["spec"] for p in files()]
+@pytest.mark.parametrize("group", GROUPS)
+def test_counts_match_readme(group: str) -> None:
+    specs = [s for s in (load_case(p)[0]["spec"] for p in files()) if s["group"] == group]
     upstream = [s for s in specs if s["upstream"]]
     counts = (len(upstream), sum(1 for s in upstream if not s.get("skip")), sum(1 for s in upstream if s.get("skip")),
               sum(1 for s in specs if not s["upstream"]))
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in README.read_text().splitlines()]
-    table = [tuple(int(c) for c in r[1:5]) for r in rows if r and r[0] == "binding" and len(r) >= 5
+    table = [tuple(int(c) for c in r[1:5]) for r in rows if r and r[0] == group and len(r) >= 5
              and all(re.fullmatch(r"\d+", c) for c in r[1:5])]
-    assert table == [counts], f"README row for binding: {table}, files: {counts}"
+    assert table == [counts], f"README row for {group}: {table}, files: {counts}"
