@@ -37,7 +37,7 @@ def _overcommit(node: NodeState, state: ClusterState) -> list[str]:
     for resource in sorted(node.used.keys() | node.reserved.keys()):
         used = node.used.get(resource, 0) + node.reserved.get(resource, 0)
         limit = allocatable_of(node.allocatable, resource)
-        if used > limit and resource not in node.allocatable:  # DRA extended resources: served by devices
+        if used > limit and not node.allocatable.get(resource):  # DRA extended resources: served by devices
             used -= served_on(state, node).get(resource, 0)
         if used > limit:
             held = f" ({node.reserved[resource]} held for waiting gang members)" if node.reserved.get(

@@ -32,9 +32,12 @@ def resource_classes(classes: dict[str, DeviceClass]) -> dict[str, str]:
     return out
 
 
-def container_requests(pod: dict[str, Any], served: dict[str, str]) -> list[tuple[str, str, int]]:
+def container_requests(pod: dict[str, Any], served: dict[str, str],
+                       only: frozenset[str] | None = None) -> list[tuple[str, str, int]]:
     """(request name, class, count) for each DRA-served extended resource each regular container asks for, in
-    container order, then resource name order. Counts are whole devices (extended resources are integers)."""
+    container order, then resource name order (`j` of `container-<i>-request-<j>` counts every served resource
+    of the container; `only`: those the special claim is for, on nodes that do not list them). Counts are whole
+    devices (extended resources are integers)."""
     out: list[tuple[str, str, int]] = []
     for i, container in enumerate((pod.get("spec") or {}).get("containers") or []):
         res = container.get("resources") or {}
@@ -44,7 +47,8 @@ def container_requests(pod: dict[str, Any], served: dict[str, str]) -> list[tupl
             if resource in served:
                 count = int(str(amounts[resource]))
                 if count > 0:
-                    out.append((f"container-{i}-request-{j}", served[resource], count))
+                    if only is None or resource in only:
+                        out.append((f"container-{i}-request-{j}", served[resource], count))
                     j += 1
     return out
 

@@ -33,15 +33,22 @@ EXTENSION_POINTS = (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER, ExtensionP
 
 
 @dataclass(frozen=True)
-class ExtendedPlan:
-    """A pod's DRA-served extended resources: the pod as NodeResourcesFit sees it on the DRA nodes, the special
-    claim (model and manifest), the DRA nodes, and the other nodes (device-plugin path)."""
+class Path:
+    """One way to place the pod: on `nodes`, which list none of the resources `claim` serves (None: the device
+    plugin's path, the pod's requests as they are), with `fit_pod` as NodeResourcesFit sees it there."""
 
     fit_pod: PodState
-    claim: Claim
-    manifest: dict[str, Any]
-    dra_nodes: tuple[str, ...]
-    plugin_nodes: tuple[str, ...]
+    claim: Claim | None
+    manifest: dict[str, Any] | None
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ExtendedPlan:
+    """A pod's DRA-served extended resources: the paths to try, in order (the nodes lacking the most of them
+    first, the device plugin's nodes last)."""
+
+    paths: tuple[Path, ...]
 
 
 def enabled(profile: Profile) -> bool:
@@ -56,65 +63,61 @@ def plan(view: ClusterState, profile: Profile, pod: PodState) -> ExtendedPlan | 
     served = {r: classes[r] for r in pod.requests if r in classes and pod.requests[r] > 0}
     if not served:
         return None
-    requests = container_requests(pod.manifest, served)
-    if not requests:
-        return None
-    manifest = special_claim(pod.manifest, requests)
-    dra_nodes = tuple(n.name for n in view.nodes.values() if not _lists(n, served))
-    plugin_nodes = tuple(n.name for n in view.nodes.values() if _lists(n, served))
-    fit_pod = replace(pod, requests={r: a for r, a in pod.requests.items() if r not in served})
-    return ExtendedPlan(fit_pod, convert_claim(manifest, ""), manifest, dra_nodes, plugin_nodes)
+    groups: dict[frozenset[str], list[str]] = {}
+    for node in view.nodes.values():  # per node, the served resources it does not list (allocatable 0: not listed)
+        groups.setdefault(frozenset(r for r in served if not node.allocatable.get(r)), []).append(node.name)
+    paths = []
+    for lacking in sorted(groups, key=lambda g: (-len(g), sorted(g))):
+        if not lacking:
+            paths.append(Path(pod, None, None, tuple(groups[lacking])))
+            continue
+        requests = container_requests(pod.manifest, served, lacking)
+        manifest = special_claim(pod.manifest, requests)
+        fit_pod = replace(pod, requests={r: a for r, a in pod.requests.items() if r not in lacking})
+        paths.append(Path(fit_pod, convert_claim(manifest, ""), manifest, tuple(groups[lacking])))
+    return ExtendedPlan(tuple(paths))
 
 
-def _lists(node: NodeState, served: dict[str, str]) -> bool:
-    return any(node.allocatable.get(r) for r in served)
-
-
-def created(pod: PodState, ext: ExtendedPlan) -> ResourceClaimCreated:
+def created(pod: PodState, manifest: dict[str, Any]) -> ResourceClaimCreated:
     """PreBind's creation of the special claim (before its ClaimAllocated, in the same record)."""
-    return ResourceClaimCreated(manifest=ext.manifest, pod=pod.key, pod_claim=POD_CLAIM)
+    return ResourceClaimCreated(manifest=manifest, pod=pod.key, pod_claim=POD_CLAIM)
 
 
 def served_on(state: ClusterState, node: NodeState) -> dict[str, int]:
     """What the node's pods take through their special claims: their requests of resources the node does not
-    list (the no-overcommit invariant leaves those to the devices)."""
+    list, or lists as 0 (the no-overcommit invariant leaves those to the devices)."""
     out: dict[str, int] = {}
     for key in node.pods:
         if POD_CLAIM in state.dra.pod_claims.get(key, {}):
             for resource, amount in state.pods[key].requests.items():
-                if resource not in node.allocatable:
+                if not node.allocatable.get(resource):
                     out[resource] = out.get(resource, 0) + amount
     return out
 
 
 def schedule_extended(sched: Any, cycle: Any, pod: PodState, state: Any, ext: ExtendedPlan, now: int,
                       prebind: Any) -> None:
-    """One attempt of a pod with DRA-served extended resources (the reactor's `_schedule` from PreFilter on):
-    the DRA nodes with the special claim, else the device-plugin nodes; bound (through `prebind(cycle, pod, node,
-    claims, allocations)` when it waits for binding conditions, else `Cycle.bind`) or pending with PostFilter's
-    reason."""
+    """One attempt of a pod with DRA-served extended resources (the reactor's `_schedule` from PreFilter on): each
+    path in turn, its special claim allocated with the pod's other claims; bound (through `prebind(cycle, pod,
+    node, claims, allocations)` when it waits for binding conditions, else `Cycle.bind`) or pending with
+    PostFilter's reason."""
     claims = state.claims
     own = list(claims.to_allocate)
-    claims.to_allocate = [*own, ext.claim]
-    allocator = state.allocator or sched._dra.allocator(cycle.view, cycle.allocated)
-    node, reasons, allocations, state.dra_nodes = sched.schedule_one(cycle, ext.fit_pod, claims, allocator,
-                                                                     restrict=ext.dra_nodes)
-    fit = ext.fit_pod
-    if node is None and ext.plugin_nodes:
-        claims.to_allocate = own
-        node, more, allocations, plugin_dra = sched.schedule_one(cycle, pod, claims, state.allocator,
-                                                                 restrict=ext.plugin_nodes)
-        reasons.update(more)
-        state.dra_nodes += plugin_dra
-        fit = pod
-    if node is None:
-        state.allocator = allocator
-        claims.to_allocate = [*own, ext.claim]
-        status = sched._claims.post_filter(state, pod, reasons)
-        cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
-        return
-    if fit is not pod:
-        cycle.events.append(created(pod, ext))
-    if prebind is not None and prebind(cycle, fit, node, claims, allocations):
-        return
-    cycle.bind(fit, node, claims, allocations)
+    reasons: Any = None
+    for path in ext.paths:
+        claims.to_allocate = own if path.claim is None else [*own, path.claim]
+        allocator = state.allocator if path.claim is None else (
+            state.allocator or sched._dra.allocator(cycle.view, cycle.allocated))
+        node, why, allocations, dra_nodes = sched.schedule_one(cycle, path.fit_pod, claims, allocator,
+                                                               restrict=path.nodes)
+        reasons = why if reasons is None else reasons + why
+        state.dra_nodes += dra_nodes
+        if node is not None:
+            if path.manifest is not None:
+                cycle.events.append(created(pod, path.manifest))
+            if prebind is None or not prebind(cycle, path.fit_pod, node, claims, allocations):
+                cycle.bind(path.fit_pod, node, claims, allocations)
+            return
+        state.allocator = allocator or state.allocator
+    status = sched._claims.post_filter(state, pod, reasons)
+    cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
