@@ -102,3 +102,12 @@ def test_the_autoscaler_does_not_resolve_extended_resources_to_dra(policy: str) 
     result = run_doc(doc)
     assert result.state.node_groups["gpu"].created == 1
     assert bound(result)["train-2"] == (124_000, "gpu-0")
+
+
+def test_a_node_listing_the_resource_as_zero_is_served_by_dra_and_no_overcommit_holds() -> None:
+    doc = base()
+    doc["spec"]["nodeGroups"][0]["template"]["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    result = run_doc(doc)  # run_doc checks every invariant, no-overcommit among them
+    assert set(bound(result)) == {"train-0", "train-1", "train-2"}
+    made = [e for _, e in events(result) if isinstance(e, ResourceClaimCreated)]
+    assert len(made) == 3

@@ -57,7 +57,9 @@ def enabled(profile: Profile) -> bool:
 
 def plan(view: ClusterState, profile: Profile, pod: PodState) -> ExtendedPlan | None:
     """The pod's plan, or None when no request is served by a DeviceClass (most pods: one dict lookup each)."""
-    if not view.dra.classes or not enabled(profile) or POD_CLAIM in view.dra.pod_claims.get(pod.key, {}):
+    if not view.dra.classes or not any("/" in r for r in pod.requests):  # extended resources have a domain
+        return None
+    if not enabled(profile) or POD_CLAIM in view.dra.pod_claims.get(pod.key, {}):
         return None
     classes = resource_classes(view.dra.classes)
     served = {r: classes[r] for r in pod.requests if r in classes and pod.requests[r] > 0}
