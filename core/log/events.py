@@ -36,6 +36,9 @@ from .events_dra import (
     ClaimReleased,
     ClaimReserved,
     DeviceClassCreated,
+    DeviceTaintRuleCreated,
+    DeviceTaintRuleDeleted,
+    DeviceTaintRuleStatus,
     ResourceClaimCreated,
     ResourceClaimTemplateCreated,
     ResourceSlicePublished,
@@ -94,6 +97,9 @@ __all__ = [
     "ClaimReleased",
     "ClaimReserved",
     "DeviceClassCreated",
+    "DeviceTaintRuleCreated",
+    "DeviceTaintRuleDeleted",
+    "DeviceTaintRuleStatus",
     "DriverSpec",
     "Event",
     "FaultApplied",
@@ -202,6 +208,9 @@ AnyEvent = (
     | CompositePodGroupCreated
     | JobCreated
     | PodNominated
+    | DeviceTaintRuleCreated
+    | DeviceTaintRuleDeleted
+    | DeviceTaintRuleStatus
 )
 
 

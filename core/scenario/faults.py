@@ -9,6 +9,9 @@ it depends on its kind (`KINDS` below says what each kind targets and takes):
 - device faults, acted on by the device drivers (core/controllers/drivers.py): `driver-crash` (a node's
   driver stops, then restarts and republishes), `driver-slow` (it publishes late), `device-unhealthy`
   (a device tainted);
+- `device-taint`: a DeviceTaintRule (core/dra/taint_rules.py) on the devices `driver`/`pool`/`device` select,
+  with `taint` (a device taint: effect NoSchedule, NoExecute), named `rule` (default `device-taint-<n>`), created
+  by the chaos reactor at `at` and deleted after `for`;
 - cloud faults, acted on by the cloud (core/controllers/cloud.py): `cloud-stockout` (no capacity for the
   group), `quota-cut` (the group's quota lowered), `partial-fulfilment` (only a fraction of each request
   delivered);
@@ -64,6 +67,8 @@ KINDS: dict[str, KindSpec] = {
     "driver-crash": KindSpec("node", ("driver",), who="drivers"),
     "driver-slow": KindSpec("node", ("driver", "delay"), who="drivers"),
     "device-unhealthy": KindSpec("node", ("driver", "device"), who="drivers"),
+    # a DeviceTaintRule created at `at` and deleted after `for` (core/dra/taint_rules.py, the chaos reactor)
+    "device-taint": KindSpec("", ("taint",), ("driver", "pool", "device", "rule")),
     "cloud-stockout": KindSpec("group", who="cloud"),
     "quota-cut": KindSpec("group", ("quota",), who="cloud"),
     "partial-fulfilment": KindSpec("group", ("fraction",), who="cloud"),
@@ -83,8 +88,8 @@ FOREIGN_FORMS = ("both", "auto-id", "no-payload")
 MAX_FOREIGN_ENTRIES = 1000
 FAULT_KINDS = tuple(KINDS)
 TARGETS = ("node", "group", "reactor")
-PARAMS = ("taint", "driver", "device", "delay", "quota", "fraction", "lag", "skew", "reactors", "step", "entries",
-          "form")
+PARAMS = ("taint", "driver", "pool", "rule", "device", "delay", "quota", "fraction", "lag", "skew", "reactors", "step",
+          "entries", "form")
 _FAULT = ("at", "kind", "for", *TARGETS, *PARAMS)
 
 
@@ -136,7 +141,7 @@ def check_fault(item: object, duration_ms: int, path: str) -> Fault:
 def _param(name: str, value: object, path: str) -> Any:
     if name == "taint":
         return _taint(value, path)
-    if name in ("driver", "device"):
+    if name in ("driver", "device", "pool", "rule"):
         return expect_str(value, path, nonempty=True)
     if name in ("delay", "skew", "step"):
         return expect_duration(value, path)  # ms

@@ -37,6 +37,7 @@ from ..log.events import (
     ResourceSlicePublished,
     claim_key,
 )
+from .device_taints import DeviceTaintState
 
 T = TypeVar("T")
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
@@ -58,6 +59,7 @@ class DraState:
     slices: dict[str, Slice] = field(default_factory=dict)  # slice name -> slice
     pod_claims: dict[str, dict[str, str]] = field(default_factory=dict)  # pod key -> {pod claim name: claim key}
     allocated: AllocatedState = field(default_factory=AllocatedState)
+    taint_rules: DeviceTaintState = field(default_factory=DeviceTaintState)  # DeviceTaintRules (device_taints.py)
     # derived from `slices`, dropped whenever a slice changes; a cache, so not part of equality
     _index: SliceIndex | None = field(default=None, compare=False, repr=False)
 
@@ -120,7 +122,7 @@ class DraState:
                     self.allocated.remove_allocation(state.allocation)
                     state.allocation = None
             case _:
-                return False
+                return self.taint_rules.apply(offset, event, anomalies)
         return True
 
     def _claim_created(self, offset: int, event: ResourceClaimCreated, anomalies: list[str]) -> None:

@@ -155,7 +155,7 @@ class DraPlugin:
 
     def allocator(self, view: ClusterState, allocated: AllocatedState) -> Allocator:
         return Allocator([], view.dra.classes, allocated, self.matcher, features=self.features,
-                         index=view.dra.slice_index())
+                         index=view.dra.taint_rules.index(view.dra.slices, view.dra.slice_index()))  # taints: rules
 
     def filter(
         self, allocator: Allocator | None, claims: PodClaims, node: NodeState

@@ -1,0 +1,85 @@
+"""The DeviceTaintRules part of the cluster state (core/dra/taint_rules.py), folded from their events.
+
+Kept apart from the rest of the DRA state because the rules change what the *scheduler* sees of the slices and
+nothing else: the fold keeps the slices as the drivers published them (the autoscaler's simulation, the
+invariants and the audit of the drivers read those), and :meth:`DeviceTaintState.index` gives the scheduler the
+slices with the rules' taints added, as kube-scheduler's slice tracker does (resourceslice/tracker). Rules are
+few, slices many: the patched index is built once per change of either and reused by every decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dra.model import Slice
+from ..dra.pools import SliceIndex
+from ..dra.taint_rules import TaintRule, convert_rule, patch_slices
+from ..log.events import DeviceTaintRuleCreated, DeviceTaintRuleDeleted, DeviceTaintRuleStatus
+
+# events after which a parked pod may fit (a rule deleted or changed can untaint devices): core/state/cluster.py
+RULE_ROOM_EVENTS = (DeviceTaintRuleCreated, DeviceTaintRuleDeleted)
+
+
+@dataclass
+class RuleState:
+    """One rule: its manifest (as created or last updated), when its taint was added (cluster ms), the
+    controller's EvictionInProgress condition and how many pods it evicted for this rule."""
+
+    manifest: dict[str, Any]
+    time_added_ms: int = 0
+    condition: dict[str, Any] | None = None
+    evicted: int = 0
+
+
+@dataclass
+class DeviceTaintState:
+    rules: dict[str, RuleState] = field(default_factory=dict)  # rule name -> state
+    # derived, dropped when the rules change; caches, so not part of equality (nor of a snapshot)
+    _converted: tuple[TaintRule, ...] | None = field(default=None, compare=False, repr=False)
+    _patched: tuple[SliceIndex, SliceIndex] | None = field(default=None, compare=False, repr=False)
+
+    def apply(self, offset: int, event: object, anomalies: list[str]) -> bool:
+        """Apply a DeviceTaintRule event; False if it is not one."""
+        match event:
+            case DeviceTaintRuleCreated():
+                try:
+                    rule = convert_rule(event.manifest, "")
+                except ValueError as exc:
+                    anomalies.append(f"offset {offset}: DeviceTaintRule refused: {exc}")
+                    return True
+                old = self.rules.get(rule.name)
+                self.rules[rule.name] = RuleState(event.manifest, event.time_added_ms,
+                                                  old.condition if old else None, old.evicted if old else 0)
+                self._converted = self._patched = None
+            case DeviceTaintRuleDeleted():
+                if self.rules.pop(event.name, None) is None:
+                    anomalies.append(f"offset {offset}: deletion of unknown DeviceTaintRule {event.name}")
+                self._converted = self._patched = None
+            case DeviceTaintRuleStatus():
+                state = self.rules.get(event.name)
+                if state is None:
+                    anomalies.append(f"offset {offset}: status of unknown DeviceTaintRule {event.name}")
+                    return True
+                state.condition = dict(event.condition)
+                state.evicted = event.evicted
+            case _:
+                return False
+        return True
+
+    def converted(self) -> tuple[TaintRule, ...]:
+        """The rules in name order (the order the tracker appends their taints in)."""
+        if self._converted is None:
+            self._converted = tuple(convert_rule(self.rules[n].manifest, "") for n in sorted(self.rules))
+        return self._converted
+
+    def index(self, slices: Mapping[str, Slice], raw: SliceIndex) -> SliceIndex:
+        """The scheduler's slice index: `raw` (the index of `slices`) when there is no rule, else the slices with
+        the rules' taints, built once per change of the rules or of the slices (a new `raw`)."""
+        if not self.rules:
+            return raw
+        cached = self._patched
+        if cached is None or cached[0] is not raw:
+            cached = self._patched = (raw, SliceIndex.build(patch_slices(slices.values(), self.converted())))
+        return cached[1]
