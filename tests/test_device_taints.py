@@ -13,8 +13,8 @@ import yaml
 from builders import simulated_scenario
 
 from dralab.core.controllers.device_taint_eviction import NEVER, claim_eviction, condition, taint_time
-from dralab.core.dra.model import DeviceID, Slice, Taint, Toleration
 from dralab.core.dra.model import Device as DraDevice
+from dralab.core.dra.model import DeviceID, Slice, Taint, Toleration
 from dralab.core.dra.taint_rules import TaintRule, convert_rule, patch_slices
 from dralab.core.kube.errors import ScenarioError
 from dralab.core.kube.versions import make_profile
@@ -53,7 +53,7 @@ def test_the_scenario_tells_its_story() -> None:
                for _, r in evicted.values())
     # `late` waits for the NoSchedule rule's GPU: cause taint, the rule's taint named
     late = [e for t, e in events(result, PodUnschedulable) if e.pod.endswith("/late") and t == 30_000]
-    assert late and late[0].cause == "taint" and "example.com/maintenance=planned:NoSchedule" in late[0].detail
+    assert late and late[0].cause == "device-taint" and "example.com/maintenance=planned:NoSchedule" in late[0].detail
     # the rule's status as the controller writes it
     statuses = [(t, e.condition["reason"], e.evicted) for t, e in events(result, DeviceTaintRuleStatus)
                 if e.name == "pool-ecc"]
@@ -243,3 +243,12 @@ def test_rule_conditions_as_upstream_words_them() -> None:
     none = condition(TaintRule("r", Taint("k", "", "None")), {}, 0, would=3)
     assert (none["reason"], none["message"]) == ("NoEffect", "3 pods would be evicted if the effect was NoExecute.")
     assert condition(TaintRule("r", Taint("k")), {}, 0)["reason"] == "OtherEffect"
+
+
+def test_a_no_execute_taint_in_a_slice_template_is_refused() -> None:
+    doc = copy.deepcopy(DOC)
+    doc["spec"]["nodeGroups"][0]["resourceSlices"][0]["spec"]["devices"][1]["taints"] = [
+        {"key": "k", "effect": "NoExecute"}]
+    with pytest.raises(ScenarioError, match=r"resourceSlices\[0\]\.spec\.devices\[1\]\.taints\[0\]\.effect: a "
+                                            r"NoExecute device taint in a ResourceSlice is not modelled by dralab"):
+        parse_scenario(doc, "x.yaml")

@@ -36,13 +36,13 @@ _DRA_REASON = {
     "capacity": "capacity",
     "counters": "capacity",
     "consumable-capacity": "capacity",
-    "taint": "taint",
+    "taint": "device-taint",  # the devices' taints (the slices' and DeviceTaintRules'), as the scheduler says
     "incomplete-pool": "not-ready",
     "invalid-pool": "not-ready",
     "no-class": "missing",
 }
 # how far DRA got on a node (higher is closer): a topology failure means enough devices are there
-_DRA_PROGRESS = {"topology": 3, "capacity": 2, "taint": 1, "not-ready": 1, "missing": 0}
+_DRA_PROGRESS = {"topology": 3, "capacity": 2, "device-taint": 1, "not-ready": 1, "missing": 0}
 _DONE = ("Succeeded", "Failed")
 
 

@@ -39,7 +39,7 @@ EXPLANATION_CAUSE = {
     "counters": "capacity",
     "consumable-capacity": "capacity",
     "topology": "topology",
-    "taint": "taint",
+    "taint": "device-taint",  # devices tainted (the slice's taints, DeviceTaintRules'), not the node
     "incomplete-pool": "not-ready",
     "invalid-pool": "not-ready",
     "no-class": "missing",
