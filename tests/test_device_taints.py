@@ -198,7 +198,8 @@ def test_rules_taint_only_the_devices_they_select_and_leave_other_slices_alone()
     a, b = _slice("a", "node-a", ("gpu-0", "gpu-1")), _slice("b", "node-b", ("gpu-0",))
     c = _slice("c", "node-a", ("nic-0",), driver="nic.example.com")
     taint = Taint("k", "v", "NoExecute")
-    rules = [TaintRule("r1", taint, pool="node-a", device="gpu-0"), TaintRule("r2", Taint("x"), driver="nic.example.com")]
+    rules = [TaintRule("r1", taint, pool="node-a", device="gpu-0"),
+             TaintRule("r2", Taint("x"), driver="nic.example.com")]
     pa, pb, pc = patch_slices([a, b, c], rules)
     assert pb is b  # no rule selects node-b's pool
     assert [d.taints for d in pa.devices] == [(taint,), ()]
