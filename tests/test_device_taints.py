@@ -12,7 +12,9 @@ import pytest
 import yaml
 from builders import simulated_scenario
 
+from dralab.core.analysis.audit import audit, schedule
 from dralab.core.controllers.device_taint_eviction import NEVER, claim_eviction, condition, taint_time
+from dralab.core.dra.api import parse_documents
 from dralab.core.dra.model import Device as DraDevice
 from dralab.core.dra.model import DeviceID, Slice, Taint, Toleration
 from dralab.core.dra.taint_rules import TaintRule, convert_rule, patch_slices
@@ -103,7 +105,7 @@ def test_the_snapshot_keeps_the_rules() -> None:
 
 # --- the API as each release serves it ---------------------------------------------------------------------
 
-RULE = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "r"},
+RULE: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "r"},
         "spec": {"deviceSelector": {"driver": "gpu.example.com"}, "taint": {"key": "k", "effect": "NoSchedule"}}}
 
 
@@ -229,7 +231,7 @@ def test_a_claim_is_evicted_at_its_earliest_device_and_names_every_rule_then() -
     rules = [(TaintRule("fast", Taint("fast", "", "NoExecute"), device="a"), 7_000),
              (TaintRule("also", Taint("also", "", "NoExecute"), pool="p"), 7_000),
              (TaintRule("slow", Taint("slow", "", "NoExecute"), device="b"), 0)]
-    assert claim_eviction(allocation, rules) == (7_000, ["fast", "also"])
+    assert claim_eviction(allocation, rules) == (7_000, ["also", "fast", "slow"])  # every rule that would evict
     assert claim_eviction(allocation, rules[2:]) == (10_000, ["slow"])
     assert claim_eviction(allocation, []) is None
 
@@ -241,8 +243,11 @@ def test_rule_conditions_as_upstream_words_them() -> None:
     assert (two["status"], two["reason"]) == ("True", "PodsPendingEviction")
     assert two["message"] == ("2 pods need to be evicted in 2 different namespaces. 1 pod evicted since starting "
                               "the controller.")
-    none = condition(TaintRule("r", Taint("k", "", "None")), {}, 0, would=3)
-    assert (none["reason"], none["message"]) == ("NoEffect", "3 pods would be evicted if the effect was NoExecute.")
+    none = condition(TaintRule("r", Taint("k", "", "None")), {}, 0, ["pod/a/x", "pod/a/y"], (3, 1))
+    assert (none["reason"], none["message"]) == ("NoEffect", (
+        "3 published devices selected. 1 allocated device selected. 2 pods would be evicted in 1 namespace if the "
+        "effect was NoExecute. This information will not be updated again. Recreate the DeviceTaintRule to trigger "
+        "an update."))
     assert condition(TaintRule("r", Taint("k")), {}, 0)["reason"] == "OtherEffect"
 
 
@@ -253,3 +258,15 @@ def test_a_no_execute_taint_in_a_slice_template_is_refused() -> None:
     with pytest.raises(ScenarioError, match=r"resourceSlices\[0\]\.spec\.devices\[1\]\.taints\[0\]\.effect: a "
                                             r"NoExecute device taint in a ResourceSlice is not modelled by dralab"):
         parse_scenario(doc, "x.yaml")
+
+
+def test_audit_of_a_dump_with_a_rule_names_the_device_taint() -> None:
+    """`dralab audit` and `schedule` read a dump's DeviceTaintRules and apply them, as kube-scheduler would: the pod
+    fits nowhere because its only device is tainted (without the rule it would fit)."""
+    case = Path(__file__).parent / "scheduler_cases" / "device-taints" / "scheduling-dralab-no-schedule-rule.yaml"
+    docs = [d for d in yaml.safe_load_all(case.read_text()) if d.get("kind") != "SchedulingTest"]
+    (pod,) = audit(parse_documents(docs))["pods"]
+    assert pod["reason"] == "device-taint" and "example.com/taint=something:NoSchedule" in pod["message"], pod
+    assert [p["reason"] for p in schedule(parse_documents(docs))["pending"]] == ["device-taint"]
+    without = [d for d in docs if d.get("kind") != "DeviceTaintRule"]
+    assert [b["name"] for b in schedule(parse_documents(without))["bindings"]] == ["my-pod"]

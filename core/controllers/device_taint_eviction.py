@@ -5,7 +5,10 @@ claim does not tolerate are deleted, after the pod's DisruptionTarget condition 
 `DeletionByDeviceTaintManager`. When: for each tainted device of the claim, the taint's `timeAdded` plus the
 `tolerationSeconds` of the allocation result's toleration that tolerates it (0 when none does; never when one
 tolerates it without `tolerationSeconds`); the claim's time is the earliest of its devices'. Pods already done
-are left alone. The tolerations are those the allocation result recorded for the device (core/dra/result.py).
+are left alone. The tolerations are those the allocation result recorded for the device (core/dra/result.py). The
+pods of a claim are those in its reservedFor, and for a PodGroup there (KEP-5729) its members that name the claim.
+An eviction is attributed to every rule that would evict the pod, the later ones too (upstream's
+multiple-claims-different-rules cases).
 
 dralab's model: the taints that evict are those of DeviceTaintRules (core/dra/taint_rules.py; their `timeAdded`
 is when the rule was created in the run). An evicted pod gets `PodEvicted` with the reason (the fold writes the
@@ -15,18 +18,19 @@ workload controller makes a replacement, as for any eviction. A pod waiting for 
 The rule's status (1.35+, where DeviceTaintRuleStatus exists): the EvictionInProgress condition as
 maybeUpdateRuleStatus writes it: for a NoExecute rule True with reason PodsPendingEviction while pods wait for
 eviction ("N pods need to be evicted in M namespaces."), else False with Completed (it evicted some) or
-NotStarted; for effect None, NoEffect with how many pods would be evicted; other effects, OtherEffect. Each
-message ends with the count evicted so far. Simplification: upstream rewrites the condition at most every 10 s
-(ruleStatusPeriod); dralab writes it whenever it changes.
+NotStarted; for effect None, NoEffect with the devices it selects and how many pods it would evict, written once;
+other effects, OtherEffect. Each message ends with the count evicted so far. Simplification: upstream rewrites the
+condition at most every 10 s (ruleStatusPeriod), so it may say PodsPendingEviction for pods already gone; dralab
+writes it whenever it changes, after the decision's evictions.
 
 Taints a driver publishes in its ResourceSlice with effect NoExecute (not a rule) have no `timeAdded` in dralab's
-model of slices: they do not evict here (documented in docs/scheduler.md "Device taints").
+model of slices: a scenario may not have them (core/scenario/gates.py), and a dump's are not evicted for.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,10 +58,11 @@ def taint_time(taint: Taint, added_ms: int, tolerations: Sequence[Toleration]) -
 
 
 def claim_eviction(allocation: dict[str, Any], rules: Sequence[tuple[TaintRule, int]]) -> tuple[int, list[str]] | None:
-    """The earliest time the claim's pods are evicted for `rules` (NoExecute, with their times added), and the
-    rules that evict at that time; None when no rule evicts them."""
+    """The earliest time the claim's pods are evicted for `rules` (NoExecute, with their times added), and every
+    rule that would evict them, sooner or later (upstream attributes the eviction to all of them, "the second rule
+    would have caused eviction eventually"); None when no rule evicts them."""
     best: int | None = None
-    names: list[str] = []
+    names: dict[str, None] = {}
     for result in (allocation.get("devices") or {}).get("results") or []:
         tolerations = [check_toleration(t, "") for t in result.get("tolerations") or []]
         for rule, added in rules:
@@ -66,11 +71,34 @@ def claim_eviction(allocation: dict[str, Any], rules: Sequence[tuple[TaintRule, 
             when = taint_time(rule.taint, added, tolerations)
             if when == NEVER:
                 continue
-            if best is None or when < best:
-                best, names = when, [rule.name]
-            elif when == best and rule.name not in names:
-                names.append(rule.name)
-    return None if best is None else (best, names)
+            best = when if best is None else min(best, when)
+            names[rule.name] = None
+    return None if best is None else (best, sorted(names))
+
+
+def _references(view: ClusterState, pod_key: str, claim: str) -> bool:
+    """Whether the pod uses the claim (a PodGroup member uses its group's claim only if it names it, upstream's
+    no-evict-pod-in-podgroup-without-claim)."""
+    pod = view.pods.get(pod_key)
+    if pod is None:
+        return False
+    if claim in view.dra.pod_claims.get(pod_key, {}).values():
+        return True
+    namespace = pod_key.split("/")[1]
+    return any(claim == f"claim/{namespace}/{c.get('resourceClaimName')}"
+               for c in (pod.manifest.get("spec") or {}).get("resourceClaims") or [] if isinstance(c, dict))
+
+
+def _consumers(view: ClusterState, claim: str, reserved_for: Iterable[str]) -> list[str]:
+    """The pods using a claim: those in reservedFor, and the members of a PodGroup in it that name the claim."""
+    out: list[str] = []
+    for consumer in reserved_for:
+        if consumer.startswith("podgroup/"):
+            out += [p for p in view.gang.group_members.get(consumer[len("podgroup/"):], {})
+                    if _references(view, p, claim)]
+        else:
+            out.append(consumer)
+    return out
 
 
 def schedule(view: ClusterState, rules: Sequence[tuple[TaintRule, int]]) -> dict[str, tuple[int, list[str]]]:
@@ -78,42 +106,64 @@ def schedule(view: ClusterState, rules: Sequence[tuple[TaintRule, int]]) -> dict
     out: dict[str, tuple[int, list[str]]] = {}
     if not rules:
         return out
-    for state in view.dra.claims.values():
+    for key, state in view.dra.claims.items():
         if state.allocation is None or not state.reserved_for:
             continue
         eviction = claim_eviction(state.allocation, rules)
         if eviction is None:
             continue
-        for key in state.reserved_for:
-            pod = view.pods.get(key)
+        for pod_key in _consumers(view, key, state.reserved_for):
+            pod = view.pods.get(pod_key)
             if pod is None or pod.node is None or pod.phase in (SUCCEEDED, FAILED):
                 continue
-            seen = out.get(key)
-            if seen is None or eviction[0] < seen[0]:
-                out[key] = eviction
-            elif eviction[0] == seen[0]:
-                out[key] = (seen[0], sorted({*seen[1], *eviction[1]}))
+            seen = out.get(pod_key)
+            out[pod_key] = eviction if seen is None else (min(seen[0], eviction[0]),
+                                                          sorted({*seen[1], *eviction[1]}))
     return out
+
+
+def selected_devices(view: ClusterState, rule: TaintRule) -> tuple[int, int]:
+    """(published devices the rule selects, allocated devices it selects): upstream countTaintedDevices."""
+    published = sum(1 for slc in view.dra.slices.values() for d in slc.devices
+                    if rule.matches(slc.driver, slc.pool, d.id.device))
+    allocated = sum(1 for c in view.dra.claims.values() if c.allocation is not None
+                    for r in (c.allocation.get("devices") or {}).get("results") or []
+                    if rule.matches(r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
+    return published, allocated
 
 
 def _plural(n: int, one: str, many: str) -> str:
     return one if n == 1 else many.format(n)
 
 
-def condition(rule: TaintRule, pending: dict[str, None], evicted: int, would: int = 0) -> dict[str, Any]:
-    """The rule's EvictionInProgress condition (upstream maybeUpdateRuleStatus), without its times."""
+def _namespaces(pods: Iterable[str], would: bool = False) -> str:
+    n = len({p.split("/")[1] for p in pods})
+    if would:  # upstream's NoEffect wording: "... in 1 namespace if the effect was NoExecute."
+        return _plural(n, "1 namespace ", "{} different namespaces ")
+    return _plural(n, "1 namespace.", "{} different namespaces.")
+
+
+def condition(rule: TaintRule, pending: Iterable[str], evicted: int, would: Iterable[str] = (),
+              devices: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+    """The rule's EvictionInProgress condition (upstream maybeUpdateRuleStatus), without its times: `pending`
+    the pods waiting for eviction by it, `evicted` how many it evicted, and for effect None the pods it `would`
+    evict and the (published, allocated) `devices` it selects."""
+    pending, would = list(pending), list(would)
     status, message = "False", ""
     if rule.taint.effect == "NoExecute":
         if pending:
-            namespaces = len({p.split("/")[1] for p in pending})
             status, reason = "True", "PodsPendingEviction"
             message = (_plural(len(pending), "1 pod needs", "{} pods need") + " to be evicted in "
-                       + _plural(namespaces, "1 namespace.", "{} different namespaces."))
+                       + _namespaces(pending))
         else:
             reason = "Completed" if evicted else "NotStarted"
     elif rule.taint.effect == "None":
         reason = "NoEffect"
-        message = (_plural(would, "1 pod", "{} pods") + " would be evicted if the effect was NoExecute.")
+        message = (_plural(devices[0], "1 published device", "{} published devices") + " selected. "
+                   + _plural(devices[1], "1 allocated device", "{} allocated devices") + " selected. "
+                   + _plural(len(would), "1 pod", "{} pods") + " would be evicted in " + _namespaces(would, True)
+                   + "if the effect was NoExecute. This information will not be updated again. Recreate the "
+                   "DeviceTaintRule to trigger an update.")
     else:
         reason, message = "OtherEffect", "Eviction only happens for the NoExecute effect."
     if evicted:
@@ -161,11 +211,14 @@ class DeviceTaintEviction:
         for rule, added in timed:
             state = view.dra.taint_rules.rules[rule.name]
             total = state.evicted + evicted.get(rule.name, 0)
-            would = 0
-            if rule.taint.effect == "None":  # upstream simulates the rule as NoExecute to count
+            if rule.taint.effect == "None":  # upstream simulates the rule as NoExecute, once
+                if state.condition is not None:
+                    continue
                 as_noexecute = replace(rule, taint=replace(rule.taint, effect="NoExecute"))
-                would = len(schedule(view, [(as_noexecute, added)]))
-            cond = condition(rule, pending.get(rule.name, {}), total, would)
+                cond = condition(rule, (), total, schedule(view, [(as_noexecute, added)]),
+                                 selected_devices(view, rule))
+            else:
+                cond = condition(rule, pending.get(rule.name, {}), total)
             if cond != state.condition or total != state.evicted:
                 out.append(DeviceTaintRuleStatus(name=rule.name, condition=cond, evicted=total))
         return out
