@@ -84,6 +84,9 @@ KINDS: dict[str, KindSpec] = {
     "foreign-writer": KindSpec("", ("entries",), ("form",), who="runtime"),
 }
 BUS_KINDS = frozenset({"redis-restart", "foreign-writer"})  # live only: they act on the run's Redis
+# only in a scenario's spec.faults: a random chaos schedule (replay/simulation/chaos.py) does not draw them (a
+# device-taint needs a taint and a release that serves DeviceTaintRules)
+SCENARIO_ONLY_KINDS = frozenset({"device-taint"})
 FOREIGN_FORMS = ("both", "auto-id", "no-payload")
 MAX_FOREIGN_ENTRIES = 1000
 FAULT_KINDS = tuple(KINDS)
