@@ -270,3 +270,24 @@ def test_audit_of_a_dump_with_a_rule_names_the_device_taint() -> None:
     assert [p["reason"] for p in schedule(parse_documents(docs))["pending"]] == ["device-taint"]
     without = [d for d in docs if d.get("kind") != "DeviceTaintRule"]
     assert [b["name"] for b in schedule(parse_documents(without))["bindings"]] == ["my-pod"]
+
+
+def test_a_rule_created_again_replaces_its_spec_and_keeps_its_status() -> None:
+    """An update is a DeviceTaintRuleCreated of the same name: the new spec and taint time, the old condition and
+    count; a deletion of an unknown rule is an anomaly, never a crash."""
+    from dralab.core.log.events import DeviceTaintRuleCreated, DeviceTaintRuleDeleted
+    from dralab.core.state.device_taints import DeviceTaintState
+
+    state, anomalies = DeviceTaintState(), list[str]()
+    state.apply(1, DeviceTaintRuleCreated(manifest=RULE, time_added_ms=0), anomalies)
+    state.apply(2, DeviceTaintRuleStatus(name="r", condition={"reason": "NotStarted"}, evicted=2), anomalies)
+    changed = copy.deepcopy(RULE)
+    changed["spec"]["taint"]["effect"] = "NoExecute"
+    state.apply(3, DeviceTaintRuleCreated(manifest=changed, time_added_ms=5_000), anomalies)
+    (rule,) = state.converted()
+    assert rule.taint.effect == "NoExecute" and state.rules["r"].time_added_ms == 5_000
+    assert state.rules["r"].evicted == 2 and state.rules["r"].condition == {"reason": "NotStarted"}
+    state.apply(4, DeviceTaintRuleDeleted(name="r"), anomalies)
+    state.apply(5, DeviceTaintRuleDeleted(name="r"), anomalies)
+    assert state.rules == {} and state.converted() == () and anomalies == [
+        "offset 5: deletion of unknown DeviceTaintRule r"]
