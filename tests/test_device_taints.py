@@ -291,3 +291,14 @@ def test_a_rule_created_again_replaces_its_spec_and_keeps_its_status() -> None:
     state.apply(5, DeviceTaintRuleDeleted(name="r"), anomalies)
     assert state.rules == {} and state.converted() == () and anomalies == [
         "offset 5: deletion of unknown DeviceTaintRule r"]
+
+
+def test_a_typed_rule_list_from_kubectl_is_read() -> None:
+    """`kubectl get devicetaintrules -o yaml` may print a DeviceTaintRuleList: its rules are read, not kept aside."""
+    case = Path(__file__).parent / "scheduler_cases" / "device-taints" / "scheduling-dralab-no-schedule-rule.yaml"
+    docs = [d for d in yaml.safe_load_all(case.read_text()) if d.get("kind") != "SchedulingTest"]
+    rules = [d for d in docs if d.get("kind") == "DeviceTaintRule"]
+    listed = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRuleList",
+              "items": [{k: v for k, v in r.items() if k not in ("apiVersion", "kind")} for r in rules]}
+    inv = parse_documents([d for d in docs if d.get("kind") != "DeviceTaintRule"] + [listed])
+    assert [p["reason"] for p in schedule(inv)["pending"]] == ["device-taint"]

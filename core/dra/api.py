@@ -278,7 +278,8 @@ class InventoryBuilder:
             self.inventory.other.append(obj)
 
     def _typed(self, kind: str, group: str, api_version: str) -> bool:
-        return ((kind in DRA_KINDS and group == DRA_GROUP) or (kind in CORE_KINDS and api_version == "v1")
+        return (((kind in DRA_KINDS or kind == TAINT_RULE_KIND) and group == DRA_GROUP)
+                or (kind in CORE_KINDS and api_version == "v1")
                 or (kind == WORKLOAD_KIND and group == SCHEDULING_GROUP)
                 or (kind == POD_GROUP_KIND and group == POD_GROUP_GROUP)
                 or (self.profile is not None and group == SCHEDULING_GROUP
