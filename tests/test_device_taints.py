@@ -302,3 +302,24 @@ def test_a_typed_rule_list_from_kubectl_is_read() -> None:
               "items": [{k: v for k, v in r.items() if k not in ("apiVersion", "kind")} for r in rules]}
     inv = parse_documents([d for d in docs if d.get("kind") != "DeviceTaintRule"] + [listed])
     assert [p["reason"] for p in schedule(inv)["pending"]] == ["device-taint"]
+
+
+def test_the_patched_index_is_made_again_only_for_what_changed() -> None:
+    """The scheduler's index with the rules: the same object while neither the slices nor the rules change; a slice
+    republished is patched again, the others keep their patched devices (the allocator caches per device)."""
+    from dralab.core.dra.pools import SliceIndex
+    from dralab.core.log.events import DeviceTaintRuleCreated
+    from dralab.core.state.device_taints import DeviceTaintState
+
+    state = DeviceTaintState()
+    assert state.apply(1, DeviceTaintRuleCreated(manifest=RULE), [])
+    slices = {"a": _slice("a", "node-a", ("gpu-0",)), "b": _slice("b", "node-b", ("gpu-0",))}
+    raw = SliceIndex.build(list(slices.values()))
+    first = state.index(slices, raw)
+    assert state.index(slices, raw) is first
+    assert [d.taints for s in first.by_pool.values() for d in s[0].devices] == [(Taint("k"),), (Taint("k"),)]
+    slices["b"] = _slice("b", "node-b", ("gpu-0", "gpu-1"))
+    second = state.index(slices, SliceIndex.build(list(slices.values())))
+    assert second.by_pool[("gpu.example.com", "node-a")][0] is first.by_pool[("gpu.example.com", "node-a")][0]
+    assert len(second.by_pool[("gpu.example.com", "node-b")][0].devices) == 2
+    assert DeviceTaintState().index(slices, raw) is raw  # no rule: the slices as published

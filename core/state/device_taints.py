@@ -39,6 +39,9 @@ class DeviceTaintState:
     # derived, dropped when the rules change; caches, so not part of equality (nor of a snapshot)
     _converted: tuple[TaintRule, ...] | None = field(default=None, compare=False, repr=False)
     _patched: tuple[SliceIndex, SliceIndex] | None = field(default=None, compare=False, repr=False)
+    # slice name -> (the slice as published, with the rules' taints): a slice republished is a new object, one that
+    # is not keeps its patched devices (the allocator's caches are per device object); dropped with the rules
+    _by_slice: dict[str, tuple[Slice, Slice]] = field(default_factory=dict, compare=False, repr=False)
 
     def apply(self, offset: int, event: object, anomalies: list[str]) -> bool:
         """Apply a DeviceTaintRule event; False if it is not one."""
@@ -53,10 +56,12 @@ class DeviceTaintState:
                 self.rules[rule.name] = RuleState(event.manifest, event.time_added_ms,
                                                   old.condition if old else None, old.evicted if old else 0)
                 self._converted = self._patched = None
+                self._by_slice = {}
             case DeviceTaintRuleDeleted():
                 if self.rules.pop(event.name, None) is None:
                     anomalies.append(f"offset {offset}: deletion of unknown DeviceTaintRule {event.name}")
                 self._converted = self._patched = None
+                self._by_slice = {}
             case DeviceTaintRuleStatus():
                 state = self.rules.get(event.name)
                 if state is None:
@@ -81,5 +86,17 @@ class DeviceTaintState:
             return raw
         cached = self._patched
         if cached is None or cached[0] is not raw:
-            cached = self._patched = (raw, SliceIndex.build(patch_slices(slices.values(), self.converted())))
+            cached = self._patched = (raw, SliceIndex.build(self._patch(slices)))
         return cached[1]
+
+    def _patch(self, slices: Mapping[str, Slice]) -> list[Slice]:
+        rules = self.converted()
+        seen, out = self._by_slice, []
+        fresh: dict[str, tuple[Slice, Slice]] = {}
+        for name, slc in slices.items():
+            kept = seen.get(name)
+            patched = kept[1] if kept is not None and kept[0] is slc else patch_slices((slc,), rules)[0]
+            fresh[name] = (slc, patched)
+            out.append(patched)
+        self._by_slice = fresh
+        return out
