@@ -251,13 +251,21 @@ def test_rule_conditions_as_upstream_words_them() -> None:
     assert condition(TaintRule("r", Taint("k")), {}, 0)["reason"] == "OtherEffect"
 
 
-def test_a_no_execute_taint_in_a_slice_template_is_refused() -> None:
+def test_a_no_execute_taint_in_a_slice_template_evicts_after_its_toleration() -> None:
+    """A driver's own NoExecute taint counts from when its slice was first published with it (t=0 for the starting
+    node): `batch`, tolerating it for 60 s, is the only pod put on that GPU, and is evicted at 60 s."""
     doc = copy.deepcopy(DOC)
+    doc["spec"]["objects"] = doc["spec"]["objects"][:3]
+    del doc["spec"]["faults"]
     doc["spec"]["nodeGroups"][0]["resourceSlices"][0]["spec"]["devices"][1]["taints"] = [
-        {"key": "k", "effect": "NoExecute"}]
-    with pytest.raises(ScenarioError, match=r"resourceSlices\[0\]\.spec\.devices\[1\]\.taints\[0\]\.effect: a "
-                                            r"NoExecute device taint in a ResourceSlice is not modelled by dralab"):
-        parse_scenario(doc, "x.yaml")
+        {"key": "example.com/ecc-error", "effect": "NoExecute"}]
+    result = run(doc)
+    evicted = [(t, e.pod.rsplit("/", 1)[1], e.reason) for t, e in events(result, PodEvicted)]
+    assert evicted == [(60_000, "batch", "DeletionByDeviceTaintManager: NoExecute taint of ResourceSlice "
+                                         "gpu-4x-0-gpu.example.com-0")]
+    assert events(result, DeviceTaintRuleStatus) == []
+    assert result.state.dra.taint_rules.no_execute_since == {
+        "gpu-4x-0-gpu.example.com-0": {"gpu-1/example.com/ecc-error=": 0}}
 
 
 def test_audit_of_a_dump_with_a_rule_names_the_device_taint() -> None:

@@ -23,8 +23,9 @@ other effects, OtherEffect. Each message ends with the count evicted so far. Sim
 condition at most every 10 s (ruleStatusPeriod), so it may say PodsPendingEviction for pods already gone; dralab
 writes it whenever it changes, after the decision's evictions.
 
-Taints a driver publishes in its ResourceSlice with effect NoExecute (not a rule) have no `timeAdded` in dralab's
-model of slices: a scenario may not have them (core/scenario/gates.py), and a dump's are not evicted for.
+Taints a driver publishes in its ResourceSlice evict the same way, their timeAdded being when the fold first saw
+the slice publish them (core/state/device_taints.py; a dump's slices: the dump's time). Upstream also ignores
+slices of an older pool generation; dralab looks at every slice it has.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ from ..engine.contract import Decision, Trigger
 from ..kube.versions import profile_from_config
 from ..log.events import AnyEvent, DeviceTaintRuleStatus, PodEvicted
 from ..state.cluster import FAILED, SUCCEEDED, ClusterState
+from ..state.device_taints import taint_key
 
 REASON = "DeletionByDeviceTaintManager"  # the pod's DisruptionTarget condition reason, upstream's
+SLICE = "\x00slice/"  # the name prefix of a slice's own taint as a rule (no rule name can start so)
 NEVER = -1
 
 
@@ -132,6 +135,31 @@ def selected_devices(view: ClusterState, rule: TaintRule) -> tuple[int, int]:
     return published, allocated
 
 
+def slice_taints(view: ClusterState) -> list[tuple[TaintRule, int]]:
+    """The NoExecute taints the drivers publish in their slices, each as a rule of one device (named
+    `SLICE<slice name>`) with the time the fold first saw it (core/state/device_taints.py `no_execute_since`)."""
+    out: list[tuple[TaintRule, int]] = []
+    for name, since in view.dra.taint_rules.no_execute_since.items():
+        slc = view.dra.slices.get(name)
+        if slc is None:
+            continue
+        for device in slc.devices:
+            for taint in device.taints:
+                added = since.get(taint_key(device.id.device, taint)) if taint.effect == "NoExecute" else None
+                if added is not None:
+                    out.append((TaintRule(SLICE + name, taint, slc.driver, slc.pool, device.id.device), added))
+    return out
+
+
+def _reason(names: Sequence[str]) -> str:
+    """The PodEvicted reason: upstream's DisruptionTarget reason, and where the taints come from."""
+    rules = [n for n in names if not n.startswith(SLICE)]
+    slices = sorted({n[len(SLICE):] for n in names if n.startswith(SLICE)})
+    parts = ([f"DeviceTaintRule {', '.join(rules)}"] if rules else []) + \
+        ([f"ResourceSlice {', '.join(slices)}"] if slices else [])
+    return f"{REASON}: NoExecute taint of {'; '.join(parts)}"
+
+
 def _plural(n: int, one: str, many: str) -> str:
     return one if n == 1 else many.format(n)
 
@@ -181,10 +209,10 @@ class DeviceTaintEviction:
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         state = view.dra.taint_rules
         profile = profile_from_config(self.kubernetes)
-        if not state.rules or not profile.enabled("DRADeviceTaints"):
+        if not (state.rules or state.no_execute_since) or not profile.enabled("DRADeviceTaints"):
             return Decision(())
         timed = [(r, state.rules[r.name].time_added_ms) for r in state.converted()]
-        due = schedule(view, [(r, t) for r, t in timed if r.taint.effect == "NoExecute"])
+        due = schedule(view, [(r, t) for r, t in timed if r.taint.effect == "NoExecute"] + slice_taints(view))
         events: list[AnyEvent] = []
         wake: int | None = None
         evicted: dict[str, int] = {}
@@ -192,8 +220,7 @@ class DeviceTaintEviction:
         for key in sorted(due):
             when, names = due[key]
             if when <= now:
-                events.append(PodEvicted(pod=key, node=str(view.pods[key].node),
-                                         reason=f"{REASON}: NoExecute taint of DeviceTaintRule {', '.join(names)}"))
+                events.append(PodEvicted(pod=key, node=str(view.pods[key].node), reason=_reason(names)))
                 for name in names:
                     evicted[name] = evicted.get(name, 0) + 1
             else:

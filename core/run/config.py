@@ -39,8 +39,8 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
         **({"broker": broker} if (broker := broker_config(scenario.objects)) is not None else {}),
         # the chaos reactor, when the scenario injects faults (core/controllers/chaos.py)
         **({"chaos": {}} if scenario.faults else {}),
-        # the device taint eviction controller, when the scenario has DeviceTaintRules (objects or `device-taint`
-        # faults: core/controllers/device_taint_eviction.py); other runs record what they did before
+        # the device taint eviction controller, when the scenario can taint a device NoExecute (DeviceTaintRules,
+        # slice templates: core/controllers/device_taint_eviction.py); other runs record what they did before
         **({"device_taint_eviction": {}} if _taint_rules(scenario) else {}),
         # the Job controller, when Jobs arrive (core/controllers/jobs.py): other runs record what they did before
         **({"jobs": {}} if any(a.job is not None for a in scenario.workload) else {}),
@@ -90,9 +90,12 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
 
 
 def _taint_rules(scenario: Scenario) -> bool:
-    """Whether the scenario has DeviceTaintRules: in spec.objects or made by `device-taint` faults."""
+    """Whether the scenario can taint a device NoExecute: DeviceTaintRules (spec.objects, `device-taint` faults) or
+    a NoExecute taint in a node group's ResourceSlice templates."""
     return any(o.get("kind") == "DeviceTaintRule" for o in scenario.objects) or any(
-        f.kind == "device-taint" for f in scenario.faults)
+        f.kind == "device-taint" for f in scenario.faults) or any(
+        (t or {}).get("effect") == "NoExecute" for g in scenario.node_groups for s in g.resource_slices
+        for d in (s.get("spec") or {}).get("devices") or [] for t in (d.get("taints") or []))
 
 
 def drivers_shards(shards: int) -> list[Drivers]:

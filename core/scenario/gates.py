@@ -68,23 +68,11 @@ def check_slice(slice_: dict[str, Any], path: str, profile: Profile) -> None:
     for k, device in enumerate(_items(spec, "devices")):
         d_path = index(join(spec_path, "devices"), k)
         _fields(device, d_path, DEVICE_FIELDS, profile)
-        _no_execute(device, d_path)
         capacity = device.get("capacity") if isinstance(device, dict) else None
         for name, entry in (capacity.items() if isinstance(capacity, dict) else ()):
             if isinstance(entry, dict) and _set(entry.get("requestPolicy")):
                 profile.require("DRAConsumableCapacity", join(join(join(d_path, "capacity"), name), "requestPolicy"),
                                 "`requestPolicy`")
-
-
-def _no_execute(device: object, path: str) -> None:
-    """A NoExecute taint a driver publishes evicts pods `tolerationSeconds` after its `timeAdded`, which dralab's
-    slices do not carry: refused (a DeviceTaintRule's taint has one: core/controllers/device_taint_eviction.py)."""
-    for t, taint in enumerate(_items(device, "taints")):
-        if isinstance(taint, dict) and taint.get("effect") == "NoExecute":
-            raise FieldError(join(index(join(path, "taints"), t), "effect"),
-                             "a NoExecute device taint in a ResourceSlice is not modelled by dralab (its eviction "
-                             "counts from the taint's timeAdded); put it in a DeviceTaintRule (spec.objects, or a "
-                             "`device-taint` fault) instead")
 
 
 def check_claim_spec(spec: object, path: str, profile: Profile) -> None:

@@ -144,7 +144,7 @@ class ClusterState(ClusterIndexes):
         DRA and ProvisioningRequest events, which their own parts of the state apply."""
         if self.touched_pods is not None:
             self._touch_dra(event)
-        if not self.dra.apply(offset, event, self.anomalies) and not self.provisioning.apply(
+        if not self.dra.apply(offset, event, self.anomalies, t) and not self.provisioning.apply(
                 offset, t, event, self.anomalies):
             self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
 

@@ -98,7 +98,8 @@ def _body_type(cls: type, overrides: dict[str, Any], skip: frozenset[str], name:
 
 _DRA = _body_type(DraState, {"classes": dict[str, dict[str, Any]], "slices": dict[str, dict[str, Any]],
                              "claims": dict[str, _Claim], "allocated": _Allocated,
-                             "taint_rules": dict[str, _Rule]}, frozenset({"_index"}), "_Dra")
+                             "taint_rules": tuple[dict[str, _Rule], dict[str, dict[str, int]]]}, frozenset({"_index"}),
+                   "_Dra")
 _BODY = _body_type(ClusterState, {"dra": _DRA}, DROPPED, "_Body")
 
 
@@ -150,8 +151,8 @@ def _encode_dra(dra: DraState) -> msgspec.Struct:
         "slices": {name: s.manifest for name, s in dra.slices.items()},
         "claims": {k: _Claim(c.claim.manifest, c.owner, c.allocation, c.reserved_for) for k, c in dra.claims.items()},
         "allocated": allocated,
-        "taint_rules": {n: _Rule(r.manifest, r.time_added_ms, r.condition, r.evicted)
-                        for n, r in dra.taint_rules.rules.items()},
+        "taint_rules": ({n: _Rule(r.manifest, r.time_added_ms, r.condition, r.evicted)
+                         for n, r in dra.taint_rules.rules.items()}, dra.taint_rules.no_execute_since),
     }
     plain = {f.name: getattr(dra, f.name) for f in fields(DraState) if f.name not in DRA_CUSTOM}
     return _DRA(**plain, **custom)
@@ -237,8 +238,9 @@ def _decode_dra(body: Any) -> DraState:
         claim = convert_claim(c.manifest, "")
         _same(claim, key, "claim", claim_key(claim.namespace, claim.name))
         dra.claims[key] = ClaimState(claim, c.owner, c.allocation, c.reserved_for)
+    rules, since = body.taint_rules
     dra.taint_rules = DeviceTaintState({n: RuleState(r.manifest, r.time_added_ms, r.condition, r.evicted)
-                                        for n, r in body.taint_rules.items()})
+                                        for n, r in rules.items()}, since)
     a = body.allocated
     dra.allocated = AllocatedState(
         {DeviceID(*d) for d in a.devices},

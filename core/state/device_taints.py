@@ -13,13 +13,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dra.model import Slice
+from ..dra.model import Slice, Taint
 from ..dra.pools import SliceIndex
 from ..dra.taint_rules import TaintRule, convert_rule, patch_slices
 from ..log.events import DeviceTaintRuleCreated, DeviceTaintRuleDeleted, DeviceTaintRuleStatus
 
 # events after which a parked pod may fit (a rule deleted or changed can untaint devices): core/state/cluster.py
 RULE_ROOM_EVENTS = (DeviceTaintRuleCreated, DeviceTaintRuleDeleted)
+
+
+def taint_key(device: str, taint: Taint) -> str:
+    """A NoExecute taint of one device of a slice, as `no_execute_since` keys it."""
+    return f"{device}/{taint.key}={taint.value}"
 
 
 @dataclass
@@ -36,6 +41,9 @@ class RuleState:
 @dataclass
 class DeviceTaintState:
     rules: dict[str, RuleState] = field(default_factory=dict)  # rule name -> state
+    # slice name -> {"<device>/<taint key>=<value>": cluster ms the slice first published that NoExecute taint}: the
+    # taint's timeAdded as dralab knows it (a dump's slices: 0, the dump's time)
+    no_execute_since: dict[str, dict[str, int]] = field(default_factory=dict)
     # derived, dropped when the rules change; caches, so not part of equality (nor of a snapshot)
     _converted: tuple[TaintRule, ...] | None = field(default=None, compare=False, repr=False)
     _patched: tuple[SliceIndex, SliceIndex] | None = field(default=None, compare=False, repr=False)
@@ -72,6 +80,19 @@ class DeviceTaintState:
             case _:
                 return False
         return True
+
+    def slice_published(self, slc: Slice, t: int) -> None:
+        """Note when each NoExecute taint of the slice's devices appeared (kept while the slice keeps publishing it;
+        a taint gone and back counts from its return), so that the eviction controller can add tolerationSeconds."""
+        seen = self.no_execute_since.get(slc.name)
+        if seen is None and not any(tt.effect == "NoExecute" for d in slc.devices for tt in d.taints):
+            return  # nearly every slice: nothing to note
+        now = {taint_key(d.id.device, tt): (seen or {}).get(taint_key(d.id.device, tt), t)
+               for d in slc.devices for tt in d.taints if tt.effect == "NoExecute"}
+        if now:
+            self.no_execute_since[slc.name] = now
+        else:
+            self.no_execute_since.pop(slc.name, None)
 
     def converted(self) -> tuple[TaintRule, ...]:
         """The rules in name order (the order the tracker appends their taints in)."""

@@ -76,11 +76,12 @@ class DraState:
                 if slc.node_selection is not None and slc.node_selection.node_name == node]
         for name in gone:
             del self.slices[name]
+            self.taint_rules.no_execute_since.pop(name, None)
         if gone:
             self._index = None
 
-    def apply(self, offset: int, event: object, anomalies: list[str]) -> bool:
-        """Apply a DRA event; False if it is not one."""
+    def apply(self, offset: int, event: object, anomalies: list[str], t: int = 0) -> bool:
+        """Apply a DRA event (at cluster time `t`); False if it is not one."""
         match event:
             case DeviceClassCreated():
                 cls = _convert(convert_device_class, event.manifest, offset, anomalies)
@@ -96,6 +97,7 @@ class DraState:
                 if sl is not None:
                     self.slices[sl.name] = sl
                     self._index = None
+                    self.taint_rules.slice_published(sl, t)  # when its NoExecute taints appeared (device_taints.py)
             case ClaimAllocated():
                 state = self.claims.get(event.claim)
                 if state is None or state.allocation is not None:
