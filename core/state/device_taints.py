@@ -5,6 +5,9 @@ nothing else: the fold keeps the slices as the drivers published them (the autos
 invariants and the audit of the drivers read those), and :meth:`DeviceTaintState.index` gives the scheduler the
 slices with the rules' taints added, as kube-scheduler's slice tracker does (resourceslice/tracker). Rules are
 few, slices many: the patched index is built once per change of either and reused by every decision.
+
+It also keeps what the device taint eviction controller needs and a slice does not say: when each NoExecute taint
+a driver publishes first appeared (`no_execute_since`: upstream's taint `timeAdded`, which dralab's slices lack).
 """
 
 from __future__ import annotations
