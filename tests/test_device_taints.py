@@ -59,10 +59,13 @@ def test_the_scenario_tells_its_story() -> None:
     # the rule's status as the controller writes it
     statuses = [(t, e.condition["reason"], e.evicted) for t, e in events(result, DeviceTaintRuleStatus)
                 if e.name == "pool-ecc"]
-    assert statuses == [(600_000, "PodsPendingEviction", 2), (660_000, "Completed", 3)]
-    pending = next(e.condition for t, e in events(result, DeviceTaintRuleStatus) if e.name == "pool-ecc")
-    assert pending["message"] == ("1 pod needs to be evicted in 1 namespace. 2 pods evicted since starting the "
-                                  "controller.")
+    # the first update sees the pods it evicts as pending; then at most every 10 s, and 10 s after an eviction
+    assert statuses == [(600_000, "PodsPendingEviction", 2), (610_000, "PodsPendingEviction", 2),
+                        (660_000, "PodsPendingEviction", 3), (670_000, "Completed", 3)]
+    messages = [e.condition["message"] for t, e in events(result, DeviceTaintRuleStatus) if e.name == "pool-ecc"]
+    assert messages[:2] == ["3 pods need to be evicted in 1 namespace.",
+                            "1 pod needs to be evicted in 1 namespace. 2 pods evicted since starting the controller."]
+    assert messages[-1] == "3 pods evicted since starting the controller."
     # after the rule is deleted, `late` and the two replacements bind at once, none to the NoSchedule GPU
     bound = [(t, e) for t, e in events(result, PodBound) if t == 900_000]
     assert len(bound) == 3

@@ -19,9 +19,9 @@ The rule's status (1.35+, where DeviceTaintRuleStatus exists): the EvictionInPro
 maybeUpdateRuleStatus writes it: for a NoExecute rule True with reason PodsPendingEviction while pods wait for
 eviction ("N pods need to be evicted in M namespaces."), else False with Completed (it evicted some) or
 NotStarted; for effect None, NoEffect with the devices it selects and how many pods it would evict, written once;
-other effects, OtherEffect. Each message ends with the count evicted so far. Simplification: upstream rewrites the
-condition at most every 10 s (ruleStatusPeriod), so it may say PodsPendingEviction for pods already gone; dralab
-writes it whenever it changes, after the decision's evictions.
+other effects, OtherEffect. Each message ends with the count evicted so far. As upstream, a condition is rewritten at
+most every 10 s (ruleStatusPeriod) and 10 s after the rule evicted pods, and the first update of a new rule sees the
+pods it is about to evict as pending (its work item runs before the pods').
 
 Taints a driver publishes in its ResourceSlice evict the same way, their timeAdded being when the fold first saw
 the slice publish them (core/state/device_taints.py; a dump's slices: the dump's time). Upstream also ignores
@@ -48,6 +48,7 @@ from ..state.device_taints import taint_key
 REASON = "DeletionByDeviceTaintManager"  # the pod's DisruptionTarget condition reason, upstream's
 SLICE = "\x00slice/"  # the name prefix of a slice's own taint as a rule (no rule name can start so)
 NEVER = -1
+STATUS_PERIOD_MS = 10_000  # ruleStatusPeriod: the shortest time between two updates of a rule's status
 
 
 def taint_time(taint: Taint, added_ms: int, tolerations: Sequence[Toleration]) -> int:
@@ -214,38 +215,48 @@ class DeviceTaintEviction:
         timed = [(r, state.rules[r.name].time_added_ms) for r in state.converted()]
         due = schedule(view, [(r, t) for r, t in timed if r.taint.effect == "NoExecute"] + slice_taints(view))
         events: list[AnyEvent] = []
-        wake: int | None = None
+        wakes: list[int] = []
         evicted: dict[str, int] = {}
-        pending: dict[str, dict[str, None]] = {}
+        pending: dict[str, dict[str, None]] = {}  # rule -> the pods it evicts, now or later, as the view has them
         for key in sorted(due):
             when, names = due[key]
+            for name in names:
+                pending.setdefault(name, {})[key] = None
             if when <= now:
                 events.append(PodEvicted(pod=key, node=str(view.pods[key].node), reason=_reason(names)))
                 for name in names:
                     evicted[name] = evicted.get(name, 0) + 1
             else:
-                wake = when if wake is None else min(wake, when)
-                for name in names:
-                    pending.setdefault(name, {})[key] = None
+                wakes.append(when)
         if profile.version != "1.34":  # rule status exists from 1.35
-            events += self._status(view, timed, evicted, pending)
-        return Decision(tuple(events), wake)
+            events += self._status(view, now, timed, evicted, pending, wakes)
+        return Decision(tuple(events), min(wakes) if wakes else None)
 
     @staticmethod
-    def _status(view: ClusterState, timed: list[tuple[TaintRule, int]], evicted: dict[str, int],
-                pending: dict[str, dict[str, None]]) -> list[AnyEvent]:
+    def _status(view: ClusterState, now: int, timed: list[tuple[TaintRule, int]], evicted: dict[str, int],
+                pending: dict[str, dict[str, None]], wakes: list[int]) -> list[AnyEvent]:
+        """The rules' conditions as maybeUpdateRuleStatus writes them: from the view the decision saw (pods evicted
+        by this very decision still pending, as upstream's first update precedes the deletion), at most every
+        STATUS_PERIOD_MS per rule, and again STATUS_PERIOD_MS after the rule evicted pods. Eviction counts are
+        recorded at once (`evicted`), the condition that mentions them with the next update."""
         out: list[AnyEvent] = []
         for rule, added in timed:
             state = view.dra.taint_rules.rules[rule.name]
             total = state.evicted + evicted.get(rule.name, 0)
+            if rule.name in evicted:
+                wakes.append(now + STATUS_PERIOD_MS)  # upstream: a delayed status update after an eviction
             if rule.taint.effect == "None":  # upstream simulates the rule as NoExecute, once
                 if state.condition is not None:
                     continue
                 as_noexecute = replace(rule, taint=replace(rule.taint, effect="NoExecute"))
-                cond = condition(rule, (), total, schedule(view, [(as_noexecute, added)]),
+                cond = condition(rule, (), state.evicted, schedule(view, [(as_noexecute, added)]),
                                  selected_devices(view, rule))
             else:
-                cond = condition(rule, pending.get(rule.name, {}), total)
+                cond = condition(rule, pending.get(rule.name, {}), state.evicted)
+            hold = max(state.status_ms, state.evicted_ms) + STATUS_PERIOD_MS
+            if cond != state.condition and state.condition is not None and now < hold:
+                wakes.append(hold)  # not quite yet
+                cond = state.condition
             if cond != state.condition or total != state.evicted:
                 out.append(DeviceTaintRuleStatus(name=rule.name, condition=cond, evicted=total))
         return out

@@ -80,6 +80,8 @@ class _Rule(msgspec.Struct, array_like=True):  # a DeviceTaintRule (device_taint
     time_added_ms: int
     condition: dict[str, Any] | None
     evicted: int
+    status_ms: int
+    evicted_ms: int
 
 
 class _Allocated(msgspec.Struct, array_like=True):
@@ -151,7 +153,8 @@ def _encode_dra(dra: DraState) -> msgspec.Struct:
         "slices": {name: s.manifest for name, s in dra.slices.items()},
         "claims": {k: _Claim(c.claim.manifest, c.owner, c.allocation, c.reserved_for) for k, c in dra.claims.items()},
         "allocated": allocated,
-        "taint_rules": ({n: _Rule(r.manifest, r.time_added_ms, r.condition, r.evicted)
+        "taint_rules": ({n: _Rule(r.manifest, r.time_added_ms, r.condition, r.evicted, r.status_ms,
+                                 r.evicted_ms)
                          for n, r in dra.taint_rules.rules.items()}, dra.taint_rules.no_execute_since),
     }
     plain = {f.name: getattr(dra, f.name) for f in fields(DraState) if f.name not in DRA_CUSTOM}
@@ -239,7 +242,8 @@ def _decode_dra(body: Any) -> DraState:
         _same(claim, key, "claim", claim_key(claim.namespace, claim.name))
         dra.claims[key] = ClaimState(claim, c.owner, c.allocation, c.reserved_for)
     rules, since = body.taint_rules
-    dra.taint_rules = DeviceTaintState({n: RuleState(r.manifest, r.time_added_ms, r.condition, r.evicted)
+    dra.taint_rules = DeviceTaintState({n: RuleState(r.manifest, r.time_added_ms, r.condition, r.evicted, r.status_ms,
+                                                  r.evicted_ms)
                                         for n, r in rules.items()}, since)
     a = body.allocated
     dra.allocated = AllocatedState(

@@ -39,6 +39,8 @@ class RuleState:
     time_added_ms: int = 0
     condition: dict[str, Any] | None = None
     evicted: int = 0
+    status_ms: int = -1  # when the condition last changed (cluster ms): the controller waits 10 s between updates
+    evicted_ms: int = -1  # when the rule last evicted pods: its next update comes 10 s later
 
 
 @dataclass
@@ -54,8 +56,8 @@ class DeviceTaintState:
     # is not keeps its patched devices (the allocator's caches are per device object); dropped with the rules
     _by_slice: dict[str, tuple[Slice, Slice]] = field(default_factory=dict, compare=False, repr=False)
 
-    def apply(self, offset: int, event: object, anomalies: list[str]) -> bool:
-        """Apply a DeviceTaintRule event; False if it is not one."""
+    def apply(self, offset: int, event: object, anomalies: list[str], t: int = 0) -> bool:
+        """Apply a DeviceTaintRule event (at cluster time `t`); False if it is not one."""
         match event:
             case DeviceTaintRuleCreated():
                 try:
@@ -65,7 +67,8 @@ class DeviceTaintState:
                     return True
                 old = self.rules.get(rule.name)
                 self.rules[rule.name] = RuleState(event.manifest, event.time_added_ms,
-                                                  old.condition if old else None, old.evicted if old else 0)
+                                                  old.condition if old else None, old.evicted if old else 0,
+                                                  old.status_ms if old else -1, old.evicted_ms if old else -1)
                 self._converted = self._patched = None
                 self._by_slice = {}
             case DeviceTaintRuleDeleted():
@@ -78,8 +81,10 @@ class DeviceTaintState:
                 if state is None:
                     anomalies.append(f"offset {offset}: status of unknown DeviceTaintRule {event.name}")
                     return True
-                state.condition = dict(event.condition)
-                state.evicted = event.evicted
+                if event.condition != state.condition:
+                    state.condition, state.status_ms = dict(event.condition), t
+                if event.evicted != state.evicted:
+                    state.evicted, state.evicted_ms = event.evicted, t
             case _:
                 return False
         return True

@@ -124,7 +124,7 @@ class DraState:
                     self.allocated.remove_allocation(state.allocation)
                     state.allocation = None
             case _:
-                return self.taint_rules.apply(offset, event, anomalies)
+                return self.taint_rules.apply(offset, event, anomalies, t)
         return True
 
     def _claim_created(self, offset: int, event: ResourceClaimCreated, anomalies: list[str]) -> None:
