@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import time
+from typing import Any
 
 from dralab.replay.simulation.sim import SimResult, Simulator
 
@@ -36,6 +37,28 @@ _cpu_s = 0.0
 def last_cpu_s() -> float:
     """CPU seconds of the last `timed_run`."""
     return _cpu_s
+
+
+def timed_scheduler_run(sim: Simulator, profile: bool) -> tuple[SimResult, float, cProfile.Profile | None, float]:
+    """`timed_run`, and the CPU seconds the scheduler reactor spent deciding (what scheduler_perf measures)."""
+    from dralab.core.scheduler.reactor import Scheduler
+
+    spent = [0.0]
+    original = Scheduler.react
+
+    def timed_react(self: Scheduler, *args: Any) -> Any:
+        start = time.process_time()
+        try:
+            return original(self, *args)
+        finally:
+            spent[0] += time.process_time() - start
+
+    Scheduler.react = timed_react  # type: ignore[method-assign]
+    try:
+        result, wall, prof = timed_run(sim, profile)
+    finally:
+        Scheduler.react = original  # type: ignore[method-assign]
+    return result, wall, prof, spent[0]
 
 
 def redis_benchmark(port: int) -> dict[str, float]:

@@ -19,13 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import pstats
-import time
 from typing import Any
 
-from _common import last_cpu_s, timed_run
+from _common import last_cpu_s, timed_scheduler_run
 
 from dralab.core.scenario.load import parse_scenario
-from dralab.core.scheduler.reactor import Scheduler
 from dralab.replay.simulation.sim import Simulator
 
 RACK = "topology.kubernetes.io/rack"
@@ -88,28 +86,15 @@ def scenario(case: str, nodes: int, groups: int, per_group: int) -> dict[str, An
 def run(case: str, nodes: int, groups: int, per_group: int, profile: bool = False) -> dict[str, Any]:
     sc = parse_scenario(scenario(case, nodes, groups, per_group), "bench")
     sim = Simulator(sc, 1, check_invariants=False)
-    spent = [0.0]
-    original = Scheduler.react
-
-    def timed_react(self: Scheduler, *args: Any) -> Any:  # the scheduler's own time, as scheduler_perf measures
-        start = time.process_time()
-        try:
-            return original(self, *args)
-        finally:
-            spent[0] += time.process_time() - start
-
-    Scheduler.react = timed_react  # type: ignore[method-assign]
-    try:
-        result, wall, prof = timed_run(sim, profile)
-    finally:
-        Scheduler.react = original  # type: ignore[method-assign]
+    result, wall, prof, scheduler_s = timed_scheduler_run(sim, profile)
     scheduled = sum(1 for p in result.state.pods.values() if p.node)
     if prof:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
     return {"case": case, "nodes": nodes, "groups": groups, "pods_per_group": per_group,
             "pods": groups * per_group, "scheduled": scheduled, "wall_s": round(wall, 2),
             "cpu_s": round(last_cpu_s(), 2), "pods_per_s": round(scheduled / wall, 1),
-            "scheduler_cpu_s": round(spent[0], 2), "scheduler_pods_per_s": round(scheduled / max(spent[0], 1e-9), 1)}
+            "scheduler_cpu_s": round(scheduler_s, 2),
+            "scheduler_pods_per_s": round(scheduled / max(scheduler_s, 1e-9), 1)}
 
 
 def main() -> None:

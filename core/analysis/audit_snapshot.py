@@ -22,6 +22,7 @@ from ..dra.api import ManifestError, claim_from_template
 from ..dra.cel import CelMatcher, SelectorError
 from ..dra.model import Claim, DeviceID, Inventory, Node, Slice
 from ..dra.pools import SliceIndex
+from ..dra.taint_rules import inventory_rules, patch_slices
 from ..kube.nodeselector import node_selector_matches
 from ..kube.resources import node_allocatable, pod_requests
 from ..scheduler.plugins.node_resources_fit import lacking
@@ -35,13 +36,13 @@ _DRA_REASON = {
     "capacity": "capacity",
     "counters": "capacity",
     "consumable-capacity": "capacity",
-    "taint": "taint",
+    "taint": "device-taint",  # the devices' taints (the slices' and DeviceTaintRules'), as the scheduler says
     "incomplete-pool": "not-ready",
     "invalid-pool": "not-ready",
     "no-class": "missing",
 }
 # how far DRA got on a node (higher is closer): a topology failure means enough devices are there
-_DRA_PROGRESS = {"topology": 3, "capacity": 2, "taint": 1, "not-ready": 1, "missing": 0}
+_DRA_PROGRESS = {"topology": 3, "capacity": 2, "device-taint": 1, "not-ready": 1, "missing": 0}
 _DONE = ("Succeeded", "Failed")
 
 
@@ -106,7 +107,7 @@ class Snapshot:
         self.allocated = AllocatedState.from_claims(self.claims.values())
         self._shared = self.allocated.shared_devices()
         self.matcher = CelMatcher()
-        self.slices: list[Slice] = list(inv.slices.values())
+        self.slices: list[Slice] = patch_slices(inv.slices.values(), inventory_rules(inv.other))  # DeviceTaintRules
         self._allocator: Allocator | None = None
         self._index = SliceIndex.build(self.slices)  # the slices never change: one index for every Allocator
         self.devices = DeviceCatalog(self.slices, inv.classes, self.matcher)  # which devices match what

@@ -34,6 +34,7 @@ from typing import Any
 from ..cluster.pod_claims import POD_CLAIM_ANNOTATION
 from ..dra.api import scheduling_objects
 from ..dra.model import Claim, Inventory
+from ..dra.taint_rules import inventory_rules
 from ..log.events import (
     AnyEvent,
     ClaimAllocated,
@@ -41,6 +42,7 @@ from ..log.events import (
     ClaimReserved,
     CompositePodGroupCreated,
     DeviceClassCreated,
+    DeviceTaintRuleCreated,
     NodeCreated,
     NodeReady,
     PodBound,
@@ -140,6 +142,7 @@ def dump_record(inv: Inventory) -> DumpRecord:
     events += [WorkloadCreated(manifest=w) for w in (getattr(inv, "workloads", None) or {}).values()]
     events += _groups(inv)
     events += [ResourceSlicePublished(manifest=s.manifest) for s in inv.slices.values()]
+    events += [DeviceTaintRuleCreated(manifest=r.manifest) for r in inventory_rules(inv.other)]  # taint from t=0
     for name, node in sorted(inv.nodes.items()):
         events.append(NodeCreated(name=name, group="", node=node.manifest, initial=True))
         if node_ready(node):

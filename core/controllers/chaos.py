@@ -12,6 +12,8 @@ can be killed and restarted at any point, like every reactor):
   that after 300 s: not modelled yet.)
 - `node-taint`: the node gets the fault's taint (`NodeTaintsChanged`, its other taints kept); at the
   end that taint is removed.
+- `device-taint`: a DeviceTaintRule is created (`DeviceTaintRuleCreated`, its taint added at the start's time);
+  at the end it is deleted.
 
 Faults of the other kinds (device, cloud, runtime: core/scenario/faults.py) are acted on by the drivers,
 the cloud or the runtime, which read the active faults from their view; this reactor only marks when
@@ -29,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cluster.nodes import node_not_ready, set_taints
+from ..dra.taint_rules import fault_rule, fault_rule_name
 from ..engine.contract import Decision, Trigger
-from ..log.events import AnyEvent, FaultApplied, NodeReady
+from ..log.events import AnyEvent, DeviceTaintRuleCreated, DeviceTaintRuleDeleted, FaultApplied, NodeReady
 from ..scenario.faults import KINDS
 from ..state.cluster import ClusterState, FaultState
 
@@ -45,7 +48,7 @@ class Chaos:
         wake: int | None = None
         for fault in view.faults.values():
             if not fault.started:
-                events += _start(view, fault)
+                events += _start(view, fault, now)
                 fault_end = fault.until_ms
             elif not fault.ended and 0 <= fault.until_ms <= now:
                 events += _end(view, fault)
@@ -57,7 +60,11 @@ class Chaos:
         return Decision(tuple(events), wake)
 
 
-def _start(view: ClusterState, fault: FaultState) -> list[AnyEvent]:
+def _start(view: ClusterState, fault: FaultState, now: int = 0) -> list[AnyEvent]:
+    if fault.kind == "device-taint":  # a DeviceTaintRule, its taint added now (core/dra/taint_rules.py)
+        manifest = fault_rule(fault_rule_name(fault.fault, fault.params), fault.params)
+        return [FaultApplied(fault=fault.fault, phase="start"), DeviceTaintRuleCreated(manifest=manifest,
+                                                                                       time_added_ms=now)]
     spec = KINDS.get(fault.kind)
     if spec is not None and spec.who != "chaos":  # the drivers, the cloud or the runtime act on it
         return [FaultApplied(fault=fault.fault, phase="start", note=_missing(view, fault, spec.target))]
@@ -86,6 +93,10 @@ def _missing(view: ClusterState, fault: FaultState, target: str) -> str:
 
 
 def _end(view: ClusterState, fault: FaultState) -> list[AnyEvent]:
+    if fault.kind == "device-taint":
+        name = fault_rule_name(fault.fault, fault.params)
+        gone = [DeviceTaintRuleDeleted(name=name)] if name in view.dra.taint_rules.rules else []
+        return [FaultApplied(fault=fault.fault, phase="end", note="" if gone else f"rule {name} is gone"), *gone]
     spec = KINDS.get(fault.kind)
     if spec is not None and spec.who != "chaos":
         return [FaultApplied(fault=fault.fault, phase="end")]

@@ -4,7 +4,8 @@ Input is multi-document YAML (or JSON), and ``kind: List`` (what ``kubectl get .
 any mix of DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate (``resource.k8s.io/v1``),
 Node and Pod (``v1``), Workload (``scheduling.k8s.io/v1alpha1``, gang scheduling, KEP-4671; a pod's
 ``spec.workloadRef`` is checked too) and PodGroup (``scheduling.x-k8s.io/v1alpha1``, the scheduler-plugins
-Coscheduling CRD). Objects of other kinds go to ``Inventory.other`` untouched. Every object is
+Coscheduling CRD). Objects of other kinds go to ``Inventory.other`` untouched (DeviceTaintRules too, once checked:
+core/dra/taint_rules.py; a dump's rules were served, so only their shape is checked). Every object is
 checked as the Kubernetes 1.35 API server would check it on create (limits, one-of rules, names), and a
 refusal is a :class:`ManifestError` naming the file, the path of the field and what was expected::
 
@@ -55,6 +56,8 @@ from ..kube.yaml_files import YamlError, load_yaml_all
 from .claims import convert_claim, convert_pod, convert_template
 from .convert import convert_device_class, convert_node, convert_slice
 from .model import Claim, Inventory
+from .taint_rules import KIND as TAINT_RULE_KIND
+from .taint_rules import convert_rule
 
 __all__ = [
     "API_VERSION",
@@ -256,6 +259,9 @@ class InventoryBuilder:
             self._add_dra(obj, path, file, kind)
         elif kind in CORE_KINDS and api_version == "v1":
             self._add_core(obj, path, file, kind)
+        elif kind == TAINT_RULE_KIND and group == DRA_GROUP:  # kept in `other`, checked (core/dra/taint_rules.py)
+            self._claim_name(kind, convert_rule(obj, path).name, path, file)
+            self.inventory.other.append(obj)
         elif self.profile is not None and self._scheduling(self.profile, obj, path, file, api_version, kind, group):
             pass
         elif kind == WORKLOAD_KIND and group == SCHEDULING_GROUP:
@@ -272,7 +278,8 @@ class InventoryBuilder:
             self.inventory.other.append(obj)
 
     def _typed(self, kind: str, group: str, api_version: str) -> bool:
-        return ((kind in DRA_KINDS and group == DRA_GROUP) or (kind in CORE_KINDS and api_version == "v1")
+        return (((kind in DRA_KINDS or kind == TAINT_RULE_KIND) and group == DRA_GROUP)
+                or (kind in CORE_KINDS and api_version == "v1")
                 or (kind == WORKLOAD_KIND and group == SCHEDULING_GROUP)
                 or (kind == POD_GROUP_KIND and group == POD_GROUP_GROUP)
                 or (self.profile is not None and group == SCHEDULING_GROUP

@@ -118,7 +118,14 @@ SCHEDULING_API_VERSIONS = (
                "GenericWorkload", "alpha", {"CompositePodGroup": "CompositePodGroup"}),
     ApiVersion("scheduling.k8s.io/v1beta1", ("Workload", "PodGroup"), ("1.37",), "GenericWorkload", "beta"),
 )
-API_VERSIONS: dict[str, ApiVersion] = {a.group_version: a for a in SCHEDULING_API_VERSIONS}
+# resource.k8s.io alpha/beta versions whose only kind dralab reads from them is DeviceTaintRule (v1 serves the rest):
+# listed so that runtime-config can enable them; core/dra/taint_rules.py checks a rule against them
+DEVICE_TAINT_RULE_API_VERSIONS = (
+    ApiVersion("resource.k8s.io/v1alpha3", ("DeviceTaintRule",), ("1.34", "1.35", "1.36"), stage="alpha"),
+    ApiVersion("resource.k8s.io/v1beta2", ("DeviceTaintRule",), ("1.36", "1.37"), stage="beta"),
+)
+API_VERSIONS: dict[str, ApiVersion] = {a.group_version: a for a in (*SCHEDULING_API_VERSIONS,
+                                                                    *DEVICE_TAINT_RULE_API_VERSIONS)}
 
 
 @dataclass(frozen=True)

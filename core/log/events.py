@@ -39,6 +39,9 @@ from .events_dra import (
     DeviceBindingDefined,
     DeviceBindingRule,
     DeviceClassCreated,
+    DeviceTaintRuleCreated,
+    DeviceTaintRuleDeleted,
+    DeviceTaintRuleStatus,
     PodBindingEnded,
     PodBindingStarted,
     ResourceClaimCreated,
@@ -102,6 +105,9 @@ __all__ = [
     "DeviceBindingDefined",
     "DeviceBindingRule",
     "DeviceClassCreated",
+    "DeviceTaintRuleCreated",
+    "DeviceTaintRuleDeleted",
+    "DeviceTaintRuleStatus",
     "DriverSpec",
     "Event",
     "FaultApplied",
@@ -216,6 +222,9 @@ AnyEvent = (
     | PodBindingStarted
     | PodBindingEnded
     | DeviceBindingDefined
+    | DeviceTaintRuleCreated
+    | DeviceTaintRuleDeleted
+    | DeviceTaintRuleStatus
 )
 
 

@@ -147,3 +147,33 @@ class DeviceBindingDefined(Event, tag="DeviceBindingDefined", frozen=True):
 
     def touched(self) -> tuple[str, ...]:
         return (f"group/{self.group}",)
+class DeviceTaintRuleCreated(Event, tag="DeviceTaintRuleCreated", frozen=True):
+    """A DeviceTaintRule created, or its spec replaced (an update: same name) (core/dra/taint_rules.py). Its taint
+    counts from `time_added_ms` (cluster ms: the taint's `timeAdded`, which the eviction controller adds
+    `tolerationSeconds` to)."""
+
+    manifest: dict[str, Any]
+    time_added_ms: int = 0
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"devicetaintrule/{_meta(self.manifest)[1]}",)
+
+
+class DeviceTaintRuleDeleted(Event, tag="DeviceTaintRuleDeleted", frozen=True):
+    """A DeviceTaintRule deleted: its taint is gone from every device."""
+
+    name: str
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"devicetaintrule/{self.name}",)
+
+
+class DeviceTaintRuleStatus(Event, tag="DeviceTaintRuleStatus", frozen=True):
+    """The device taint eviction controller's EvictionInProgress condition on a rule (`status.conditions`)."""
+
+    name: str
+    condition: dict[str, Any]
+    evicted: int = 0  # pods evicted for this rule so far (the condition's message counts them)
+
+    def touched(self) -> tuple[str, ...]:
+        return (f"devicetaintrule/{self.name}",)

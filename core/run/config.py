@@ -14,6 +14,7 @@ from ..autoscaler.reactor import Autoscaler
 from ..controllers.chaos import Chaos
 from ..controllers.claims import ClaimController
 from ..controllers.cloud import Cloud
+from ..controllers.device_taint_eviction import DeviceTaintEviction
 from ..controllers.drivers import Drivers
 from ..controllers.jobs import JobController
 from ..controllers.kueue_broker import KueueBroker
@@ -38,6 +39,9 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
         **({"broker": broker} if (broker := broker_config(scenario.objects)) is not None else {}),
         # the chaos reactor, when the scenario injects faults (core/controllers/chaos.py)
         **({"chaos": {}} if scenario.faults else {}),
+        # the device taint eviction controller, when the scenario can taint a device NoExecute (DeviceTaintRules,
+        # slice templates: core/controllers/device_taint_eviction.py); other runs record what they did before
+        **({"device_taint_eviction": {}} if _taint_rules(scenario) else {}),
         # the Job controller, when Jobs arrive (core/controllers/jobs.py): other runs record what they did before
         **({"jobs": {}} if any(a.job is not None for a in scenario.workload) else {}),
         "scheduler": {
@@ -80,7 +84,18 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
         *([Chaos(**config["chaos"])] if "chaos" in config else []),
         # the Job controller reads its gate (WorkloadWithJob) from the same merged release
         *([JobController(**config["jobs"], kubernetes=profile_config(merged))] if "jobs" in config else []),
+        *([DeviceTaintEviction(**config["device_taint_eviction"], kubernetes=profile_config(merged))]
+          if "device_taint_eviction" in config else []),
     ]
+
+
+def _taint_rules(scenario: Scenario) -> bool:
+    """Whether the scenario can taint a device NoExecute: DeviceTaintRules (spec.objects, `device-taint` faults) or
+    a NoExecute taint in a node group's ResourceSlice templates."""
+    return any(o.get("kind") == "DeviceTaintRule" for o in scenario.objects) or any(
+        f.kind == "device-taint" for f in scenario.faults) or any(
+        (t or {}).get("effect") == "NoExecute" for g in scenario.node_groups for s in g.resource_slices
+        for d in (s.get("spec") or {}).get("devices") or [] for t in (d.get("taints") or []))
 
 
 def drivers_shards(shards: int) -> list[Drivers]:

@@ -17,6 +17,7 @@ from ..log.events import (
     CompositePodGroupCreated,
     DeviceBindingDefined,
     DeviceClassCreated,
+    DeviceTaintRuleCreated,
     FaultInjected,
     JobCreated,
     NodeCreated,
@@ -88,7 +89,7 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
 
 
 OBJECT_ORDER = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload", "CompositePodGroup", "PodGroup",
-                "PodTemplate", "ProvisioningRequest")
+                "PodTemplate", "ProvisioningRequest", "DeviceTaintRule")
 
 
 def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
@@ -114,6 +115,8 @@ def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
             events.append(PodTemplateCreated(manifest=obj))
         elif kind == "ProvisioningRequest":
             events.append(ProvisioningRequestCreated(manifest=obj))
+        elif kind == "DeviceTaintRule":  # core/dra/taint_rules.py: its taint counts from the start
+            events.append(DeviceTaintRuleCreated(manifest=obj, time_added_ms=0))
         else:
             events.append(ResourceClaimCreated(manifest=obj))
     return events

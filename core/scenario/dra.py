@@ -26,6 +26,9 @@ from ..dra.claims import convert_pod
 from ..dra.model import Node as DraNode
 from ..dra.model import Slice
 from ..dra.pools import SliceIndex, gather_pools
+from ..dra.taint_rules import GROUP as TAINT_RULE_GROUP
+from ..dra.taint_rules import KIND as TAINT_RULE_KIND
+from ..dra.taint_rules import convert_rule
 from ..dra.validation import check_driver_name, required
 from ..kube.fields import FieldError, expect_list, expect_map, expect_str, index, join, type_name
 from ..kube.kueue import ADMISSION_CHECK_KIND, CONFIG_KIND, KUEUE_API_VERSIONS, KUEUE_KINDS, check_kueue_object
@@ -230,6 +233,8 @@ def check_objects(value: object, path: str = "spec.objects", profile: Profile | 
         obj = copy.deepcopy(item)
         api_version, kind = _type_meta(obj, o_path)
         checked = scheduling.check(obj, o_path, api_version, kind) if scheduling is not None else None
+        if kind == TAINT_RULE_KIND and api_version.startswith(TAINT_RULE_GROUP + "/"):  # core/dra/taint_rules.py
+            checked = check_taint_rule(obj, o_path, profile)
         if checked is not None:
             obj = checked
         elif kind in KUEUE_KINDS:
@@ -365,3 +370,16 @@ def check_pod_claims(pod: dict[str, Any], path: str) -> None:
     ):
         return
     convert_pod(pod, path)
+
+
+def check_taint_rule(obj: dict[str, Any], path: str, profile: Profile | None) -> dict[str, Any]:
+    """A DeviceTaintRule of ``spec.objects`` (or of a `device-taint` fault), as the release serves it; refused
+    without a release profile (the legacy 1.35 model has DRADeviceTaintRules off)."""
+    if profile is None:
+        raise FieldError(join(path, "kind"), f"a {TAINT_RULE_KIND} needs a release profile with its gate on "
+                                             "(spec.kubernetes: 1.37, or 1.35/1.36 with DRADeviceTaintRules)")
+    if obj.get("status") is not None:
+        raise FieldError(join(path, "status"), "a rule of the scenario starts without status (the device taint "
+                                               "eviction controller writes it); leave `status` out")
+    convert_rule(obj, path, profile, scenario=True)
+    return obj

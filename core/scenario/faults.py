@@ -10,6 +10,9 @@ it depends on its kind (`KINDS` below says what each kind targets and takes):
   driver stops, then restarts and republishes), `driver-slow` (it publishes late), `device-unhealthy`
   (a device tainted), `device-binding` (a device's binding conditions: `outcome` `never` set, the
   default, or `fail`: its bindingFailureCondition True);
+- `device-taint`: a DeviceTaintRule (core/dra/taint_rules.py) on the devices `driver`/`pool`/`device` select,
+  with `taint` (a device taint: effect NoSchedule, NoExecute), named `rule` (default `device-taint-<n>`), created
+  by the chaos reactor at `at` and deleted after `for`;
 - cloud faults, acted on by the cloud (core/controllers/cloud.py): `cloud-stockout` (no capacity for the
   group), `quota-cut` (the group's quota lowered), `partial-fulfilment` (only a fraction of each request
   delivered);
@@ -67,6 +70,8 @@ KINDS: dict[str, KindSpec] = {
     "device-unhealthy": KindSpec("node", ("driver", "device"), who="drivers"),
     # a device's binding conditions (KEP-5007): never set, or failed (core/controllers/device_binding.py)
     "device-binding": KindSpec("node", ("driver", "device"), ("outcome",), who="drivers"),
+    # a DeviceTaintRule created at `at` and deleted after `for` (core/dra/taint_rules.py, the chaos reactor)
+    "device-taint": KindSpec("", ("taint",), ("driver", "pool", "device", "rule")),
     "cloud-stockout": KindSpec("group", who="cloud"),
     "quota-cut": KindSpec("group", ("quota",), who="cloud"),
     "partial-fulfilment": KindSpec("group", ("fraction",), who="cloud"),
@@ -82,13 +87,16 @@ KINDS: dict[str, KindSpec] = {
     "foreign-writer": KindSpec("", ("entries",), ("form",), who="runtime"),
 }
 BUS_KINDS = frozenset({"redis-restart", "foreign-writer"})  # live only: they act on the run's Redis
+# only in a scenario's spec.faults: a random chaos schedule (replay/simulation/chaos.py) does not draw them (a
+# device-taint needs a taint and a release that serves DeviceTaintRules)
+SCENARIO_ONLY_KINDS = frozenset({"device-taint"})
 FOREIGN_FORMS = ("both", "auto-id", "no-payload")
 MAX_FOREIGN_ENTRIES = 1000
 BINDING_OUTCOMES = ("never", "fail")  # a device-binding fault's `outcome` (default never)
 FAULT_KINDS = tuple(KINDS)
 TARGETS = ("node", "group", "reactor")
-PARAMS = ("taint", "driver", "device", "delay", "quota", "fraction", "lag", "skew", "reactors", "step", "entries",
-          "form", "outcome")
+PARAMS = ("taint", "driver", "pool", "rule", "device", "delay", "quota", "fraction", "lag", "skew", "reactors", "step",
+          "entries", "form", "outcome")
 _FAULT = ("at", "kind", "for", *TARGETS, *PARAMS)
 
 
@@ -140,7 +148,7 @@ def check_fault(item: object, duration_ms: int, path: str) -> Fault:
 def _param(name: str, value: object, path: str) -> Any:
     if name == "taint":
         return _taint(value, path)
-    if name in ("driver", "device"):
+    if name in ("driver", "device", "pool", "rule"):
         return expect_str(value, path, nonempty=True)
     if name in ("delay", "skew", "step"):
         return expect_duration(value, path)  # ms

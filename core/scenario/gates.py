@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..dra.taint_rules import fault_rule, fault_rule_name, served_version
 from ..kube.fields import FieldError, index, join
 from ..kube.versions import GATES, Profile
+from .dra import check_taint_rule
 
 # field of a v1 ResourceSlice's spec / device -> the gate it needs
 SLICE_FIELDS = {"sharedCounters": "DRAPartitionableDevices", "perDeviceNodeSelection": "DRAPartitionableDevices"}
@@ -145,6 +147,10 @@ def check_faults(faults: Sequence[object], path: str, profile: Profile) -> None:
     """A `device-unhealthy` fault makes the driver taint a device (core/controllers/drivers.py): device
     taints need DRADeviceTaints."""
     for i, fault in enumerate(faults):
+        if isinstance(fault, dict) and fault.get("kind") == "device-taint":  # the rule it creates, as served
+            rule = fault_rule(fault_rule_name(f"fault/{i}", fault), fault)
+            rule["apiVersion"] = served_version(profile)
+            check_taint_rule(rule, index(path, i), profile)
         if isinstance(fault, dict) and fault.get("kind") == "device-unhealthy":
             profile.require("DRADeviceTaints", join(index(path, i), "kind"), "a `device-unhealthy` fault (a device "
                                                                               "taint)")

@@ -58,7 +58,7 @@ from ..log.events import (
     WorkloadCreated,
 )
 from .groups import NodeGroupState as NodeGroupState  # re-exported: reactors import it from here
-from .indexes import ClusterIndexes
+from .indexes import RULE_ROOM_EVENTS, ClusterIndexes
 from .jobs import job_pod_created, on_job_created
 from .objects import FAILED as FAILED
 from .objects import PENDING as PENDING
@@ -87,7 +87,7 @@ ROOM_EVENTS = (
     PodUnreserved,
     NodeTaintsChanged,  # a taint removed (a NodeReady again is room too, listed above)
 )
-ROOM_TYPES = frozenset(ROOM_EVENTS)
+ROOM_TYPES = frozenset((*ROOM_EVENTS, *RULE_ROOM_EVENTS))  # a rule deleted or changed (device_taints.py)
 
 
 class ClusterState(ClusterIndexes):
@@ -144,7 +144,7 @@ class ClusterState(ClusterIndexes):
         DRA and ProvisioningRequest events, which their own parts of the state apply."""
         if self.touched_pods is not None:
             self._touch_dra(event)
-        if not self.dra.apply(offset, event, self.anomalies) and not self.provisioning.apply(
+        if not self.dra.apply(offset, event, self.anomalies, t) and not self.provisioning.apply(
                 offset, t, event, self.anomalies):
             self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
 

@@ -41,6 +41,7 @@ from ..dra.convert import convert_device_class
 from ..dra.model import DeviceID
 from ..log.events import claim_key
 from .cluster import ClusterState
+from .device_taints import DeviceTaintState, RuleState
 from .dra import ClaimState, DraState, convert_published_slice
 from .objects import FAILED, PENDING, RUNNING, SUCCEEDED
 
@@ -49,7 +50,7 @@ FORMAT_VERSION = 1
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 # Not state: rebuilt lazily by their readers (see the module docstring).
 DROPPED = frozenset({"touched_nodes", "touched_pods", "touched_allocations", "usage_changes", "_view"})
-DRA_CUSTOM = frozenset({"classes", "slices", "claims", "allocated", "_index"})
+DRA_CUSTOM = frozenset({"classes", "slices", "claims", "allocated", "_index", "taint_rules"})
 PHASES = (PENDING, RUNNING, SUCCEEDED, FAILED)
 
 Dev = tuple[str, str, str]  # DeviceID as (driver, pool, device)
@@ -74,6 +75,15 @@ class _Claim(msgspec.Struct, array_like=True):
     reserved_for: dict[str, None]
 
 
+class _Rule(msgspec.Struct, array_like=True):  # a DeviceTaintRule (device_taints.RuleState); its caches are not kept
+    manifest: dict[str, Any]
+    time_added_ms: int
+    condition: dict[str, Any] | None
+    evicted: int
+    status_ms: int
+    evicted_ms: int
+
+
 class _Allocated(msgspec.Struct, array_like=True):
     devices: list[Dev]  # sorted
     shared: list[tuple[Dev, str]]  # sorted
@@ -89,7 +99,9 @@ def _body_type(cls: type, overrides: dict[str, Any], skip: frozenset[str], name:
 
 
 _DRA = _body_type(DraState, {"classes": dict[str, dict[str, Any]], "slices": dict[str, dict[str, Any]],
-                             "claims": dict[str, _Claim], "allocated": _Allocated}, frozenset({"_index"}), "_Dra")
+                             "claims": dict[str, _Claim], "allocated": _Allocated,
+                             "taint_rules": tuple[dict[str, _Rule], dict[str, dict[str, int]]]}, frozenset({"_index"}),
+                   "_Dra")
 _BODY = _body_type(ClusterState, {"dra": _DRA}, DROPPED, "_Body")
 
 
@@ -141,6 +153,9 @@ def _encode_dra(dra: DraState) -> msgspec.Struct:
         "slices": {name: s.manifest for name, s in dra.slices.items()},
         "claims": {k: _Claim(c.claim.manifest, c.owner, c.allocation, c.reserved_for) for k, c in dra.claims.items()},
         "allocated": allocated,
+        "taint_rules": ({n: _Rule(r.manifest, r.time_added_ms, r.condition, r.evicted, r.status_ms,
+                                 r.evicted_ms)
+                         for n, r in dra.taint_rules.rules.items()}, dra.taint_rules.no_execute_since),
     }
     plain = {f.name: getattr(dra, f.name) for f in fields(DraState) if f.name not in DRA_CUSTOM}
     return _DRA(**plain, **custom)
@@ -226,6 +241,10 @@ def _decode_dra(body: Any) -> DraState:
         claim = convert_claim(c.manifest, "")
         _same(claim, key, "claim", claim_key(claim.namespace, claim.name))
         dra.claims[key] = ClaimState(claim, c.owner, c.allocation, c.reserved_for)
+    rules, since = body.taint_rules
+    dra.taint_rules = DeviceTaintState({n: RuleState(r.manifest, r.time_added_ms, r.condition, r.evicted, r.status_ms,
+                                                  r.evicted_ms)
+                                        for n, r in rules.items()}, since)
     a = body.allocated
     dra.allocated = AllocatedState(
         {DeviceID(*d) for d in a.devices},

@@ -42,6 +42,7 @@ from ..log.events import (
     ResourceSlicePublished,
     claim_key,
 )
+from .device_taints import DeviceTaintState
 
 T = TypeVar("T")
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
@@ -86,6 +87,7 @@ class DraState:
     binding: dict[str, BindingWait] = field(default_factory=dict)  # pod key -> its PreBind wait (KEP-5007)
     # node group -> how its emulated drivers answer binding conditions (core/controllers/device_binding.py)
     binding_rules: dict[str, tuple[DeviceBindingRule, ...]] = field(default_factory=dict)
+    taint_rules: DeviceTaintState = field(default_factory=DeviceTaintState)  # DeviceTaintRules (device_taints.py)
     # derived from `slices`, dropped whenever a slice changes; a cache, so not part of equality
     _index: SliceIndex | None = field(default=None, compare=False, repr=False)
 
@@ -102,11 +104,12 @@ class DraState:
                 if slc.node_selection is not None and slc.node_selection.node_name == node]
         for name in gone:
             del self.slices[name]
+            self.taint_rules.no_execute_since.pop(name, None)
         if gone:
             self._index = None
 
-    def apply(self, offset: int, event: object, anomalies: list[str]) -> bool:
-        """Apply a DRA event; False if it is not one."""
+    def apply(self, offset: int, event: object, anomalies: list[str], t: int = 0) -> bool:
+        """Apply a DRA event (at cluster time `t`); False if it is not one."""
         match event:
             case DeviceClassCreated():
                 cls = _convert(convert_device_class, event.manifest, offset, anomalies)
@@ -122,6 +125,7 @@ class DraState:
                 if sl is not None:
                     self.slices[sl.name] = sl
                     self._index = None
+                    self.taint_rules.slice_published(sl, t)  # when its NoExecute taints appeared (device_taints.py)
             case ClaimAllocated():
                 state = self.claims.get(event.claim)
                 if state is None or state.allocation is not None:
@@ -153,7 +157,7 @@ class DraState:
             case ClaimDeviceConditionSet() | PodBindingStarted() | PodBindingEnded():
                 self._binding_event(offset, event, anomalies)
             case _:
-                return False
+                return self.taint_rules.apply(offset, event, anomalies, t)
         return True
 
     def _binding_event(self, offset: int, event: ClaimDeviceConditionSet | PodBindingStarted | PodBindingEnded,

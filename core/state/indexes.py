@@ -18,6 +18,7 @@ from ..log.events import (
     ResourceClaimCreated,
     RunStarted,
 )
+from .device_taints import RULE_ROOM_EVENTS as RULE_ROOM_EVENTS  # re-exported for cluster.py's ROOM_TYPES
 from .dra import DraState
 from .gangs import GangState
 from .groups import NodeGroupState

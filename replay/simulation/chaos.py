@@ -37,6 +37,7 @@ from dralab.core.scenario.faults import (
     FOREIGN_FORMS,
     KINDS,
     MAX_FAULTS,
+    SCENARIO_ONLY_KINDS,
     TAINT_EFFECTS,
     Fault,
     check_fault,
@@ -46,7 +47,7 @@ from dralab.replay.logs.logfile import make_header, write_log
 from dralab.replay.simulation.sim import SimulationStuck, Simulator
 
 # redis-restart and foreign-writer only mean something to a live run's bus (BUS_KINDS).
-DEFAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k not in BUS_KINDS)
+DEFAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k not in BUS_KINDS and k not in SCENARIO_ONLY_KINDS)
 LIVE_KINDS: tuple[str, ...] = (*DEFAULT_KINDS, "foreign-writer")  # --live; plus redis-restart with a Redis of its own
 REACTORS = ("scheduler", "autoscaler", "cloud", "lifecycle", "drivers", "claims")
 DEFAULT_RATE = 6.0  # faults per simulated hour
@@ -110,8 +111,9 @@ def check_kinds(kinds: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     if not kinds:
         raise ChaosError(f"name at least one fault kind; valid: {', '.join(FAULT_KINDS)}")
     for kind in kinds:
-        if kind not in KINDS:
-            raise ChaosError(f"unknown fault kind {kind!r}; valid: {', '.join(FAULT_KINDS)}")
+        if kind not in KINDS or kind in SCENARIO_ONLY_KINDS:
+            valid = (k for k in FAULT_KINDS if k not in SCENARIO_ONLY_KINDS)
+            raise ChaosError(f"unknown fault kind {kind!r}; valid: {', '.join(valid)}")
     return tuple(dict.fromkeys(kinds))
 
 

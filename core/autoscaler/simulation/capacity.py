@@ -234,6 +234,7 @@ class Simulation:
             return {} if demand <= self._device_count(sim) - sim.devices_used - self._in_use(sim) else None
         allocator = Allocator(sim.slices, self.view.dra.classes, self.allocated, self.dra.matcher,
                               features=self.dra.features,
+                              # the slices as published: CA ignores DeviceTaintRules (kubernetes/autoscaler#7947)
                               index=sim.index if sim.index is not None else self.view.dra.slice_index())
         try:
             outcome = allocator.allocate(dra_node(sim.node), claims.to_allocate, explain=False)

@@ -39,7 +39,7 @@ EXPLANATION_CAUSE = {
     "counters": "capacity",
     "consumable-capacity": "capacity",
     "topology": "topology",
-    "taint": "taint",
+    "taint": "device-taint",  # devices tainted (the slice's taints, DeviceTaintRules'), not the node
     "incomplete-pool": "not-ready",
     "invalid-pool": "not-ready",
     "no-class": "missing",
@@ -155,7 +155,7 @@ class DraPlugin:
 
     def allocator(self, view: ClusterState, allocated: AllocatedState) -> Allocator:
         return Allocator([], view.dra.classes, allocated, self.matcher, features=self.features,
-                         index=view.dra.slice_index())
+                         index=view.dra.taint_rules.index(view.dra.slices, view.dra.slice_index()))  # taints: rules
 
     def filter(
         self, allocator: Allocator | None, claims: PodClaims, node: NodeState

@@ -1,0 +1,262 @@
+"""The device taint eviction controller (kube-controller-manager, pkg/controller/devicetainteviction), as a reactor.
+
+Upstream (device_taint_eviction.go): pods that use an allocated claim whose device has a NoExecute taint the
+claim does not tolerate are deleted, after the pod's DisruptionTarget condition is set with reason
+`DeletionByDeviceTaintManager`. When: for each tainted device of the claim, the taint's `timeAdded` plus the
+`tolerationSeconds` of the allocation result's toleration that tolerates it (0 when none does; never when one
+tolerates it without `tolerationSeconds`); the claim's time is the earliest of its devices'. Pods already done
+are left alone. The tolerations are those the allocation result recorded for the device (core/dra/result.py). The
+pods of a claim are those in its reservedFor, and for a PodGroup there (KEP-5729) its members that name the claim.
+An eviction is attributed to every rule that would evict the pod, the later ones too (upstream's
+multiple-claims-different-rules cases).
+
+dralab's model: the taints that evict are those of DeviceTaintRules (core/dra/taint_rules.py; their `timeAdded`
+is when the rule was created in the run). An evicted pod gets `PodEvicted` with the reason (the fold writes the
+pod Failed); the claim controller then takes it out of the claims' reservedFor and deallocates them, and its
+workload controller makes a replacement, as for any eviction. A pod waiting for its time wakes this reactor then.
+
+The rule's status (1.35+, where DeviceTaintRuleStatus exists): the EvictionInProgress condition as
+maybeUpdateRuleStatus writes it: for a NoExecute rule True with reason PodsPendingEviction while pods wait for
+eviction ("N pods need to be evicted in M namespaces."), else False with Completed (it evicted some) or
+NotStarted; for effect None, NoEffect with the devices it selects and how many pods it would evict, written once;
+other effects, OtherEffect. Each message ends with the count evicted so far. As upstream, a condition is rewritten at
+most every 10 s (ruleStatusPeriod) and 10 s after the rule evicted pods, and the first update of a new rule sees the
+pods it is about to evict as pending (its work item runs before the pods').
+
+Taints a driver publishes in its ResourceSlice evict the same way, their timeAdded being when the fold first saw
+the slice publish them (core/state/device_taints.py; a dump's slices: the dump's time). Upstream also ignores
+slices of an older pool generation; dralab looks at every slice it has.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..dra.checks import check_toleration
+from ..dra.model import Taint, Toleration
+from ..dra.prepare import tolerates
+from ..dra.taint_rules import TaintRule
+from ..engine.contract import Decision, Trigger
+from ..kube.versions import profile_from_config
+from ..log.events import AnyEvent, DeviceTaintRuleStatus, PodEvicted
+from ..state.cluster import FAILED, SUCCEEDED, ClusterState
+from ..state.device_taints import taint_key
+
+REASON = "DeletionByDeviceTaintManager"  # the pod's DisruptionTarget condition reason, upstream's
+SLICE = "\x00slice/"  # the name prefix of a slice's own taint as a rule (no rule name can start so)
+NEVER = -1
+STATUS_PERIOD_MS = 10_000  # ruleStatusPeriod: the shortest time between two updates of a rule's status
+
+
+def taint_time(taint: Taint, added_ms: int, tolerations: Sequence[Toleration]) -> int:
+    """When a pod using a device with this NoExecute taint is evicted (NEVER: tolerated for good)."""
+    matching = [t for t in tolerations if tolerates(t, taint)]
+    if not matching:
+        return added_ms
+    if any(t.toleration_seconds is None for t in matching):
+        return NEVER
+    return added_ms + max(0, min(int(t.toleration_seconds or 0) for t in matching)) * 1000
+
+
+def claim_eviction(allocation: dict[str, Any], rules: Sequence[tuple[TaintRule, int]]) -> tuple[int, list[str]] | None:
+    """The earliest time the claim's pods are evicted for `rules` (NoExecute, with their times added), and every
+    rule that would evict them, sooner or later (upstream attributes the eviction to all of them, "the second rule
+    would have caused eviction eventually"); None when no rule evicts them."""
+    best: int | None = None
+    names: dict[str, None] = {}
+    for result in (allocation.get("devices") or {}).get("results") or []:
+        tolerations = [check_toleration(t, "") for t in result.get("tolerations") or []]
+        for rule, added in rules:
+            if not rule.matches(result.get("driver", ""), result.get("pool", ""), result.get("device", "")):
+                continue
+            when = taint_time(rule.taint, added, tolerations)
+            if when == NEVER:
+                continue
+            best = when if best is None else min(best, when)
+            names[rule.name] = None
+    return None if best is None else (best, sorted(names))
+
+
+def _references(view: ClusterState, pod_key: str, claim: str) -> bool:
+    """Whether the pod uses the claim (a PodGroup member uses its group's claim only if it names it, upstream's
+    no-evict-pod-in-podgroup-without-claim)."""
+    pod = view.pods.get(pod_key)
+    if pod is None:
+        return False
+    if claim in view.dra.pod_claims.get(pod_key, {}).values():
+        return True
+    namespace = pod_key.split("/")[1]
+    return any(claim == f"claim/{namespace}/{c.get('resourceClaimName')}"
+               for c in (pod.manifest.get("spec") or {}).get("resourceClaims") or [] if isinstance(c, dict))
+
+
+def _consumers(view: ClusterState, claim: str, reserved_for: Iterable[str]) -> list[str]:
+    """The pods using a claim: those in reservedFor, and the members of a PodGroup in it that name the claim."""
+    out: list[str] = []
+    for consumer in reserved_for:
+        if consumer.startswith("podgroup/"):
+            out += [p for p in view.gang.group_members.get(consumer[len("podgroup/"):], {})
+                    if _references(view, p, claim)]
+        else:
+            out.append(consumer)
+    return out
+
+
+def schedule(view: ClusterState, rules: Sequence[tuple[TaintRule, int]]) -> dict[str, tuple[int, list[str]]]:
+    """Pod key -> (when it is evicted, the rules that evict it), for the running pods of allocated claims."""
+    out: dict[str, tuple[int, list[str]]] = {}
+    if not rules:
+        return out
+    for key, state in view.dra.claims.items():
+        if state.allocation is None or not state.reserved_for:
+            continue
+        eviction = claim_eviction(state.allocation, rules)
+        if eviction is None:
+            continue
+        for pod_key in _consumers(view, key, state.reserved_for):
+            pod = view.pods.get(pod_key)
+            if pod is None or pod.node is None or pod.phase in (SUCCEEDED, FAILED):
+                continue
+            seen = out.get(pod_key)
+            out[pod_key] = eviction if seen is None else (min(seen[0], eviction[0]),
+                                                          sorted({*seen[1], *eviction[1]}))
+    return out
+
+
+def selected_devices(view: ClusterState, rule: TaintRule) -> tuple[int, int]:
+    """(published devices the rule selects, allocated devices it selects): upstream countTaintedDevices."""
+    published = sum(1 for slc in view.dra.slices.values() for d in slc.devices
+                    if rule.matches(slc.driver, slc.pool, d.id.device))
+    allocated = sum(1 for c in view.dra.claims.values() if c.allocation is not None
+                    for r in (c.allocation.get("devices") or {}).get("results") or []
+                    if rule.matches(r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
+    return published, allocated
+
+
+def slice_taints(view: ClusterState) -> list[tuple[TaintRule, int]]:
+    """The NoExecute taints the drivers publish in their slices, each as a rule of one device (named
+    `SLICE<slice name>`) with the time the fold first saw it (core/state/device_taints.py `no_execute_since`)."""
+    out: list[tuple[TaintRule, int]] = []
+    for name, since in view.dra.taint_rules.no_execute_since.items():
+        slc = view.dra.slices.get(name)
+        if slc is None:
+            continue
+        for device in slc.devices:
+            for taint in device.taints:
+                added = since.get(taint_key(device.id.device, taint)) if taint.effect == "NoExecute" else None
+                if added is not None:
+                    out.append((TaintRule(SLICE + name, taint, slc.driver, slc.pool, device.id.device), added))
+    return out
+
+
+def _reason(names: Sequence[str]) -> str:
+    """The PodEvicted reason: upstream's DisruptionTarget reason, and where the taints come from."""
+    rules = [n for n in names if not n.startswith(SLICE)]
+    slices = sorted({n[len(SLICE):] for n in names if n.startswith(SLICE)})
+    parts = ([f"DeviceTaintRule {', '.join(rules)}"] if rules else []) + \
+        ([f"ResourceSlice {', '.join(slices)}"] if slices else [])
+    return f"{REASON}: NoExecute taint of {'; '.join(parts)}"
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many.format(n)
+
+
+def _namespaces(pods: Iterable[str], would: bool = False) -> str:
+    n = len({p.split("/")[1] for p in pods})
+    if would:  # upstream's NoEffect wording: "... in 1 namespace if the effect was NoExecute."
+        return _plural(n, "1 namespace ", "{} different namespaces ")
+    return _plural(n, "1 namespace.", "{} different namespaces.")
+
+
+def condition(rule: TaintRule, pending: Iterable[str], evicted: int, would: Iterable[str] = (),
+              devices: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+    """The rule's EvictionInProgress condition (upstream maybeUpdateRuleStatus), without its times: `pending`
+    the pods waiting for eviction by it, `evicted` how many it evicted, and for effect None the pods it `would`
+    evict and the (published, allocated) `devices` it selects."""
+    pending, would = list(pending), list(would)
+    status, message = "False", ""
+    if rule.taint.effect == "NoExecute":
+        if pending:
+            status, reason = "True", "PodsPendingEviction"
+            message = (_plural(len(pending), "1 pod needs", "{} pods need") + " to be evicted in "
+                       + _namespaces(pending))
+        else:
+            reason = "Completed" if evicted else "NotStarted"
+    elif rule.taint.effect == "None":
+        reason = "NoEffect"
+        message = (_plural(devices[0], "1 published device", "{} published devices") + " selected. "
+                   + _plural(devices[1], "1 allocated device", "{} allocated devices") + " selected. "
+                   + _plural(len(would), "1 pod", "{} pods") + " would be evicted in " + _namespaces(would, True)
+                   + "if the effect was NoExecute. This information will not be updated again. Recreate the "
+                   "DeviceTaintRule to trigger an update.")
+    else:
+        reason, message = "OtherEffect", "Eviction only happens for the NoExecute effect."
+    if evicted:
+        message = (message + " " if message else "") + _plural(evicted, "1 pod", "{} pods") + \
+            " evicted since starting the controller."
+    return {"type": "EvictionInProgress", "status": status, "reason": reason, "message": message}
+
+
+@dataclass
+class DeviceTaintEviction:
+    name: str = "device-taint-eviction"
+    trigger: Trigger = "events"
+    kubernetes: dict[str, Any] | None = None  # the release (core/kube/versions.py): run config's entry
+
+    def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
+        state = view.dra.taint_rules
+        profile = profile_from_config(self.kubernetes)
+        if not (state.rules or state.no_execute_since) or not profile.enabled("DRADeviceTaints"):
+            return Decision(())
+        timed = [(r, state.rules[r.name].time_added_ms) for r in state.converted()]
+        due = schedule(view, [(r, t) for r, t in timed if r.taint.effect == "NoExecute"] + slice_taints(view))
+        events: list[AnyEvent] = []
+        wakes: list[int] = []
+        evicted: dict[str, int] = {}
+        pending: dict[str, dict[str, None]] = {}  # rule -> the pods it evicts, now or later, as the view has them
+        for key in sorted(due):
+            when, names = due[key]
+            for name in names:
+                pending.setdefault(name, {})[key] = None
+            if when <= now:
+                events.append(PodEvicted(pod=key, node=str(view.pods[key].node), reason=_reason(names)))
+                for name in names:
+                    evicted[name] = evicted.get(name, 0) + 1
+            else:
+                wakes.append(when)
+        if profile.version != "1.34":  # rule status exists from 1.35
+            events += self._status(view, now, timed, evicted, pending, wakes)
+        return Decision(tuple(events), min(wakes) if wakes else None)
+
+    @staticmethod
+    def _status(view: ClusterState, now: int, timed: list[tuple[TaintRule, int]], evicted: dict[str, int],
+                pending: dict[str, dict[str, None]], wakes: list[int]) -> list[AnyEvent]:
+        """The rules' conditions as maybeUpdateRuleStatus writes them: from the view the decision saw (pods evicted
+        by this very decision still pending, as upstream's first update precedes the deletion), at most every
+        STATUS_PERIOD_MS per rule, and again STATUS_PERIOD_MS after the rule evicted pods. Eviction counts are
+        recorded at once (`evicted`), the condition that mentions them with the next update."""
+        out: list[AnyEvent] = []
+        for rule, added in timed:
+            state = view.dra.taint_rules.rules[rule.name]
+            total = state.evicted + evicted.get(rule.name, 0)
+            if rule.name in evicted:
+                wakes.append(now + STATUS_PERIOD_MS)  # upstream: a delayed status update after an eviction
+            if rule.taint.effect == "None":  # upstream simulates the rule as NoExecute, once
+                if state.condition is not None:
+                    continue
+                as_noexecute = replace(rule, taint=replace(rule.taint, effect="NoExecute"))
+                cond = condition(rule, (), state.evicted, schedule(view, [(as_noexecute, added)]),
+                                 selected_devices(view, rule))
+            else:
+                cond = condition(rule, pending.get(rule.name, {}), state.evicted)
+            hold = max(state.status_ms, state.evicted_ms) + STATUS_PERIOD_MS
+            if cond != state.condition and state.condition is not None and now < hold:
+                wakes.append(hold)  # not quite yet
+                cond = state.condition
+            if cond != state.condition or total != state.evicted:
+                out.append(DeviceTaintRuleStatus(name=rule.name, condition=cond, evicted=total))
+        return out
