@@ -69,6 +69,7 @@ from .events_nodes import (
     PodCreated,
     PodEvicted,
     PodFinished,
+    PodTerminating,
     PodUngated,
     PodUnschedulable,
     RunStarted,
@@ -110,6 +111,7 @@ __all__ = [
     "PodBound",
     "PodCreated",
     "PodEvicted",
+    "PodTerminating",
     "PodFinished",
     "CompositePodGroupCreated",
     "PodGroupConditionSet",
@@ -172,6 +174,7 @@ AnyEvent = (
     | PodUnschedulable
     | PodFinished
     | PodEvicted
+    | PodTerminating
     | ScaleUpRequested
     | NodeProvisioning
     | NodeNotReady

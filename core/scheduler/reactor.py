@@ -49,6 +49,7 @@ from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.node_resources_fit import SCORERS
 from .plugins.pod_group import DEFAULT_SCHEDULER, Placement, PodGroupCycle, schedule_group
 from .plugins.scheduling_gates import SCHEDULING_GATED, gated
+from .preemption import PodPreemption
 from .profile import WAITING, DynamicResources, default_profile
 from .queue import NOT_READY, due, group_due
 
@@ -90,6 +91,9 @@ class Scheduler(NodeSearch):
         self._static_lists: dict[str, tuple[int, list[tuple[str, str | None]]]] = {}
         self._node_sig: tuple[list[str], list[dict[str, Any]], list[bool]] = ([], [], [])
         self._generation = 0
+        # DefaultPreemption for single pods, in release profiles only (legacy logs replay without it)
+        self._preemption = PodPreemption(self, self.profile.enabled("SchedulerAsyncPreemption")) \
+            if self.kubernetes is not None else None
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
@@ -118,7 +122,11 @@ class Scheduler(NodeSearch):
             if not ready:
                 wake = later if wake is None or (later is not None and later < wake) else wake
                 continue
+            if self._preemption is not None:  # nominated pods as a single pod's filters count them (preemption.py)
+                self._preemption.before(cycle, pod)
             self._schedule(cycle, pod, gangs)
+            if self._preemption is not None:
+                self._preemption.after(cycle, pod)
         gangs.finish(cycle, self._dra)
         finished = gangs.wake_at()
         if finished is not None and (wake is None or finished < wake):
@@ -196,7 +204,8 @@ class Scheduler(NodeSearch):
         """One pod's attempt (upstream's scheduleOne): the points of the default profile (profile.py) in
         upstream's order, with the fast paths between them; without fast paths, plain.attempt's loop."""
         if not self.fast_paths:
-            attempt(default_profile(self._dra, gangs, self._scorer), Attempt(cycle, pod), self._plain_pick)
+            attempt(default_profile(self._dra, gangs, self._scorer, self._preemption), Attempt(cycle, pod),
+                    self._plain_pick, self._preemption.nominated_first if self._preemption else None)
             return
         gate = gated(pod)  # PreEnqueue: SchedulingGates, then GangScheduling
         if gate is not None:
@@ -215,6 +224,10 @@ class Scheduler(NodeSearch):
                 cycle.pending(pod, NOT_READY, status.message, status.cause, status.detail)
             return
         claims, allocator = state.claims, state.allocator
+        first = self._preemption.nominated_first(cycle, pod, claims, allocator) if self._preemption else None
+        if first is not None and gang is None:  # its nominated node first (evaluateNominatedNode)
+            cycle.bind(pod, first[0], claims, first[1])
+            return
         # A pod with no claims, of a shape that already failed in this decision with no binding since:
         # the same failure (schedule_one's answer depends on the shape, the requests and the decision's
         # usage only; its one side effect, the rotating start, is replayed). Most failed attempts.
@@ -225,6 +238,8 @@ class Scheduler(NodeSearch):
             n, status = failed
             if n:
                 cycle.cursor[0] = cycle.cursor[0] % n + n
+            if self._preemption is not None:
+                status = self._preemption.post_filter(state, status)
             cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
             return
         node_name, reasons, allocations, state.dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
@@ -238,4 +253,6 @@ class Scheduler(NodeSearch):
         status = self._claims.post_filter(state, pod, reasons)
         if again is not None:
             cycle.failed[again] = (len(cycle.static[again[0]]), status)
+        if self._preemption is not None:  # DefaultPreemption (plugins/default_preemption.py)
+            status = self._preemption.post_filter(state, status)
         cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
