@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from builders import arrival, group, node_template, pod, scenario_doc, simulated, simulated_scenario, sourced_events
 
 from dralab.core.kube.versions import LEGACY_PROFILE
 from dralab.core.log.events import PodBound, PodEvicted, PodNominated, PodTerminating, PodUnschedulable
-from dralab.core.scenario.load import parse_scenario
+from dralab.core.scenario.load import ScenarioError, parse_scenario
 from dralab.core.scheduler.plugins.default_preemption import Candidate, offset_and_count, pick_one
 from dralab.core.state.cluster import PodState
 from dralab.core.state.termination import timestamp
@@ -151,3 +152,42 @@ def test_candidate_count_as_upstream() -> None:
 def test_deletion_timestamps_are_rfc3339() -> None:
     assert timestamp(0) == "1970-01-01T00:00:00Z"
     assert timestamp(951_782_400_000 + 3_723_000) == "2000-02-29T01:02:03Z"
+
+
+def _classes(*classes: tuple[str, int, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v, **x}
+            for n, v, x in classes]
+
+
+def test_priority_class_names_resolve_as_the_admission_plugin_does() -> None:
+    d = doc(arrival("1m", {**_pod("high", "2", 0), "spec": {**_pod("high", "2", 0)["spec"],
+                                                             "priorityClassName": "train"}}))
+    del d["spec"]["workload"][1]["pod"]["spec"]["priority"]
+    d["spec"]["objects"] = _classes(("train", 1000, {"preemptionPolicy": "Never"}), ("batch", 0, {}))
+    sc = parse_scenario(d)
+    spec = sc.workload[-1].pod["spec"]
+    assert (spec["priority"], spec["preemptionPolicy"], spec["priorityClassName"]) == (1000, "Never", "train")
+    result = simulated_scenario(sc, seed=0)
+    assert sourced_events(result.entries, PodTerminating) == []  # the class says Never
+
+
+def test_priority_admission_errors() -> None:
+    d = doc(arrival("1m", _pod("high", "2", 5, priorityClassName="nope")))
+    with pytest.raises(ScenarioError, match=r"spec\.workload\[1\]\.pod\.spec\.priorityClassName.*no PriorityClass"):
+        parse_scenario(d)
+    d = doc(arrival("1m", _pod("high", "2", 5, priorityClassName="train")))
+    d["spec"]["objects"] = _classes(("train", 1000, {}))
+    with pytest.raises(ScenarioError, match=r"priority \(5\) must not be provided in pod spec; priority admission"):
+        parse_scenario(d)
+
+
+def test_the_global_default_class_applies_to_pods_without_a_class() -> None:
+    high = _pod("high", "2", 0)
+    del high["spec"]["priority"]
+    d = doc(arrival("1m", high))
+    for a in d["spec"]["workload"]:
+        a["pod"]["spec"].pop("priority", None)
+    d["spec"]["objects"] = _classes(("default", 7, {"globalDefault": True}))
+    sc = parse_scenario(d)
+    assert {a.pod["spec"]["priority"] for a in sc.workload} == {7}
+    assert {a.pod["spec"]["priorityClassName"] for a in sc.workload} == {"default"}
