@@ -191,3 +191,43 @@ def test_the_global_default_class_applies_to_pods_without_a_class() -> None:
     sc = parse_scenario(d)
     assert {a.pod["spec"]["priority"] for a in sc.workload} == {7}
     assert {a.pod["spec"]["priorityClassName"] for a in sc.workload} == {"default"}
+
+
+def _pdb(name: str, selector: dict[str, str], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": selector}, **spec}}
+
+
+def test_a_node_whose_victims_violate_no_budget_is_preferred() -> None:
+    """pickOneNodeForPreemption's first criterion (PDB violations) before its second (the lowest highest-priority
+    victim): the guarded pods (priority -5) would be the cheaper victims, but their budget allows no disruption."""
+    guarded = _pod("guarded", "1", -5)
+    guarded["metadata"]["labels"] = {"app": "guarded"}
+
+    def victims(pdbs: list[dict[str, Any]]) -> set[str]:
+        d = doc(arrival("1m", _pod("high", "2", 1000)))
+        d["spec"]["workload"][0]["count"] = 4
+        d["spec"]["workload"].insert(1, arrival("0s", guarded, count=4))
+        if pdbs:
+            d["spec"]["objects"] = pdbs
+        result = simulated(d, seed=0)
+        return {e.pod.rsplit("/", 1)[1].split("-")[0] for _, _, e in sourced_events(result.entries, PodTerminating)}
+
+    assert victims([]) == {"guarded"}
+    assert victims([_pdb("keep", {"app": "guarded"}, maxUnavailable=0)]) == {"low"}
+    assert victims([_pdb("keep", {"app": "guarded"}, maxUnavailable=2)]) == {"guarded"}  # two may go
+
+
+def test_pdb_validation_and_disruptions_allowed() -> None:
+    from dralab.core.kube.fields import FieldError
+    from dralab.core.kube.pdb import check_pdb, disruptions_allowed
+
+    with pytest.raises(FieldError, match="cannot be both set"):
+        check_pdb(_pdb("x", {"a": "b"}, minAvailable=1, maxUnavailable=1), "o")
+    with pytest.raises(FieldError, match="percent"):
+        check_pdb(_pdb("x", {"a": "b"}, minAvailable="50"), "o")
+    pods = [({"a": "b"}, True)] * 3 + [({"a": "b"}, False), ({"a": "c"}, True)]
+    assert disruptions_allowed(_pdb("x", {"a": "b"}, minAvailable=2), pods) == 1
+    assert disruptions_allowed(_pdb("x", {"a": "b"}, minAvailable="50%"), pods) == 1  # ceil(2) of 4
+    assert disruptions_allowed(_pdb("x", {"a": "b"}, maxUnavailable=1), pods) == 0  # 3 healthy, 3 desired
+    assert disruptions_allowed(_pdb("x", {"a": "b"}, maxUnavailable="50%"), pods) == 1

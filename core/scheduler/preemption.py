@@ -15,11 +15,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..dra.allocator import Allocator
+from ..kube.pdb import disruptions_allowed, selector_matches
 from ..log.events import PodNominated
-from ..state.cluster import RUNNING, PodState
+from ..state.cluster import PENDING, RUNNING, ClusterState, PodState
+from ..state.termination import terminating
 from .cycle import Attempt, Cycle
 from .framework import Code, Status
 from .plugins import default_preemption as dp
@@ -50,6 +53,25 @@ class PodPreemption:
             running = view.pods_by_phase[RUNNING]
             self._lowest_at = (view.offset, min((view.pods[k].priority for k in running), default=_NO_POD))
         return self._lowest_at[1]
+
+    def budgets_for(self, view: ClusterState, pdbs: list[dict[str, Any]]) -> None:
+        """The decision's PodDisruptionBudgets with disruptionsAllowed from the view (the disruption controller's
+        arithmetic, kube/pdb.py): healthy = running and not being deleted."""
+        if not pdbs:
+            return
+        by_ns: dict[str, list[tuple[dict[str, str], bool]]] = {}
+        for key in view.pods_by_phase[RUNNING]:
+            p = view.pods[key]
+            meta = p.manifest.get("metadata") or {}
+            by_ns.setdefault(meta.get("namespace") or "default", []).append(
+                (meta.get("labels") or {}, not terminating(p.manifest)))
+        for key in view.pods_by_phase[PENDING]:
+            meta = view.pods[key].manifest.get("metadata") or {}
+            by_ns.setdefault(meta.get("namespace") or "default", []).append((meta.get("labels") or {}, False))
+        self.budgets = [
+            dp.Budget(ns, partial(selector_matches, (pdb.get("spec") or {}).get("selector")),
+                      disruptions_allowed(pdb, by_ns.get(ns, [])))
+            for pdb in pdbs if (ns := pdb["metadata"].get("namespace") or "default")]
 
     def before(self, cycle: Cycle, pod: PodState) -> None:
         """Before a single pod's attempt: nominated pods of lower priority (and its own room) out of its way."""

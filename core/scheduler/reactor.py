@@ -64,6 +64,7 @@ class Scheduler(NodeSearch):
     # the run configuration's `kubernetes` entry (core/kube/versions.py profile_config); None: legacy 1.35
     kubernetes: dict[str, Any] | None = None
     name: str = "scheduler"
+    pdbs: list[dict[str, Any]] = field(default_factory=list)  # PodDisruptionBudgets (kube/pdb.py), for preemption
     trigger: Trigger = "events"
     # False: no feasibility cache, failure memos, kept node lists or inlined loop (plain.py), for the
     # property test that checks them; not a constructor argument, so no run's configuration can set it.
@@ -99,6 +100,8 @@ class Scheduler(NodeSearch):
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
         gangs = GangCycle(view, now, self.gang_timeout_ms, self.profile.enabled("NominatedNodeNameForExpectation"))
         cycle = Cycle(view, rng, gangs.held, view.gang.nominated)
+        if self._preemption is not None:
+            self._preemption.budgets_for(view, self.pdbs)
         gangs.expire(cycle)
         busy = gangs.busy  # waiting at Permit, or just released: not in the queue this decision
         wake = gangs.wake_at()
