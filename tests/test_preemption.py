@@ -5,6 +5,7 @@ Each scenario is simulated with every invariant checked and the log verified (bu
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from dralab.core.scenario.load import ScenarioError, parse_scenario
 from dralab.core.scheduler.plugins.default_preemption import Candidate, offset_and_count, pick_one
 from dralab.core.state.cluster import PodState
 from dralab.core.state.termination import timestamp
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _pod(name: str, cpu: str, priority: int, **spec: Any) -> dict[str, Any]:
@@ -231,3 +234,22 @@ def test_pdb_validation_and_disruptions_allowed() -> None:
     assert disruptions_allowed(_pdb("x", {"a": "b"}, minAvailable="50%"), pods) == 1  # ceil(2) of 4
     assert disruptions_allowed(_pdb("x", {"a": "b"}, maxUnavailable=1), pods) == 0  # 3 healthy, 3 desired
     assert disruptions_allowed(_pdb("x", {"a": "b"}, maxUnavailable="50%"), pods) == 1
+
+
+def test_the_preemption_gpu_scenario_tells_its_story() -> None:
+    """scenarios/preemption-gpu.yaml (seed 1), as its header says."""
+    from dralab.core.log.events import ClaimReleased, ScaleUpRequested
+    from dralab.core.scenario.load import load_scenario
+
+    result = simulated_scenario(load_scenario(str(ROOT / "scenarios" / "preemption-gpu.yaml")), seed=1)
+    terminating = [(t, e.pod, e.grace_ms) for t, _, e in sourced_events(result.entries, PodTerminating)]
+    assert terminating == [(120_000, "pod/default/inference-0", 45_000)]
+    assert [(t, e.pod) for t, _, e in sourced_events(result.entries, ClaimReleased)][:1] == [
+        (165_000, "pod/default/inference-0")]
+    bound = {e.pod: (t, e.node) for t, _, e in sourced_events(result.entries, PodBound)}
+    assert bound["pod/default/train-a"] == (165_000, "h100-1")
+    scale_ups = [(t, e.pods) for t, _, e in sourced_events(result.entries, ScaleUpRequested)]
+    assert all(t >= 165_000 for t, _ in scale_ups)  # not for train-a while it waits, nominated
+    assert any("pod/default/train-b" in pods for _, pods in scale_ups)
+    train_b = [e.message for _, _, e in sourced_events(result.entries, PodUnschedulable) if e.pod.endswith("train-b")]
+    assert train_b[0].endswith("preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")

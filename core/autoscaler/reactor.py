@@ -44,6 +44,7 @@ from .provisioning.provreq_broker import Broker
 from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
+from .simulation.nominated import expendable, waiting_for_preemption
 from .simulation.virtual_claims import MATERIALIZE, UNRESOLVED
 
 
@@ -102,6 +103,8 @@ class Autoscaler:
         blocked = {name for name, group in view.node_groups.items() if backed_off(group, now)}
         blocked |= {e.group for e in timed_out if isinstance(e, ScaleUpTimedOut)}
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
+        if self.kubernetes is not None:  # release profiles: single pods waiting for their victims (nominated.py)
+            nominated.update(waiting_for_preemption(view, nominated))
 
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
@@ -113,6 +116,7 @@ class Autoscaler:
         unschedulable = sorted(
             (p for p in view.pending_pods()
              if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated
+             and (self.kubernetes is None or not expendable(p))  # --expendable-pods-priority-cutoff
              and consumed_request(p.manifest) is None),  # consumers wait for their request's capacity
             key=lambda p: (-p.priority, p.created_offset),
         )
