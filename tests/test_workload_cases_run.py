@@ -26,6 +26,7 @@ from test_workload_cases import GROUPS, README, case_files, load_case
 
 from dralab.core.analysis.dump import dump_record
 from dralab.core.controllers.claims import ClaimController
+from dralab.core.controllers.lifecycle import Lifecycle
 from dralab.core.dra.api import parse_documents
 from dralab.core.engine.contract import Reactor, decide
 from dralab.core.kube.versions import Profile, make_profile, profile_config
@@ -49,11 +50,13 @@ def profile_of(spec: dict[str, Any]) -> Profile:
 
 def _unsupported(manifests: list[dict[str, Any]]) -> list[str]:
     """What the case holds that the dump cannot turn into what Kubernetes would do. Terminating pods,
-    nominatedNodeName and schedulerName are modelled (core/analysis/dump.py); PodDisruptionBudgets are not."""
+    nominatedNodeName and schedulerName are modelled (core/analysis/dump.py); PodDisruptionBudgets are read by
+    DefaultPreemption (given to the scheduler) but not by workload-aware preemption."""
     out = []
     for i, doc in enumerate(manifests):
-        if doc.get("kind") == "PodDisruptionBudget":
-            out.append(f"documents[{i}]: PodDisruptionBudget {doc['metadata']['name']} (dralab has no PDBs)")
+        if doc.get("kind") == "PodDisruptionBudget" and any(d.get("kind") == "PodGroup" for d in manifests):
+            out.append(f"documents[{i}]: PodDisruptionBudget {doc['metadata']['name']} (not read by PodGroup "
+                       "preemption)")
     return out
 
 
@@ -68,10 +71,12 @@ class Run:
         self.records: list[Record] = []
         self._append(self.dump.record)
         claims = ClaimController()
-        scheduler = Scheduler(kubernetes=profile_config(self.profile), score=SCORE)
+        lifecycle = Lifecycle()  # ends gracefully deleted victims (DefaultPreemption) after their grace period
+        pdbs = [m for m in manifests if m.get("kind") == "PodDisruptionBudget"]  # DefaultPreemption reads them
+        scheduler = Scheduler(kubernetes=profile_config(self.profile), score=SCORE, pdbs=pdbs)
         now = 0
         for _ in range(MAX_ROUNDS):
-            wake = self._settle(now, claims, scheduler)
+            wake = self._settle(now, claims, scheduler, lifecycle)
             if wake is None or wake > HORIZON_MS:
                 break
             now = max(now + 1, wake)

@@ -70,7 +70,10 @@ class PodPreemption:
             by_ns.setdefault(meta.get("namespace") or "default", []).append((meta.get("labels") or {}, False))
         self.budgets = [
             dp.Budget(ns, partial(selector_matches, (pdb.get("spec") or {}).get("selector")),
-                      disruptions_allowed(pdb, by_ns.get(ns, [])))
+                      # a dump's status as the disruption controller wrote it, else computed now
+                      int(status["disruptionsAllowed"]) if "disruptionsAllowed" in (status := pdb.get("status") or {})
+                      else disruptions_allowed(pdb, by_ns.get(ns, [])),
+                      frozenset(status.get("disruptedPods") or {}))
             for pdb in pdbs if (ns := pdb["metadata"].get("namespace") or "default")]
 
     def before(self, cycle: Cycle, pod: PodState) -> None:

@@ -166,6 +166,7 @@ def select_victims(cycle: Cycle, pod: PodState, node: str, fits: Fits, budgets: 
                     cycle.remove(victim, [])
                     victims.append(victim)
                     violations += counts
+        victims.sort(key=more_important_key)  # upstream sorts them again: victims[0] is the most important
         return Candidate(node, victims, violations)
     finally:
         cycle.rollback(sp)
