@@ -110,11 +110,14 @@ class PodPreemption:
         def unresolvable(node: str) -> bool:
             return answers.get(node) is not None or node in dra
 
-        def fits(c: Cycle, node: str) -> str | None:
+        def search(c: Cycle, node: str) -> str | None:
             cursor = c.cursor[0]
             chosen, reasons, _, _ = self.search.schedule_one(c, pod, state.claims, state.allocator, restrict=(node,))
             c.cursor[0] = cursor
             return None if chosen is not None else (next(iter(reasons), DRA_FAILURE))
+
+        # no claims, a node whose static filters pass: NodeResourcesFit is the only filter left (arithmetic)
+        fits = search if state.claims.any else None
 
         potential = [n for n, a in answers.items() if a is None and n not in dra]
         if potential and pod.priority <= self._lowest(cycle) and dp.eligible(cycle, pod, unresolvable) is None:

@@ -41,6 +41,7 @@ from ...log.events import AnyEvent, PodNominated, PodTerminating
 from ...state.cluster import PodState
 from ...state.termination import grace_ms, terminating
 from ..framework import ExtensionPoint
+from .node_resources_fit import failure_message, lacking
 from .workload_preemption import _terminating_by_preemption
 
 if TYPE_CHECKING:
@@ -140,14 +141,18 @@ def _violating(victims: list[PodState], budgets: Sequence[Budget]) -> tuple[list
     return violating, others
 
 
-def select_victims(cycle: Cycle, pod: PodState, node: str, fits: Fits, budgets: Sequence[Budget]
+def select_victims(cycle: Cycle, pod: PodState, node: str, fits: Fits | None, budgets: Sequence[Budget]
                    ) -> Candidate | str:
     """SelectVictimsOnNode: the victims on `node`, or why the node cannot help. Rolled back: only the answer kept.
-    Victims' claims stay allocated in the dry run (DRA devices are not preemptible, see the module's text)."""
+    Victims' claims stay allocated in the dry run (DRA devices are not preemptible, see the module's text).
+    `fits` None: NodeResourcesFit is the only filter left to pass (a claim-free pod on a node whose static filters
+    pass), done as arithmetic on a copy of the node's usage."""
     view = cycle.view
     potential = [view.pods[k] for k in view.nodes[node].pods if view.pods[k].priority < pod.priority]
     if not potential:
         return NO_VICTIMS
+    if fits is None:
+        return _select_by_fit(cycle, pod, node, potential, budgets)
     sp = cycle.savepoint()
     try:
         for victim in potential:
@@ -172,7 +177,39 @@ def select_victims(cycle: Cycle, pod: PodState, node: str, fits: Fits, budgets: 
         cycle.rollback(sp)
 
 
-def dry_run(cycle: Cycle, pod: PodState, potential: list[str], fits: Fits, budgets: Sequence[Budget]
+def _select_by_fit(cycle: Cycle, pod: PodState, node: str, potential: list[PodState], budgets: Sequence[Budget]
+                   ) -> Candidate | str:
+    """select_victims for a pod whose only filter left is NodeResourcesFit: the same steps on a usage copy."""
+    used = dict(cycle.used[node])
+    allocatable = cycle.view.nodes[node].allocatable
+    requests = sorted(pod.requests.items())
+
+    def add(victim: PodState, sign: int) -> None:
+        for resource, amount in victim.requests.items():
+            used[resource] = used.get(resource, 0) + sign * amount
+        used["pods"] = used.get("pods", 0) + sign
+
+    for victim in potential:
+        add(victim, -1)
+    missing = lacking(requests, used, allocatable)
+    if missing:
+        return failure_message(missing[0])
+    potential.sort(key=more_important_key)
+    violating, others = _violating(potential, budgets)
+    victims: list[PodState] = []
+    violations = 0
+    for group, counts in ((violating, True), (others, False)):
+        for victim in group:
+            add(victim, 1)
+            if lacking(requests, used, allocatable):
+                add(victim, -1)
+                victims.append(victim)
+                violations += counts
+    victims.sort(key=more_important_key)
+    return Candidate(node, victims, violations)
+
+
+def dry_run(cycle: Cycle, pod: PodState, potential: list[str], fits: Fits | None, budgets: Sequence[Budget]
             ) -> tuple[list[Candidate], Counter[str]]:
     """DryRunPreemption from the random offset: the candidates found, and each failing node's reason counted."""
     offset, count = offset_and_count(cycle, len(potential))
@@ -217,7 +254,7 @@ def pick_one(candidates: list[Candidate]) -> Candidate:
     return left[0]
 
 
-def preempt(cycle: Cycle, pod: PodState, potential: list[str], fits: Fits, budgets: Sequence[Budget],
+def preempt(cycle: Cycle, pod: PodState, potential: list[str], fits: Fits | None, budgets: Sequence[Budget],
             unresolvable: Callable[[str], bool], total: int) -> Outcome:
     """PostFilter: the candidate chosen, or the message for the FitError (without its "preemption: " prefix)."""
     why = eligible(cycle, pod, unresolvable)
