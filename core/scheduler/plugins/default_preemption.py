@@ -146,66 +146,53 @@ def select_victims(cycle: Cycle, pod: PodState, node: str, fits: Fits | None, bu
     """SelectVictimsOnNode: the victims on `node`, or why the node cannot help. Rolled back: only the answer kept.
     Victims' claims stay allocated in the dry run (DRA devices are not preemptible, see the module's text).
     `fits` None: NodeResourcesFit is the only filter left to pass (a claim-free pod on a node whose static filters
-    pass), done as arithmetic on a copy of the node's usage."""
+    pass), done as arithmetic on a copy of the node's usage instead of in the cycle."""
     view = cycle.view
     potential = [view.pods[k] for k in view.nodes[node].pods if view.pods[k].priority < pod.priority]
     if not potential:
         return NO_VICTIMS
     if fits is None:
-        return _select_by_fit(cycle, pod, node, potential, budgets)
+        used = dict(cycle.used[node])
+        allocatable, requests = view.nodes[node].allocatable, sorted(pod.requests.items())
+
+        def move(victim: PodState, sign: int) -> None:
+            for resource, amount in victim.requests.items():
+                used[resource] = used.get(resource, 0) + sign * amount
+            used["pods"] = used.get("pods", 0) + sign
+
+        def fit_now() -> str | None:
+            missing = lacking(requests, used, allocatable)
+            return failure_message(missing[0]) if missing else None
+        return _reprieve(node, potential, budgets, lambda v: move(v, -1), lambda v: move(v, 1), fit_now)
     sp = cycle.savepoint()
     try:
-        for victim in potential:
-            cycle.remove(victim, [])
-        failure = fits(cycle, node)
-        if failure is not None:
-            return failure
-        potential.sort(key=more_important_key)
-        violating, others = _violating(potential, budgets)
-        victims: list[PodState] = []
-        violations = 0
-        for group, counts in ((violating, True), (others, False)):
-            for victim in group:
-                cycle.restore(victim, [])
-                if fits(cycle, node) is not None:
-                    cycle.remove(victim, [])
-                    victims.append(victim)
-                    violations += counts
-        victims.sort(key=more_important_key)  # upstream sorts them again: victims[0] is the most important
-        return Candidate(node, victims, violations)
+        return _reprieve(node, potential, budgets, lambda v: cycle.remove(v, []), lambda v: cycle.restore(v, []),
+                         lambda: fits(cycle, node))
     finally:
         cycle.rollback(sp)
 
 
-def _select_by_fit(cycle: Cycle, pod: PodState, node: str, potential: list[PodState], budgets: Sequence[Budget]
-                   ) -> Candidate | str:
-    """select_victims for a pod whose only filter left is NodeResourcesFit: the same steps on a usage copy."""
-    used = dict(cycle.used[node])
-    allocatable = cycle.view.nodes[node].allocatable
-    requests = sorted(pod.requests.items())
-
-    def add(victim: PodState, sign: int) -> None:
-        for resource, amount in victim.requests.items():
-            used[resource] = used.get(resource, 0) + sign * amount
-        used["pods"] = used.get("pods", 0) + sign
-
+def _reprieve(node: str, potential: list[PodState], budgets: Sequence[Budget], take: Callable[[PodState], None],
+              put_back: Callable[[PodState], None], fit: Callable[[], str | None]) -> Candidate | str:
+    """The steps of SelectVictimsOnNode over `take`/`put_back` (a victim off or back on the node) and `fit` (the
+    pod's filters on the node now): all off; the pod must fit; back, violating first, most important first."""
     for victim in potential:
-        add(victim, -1)
-    missing = lacking(requests, used, allocatable)
-    if missing:
-        return failure_message(missing[0])
+        take(victim)
+    failure = fit()
+    if failure is not None:
+        return failure
     potential.sort(key=more_important_key)
     violating, others = _violating(potential, budgets)
     victims: list[PodState] = []
     violations = 0
     for group, counts in ((violating, True), (others, False)):
         for victim in group:
-            add(victim, 1)
-            if lacking(requests, used, allocatable):
-                add(victim, -1)
+            put_back(victim)
+            if fit() is not None:
+                take(victim)
                 victims.append(victim)
                 violations += counts
-    victims.sort(key=more_important_key)
+    victims.sort(key=more_important_key)  # upstream sorts them again: victims[0] is the most important
     return Candidate(node, victims, violations)
 
 
