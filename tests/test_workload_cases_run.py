@@ -30,7 +30,7 @@ from dralab.core.controllers.lifecycle import Lifecycle
 from dralab.core.dra.api import parse_documents
 from dralab.core.engine.contract import Reactor, decide
 from dralab.core.kube.versions import Profile, make_profile, profile_config
-from dralab.core.log.events import PodEvicted, Record
+from dralab.core.log.events import PodEvicted, PodTerminating, Record
 from dralab.core.scheduler.queue import MAX_BACKOFF_MS
 from dralab.core.scheduler.reactor import Scheduler
 from dralab.core.state.cluster import ClusterState
@@ -107,7 +107,8 @@ class Run:
         return key
 
     def evicted(self) -> set[str]:
-        return {e.pod.rsplit("/", 1)[1] for r in self.records[1:] for e in r.events if isinstance(e, PodEvicted)}
+        return {e.pod.rsplit("/", 1)[1] for r in self.records[1:] for e in r.events
+                if isinstance(e, (PodEvicted, PodTerminating))}  # a graceful deletion counts from its start
 
 
 def check(run: Run, expect: dict[str, Any]) -> list[str]:
