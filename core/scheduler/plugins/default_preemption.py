@@ -33,7 +33,7 @@ default_preemption.go and pkg/scheduler/framework/preemption/preemption.go, exec
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -95,10 +95,24 @@ def nominated_node(cycle: Cycle, pod: PodState) -> str | None:
     return node or (pod.manifest.get("status") or {}).get("nominatedNodeName") or None
 
 
-def more_important_key(pod: PodState) -> tuple[int, int, int]:
-    """MoreImportantPod (pkg/scheduler/util/utils.go) as a sort key: higher priority, then the earlier start
-    (the binding time; dump pods bound in one record by creation order)."""
-    return (-pod.priority, pod.bound_t, pod.created_offset)
+# a running pod's start as an orderable key: its binding time, then its place among pods bound at that time (a
+# dump's pods are bound in one record, in status.startTime order: core/analysis/dump.py)
+Start = Callable[[PodState], tuple[int, int]]
+
+
+def default_start(pod: PodState) -> tuple[int, int]:
+    return pod.bound_t, pod.created_offset
+
+
+def start_order(pods: Iterable[str]) -> Start:
+    """Start keys with the pods' order in the fold (`ClusterState.pods`) as the tie-break."""
+    order = {key: i for i, key in enumerate(pods)}
+    return lambda pod: (pod.bound_t, order.get(pod.key, 0))
+
+
+def more_important_key(pod: PodState, start: Start = default_start) -> tuple[int, int, int]:
+    """MoreImportantPod (pkg/scheduler/util/utils.go) as a sort key: higher priority, then the earlier start."""
+    return (-pod.priority, *start(pod))
 
 
 def eligible(cycle: Cycle, pod: PodState, unresolvable: Callable[[str], bool]) -> str | None:
@@ -141,8 +155,8 @@ def _violating(victims: list[PodState], budgets: Sequence[Budget]) -> tuple[list
     return violating, others
 
 
-def select_victims(cycle: Cycle, pod: PodState, node: str, fits: Fits | None, budgets: Sequence[Budget]
-                   ) -> Candidate | str:
+def select_victims(cycle: Cycle, pod: PodState, node: str, fits: Fits | None, budgets: Sequence[Budget],
+                   start: Start = default_start) -> Candidate | str:
     """SelectVictimsOnNode: the victims on `node`, or why the node cannot help. Rolled back: only the answer kept.
     Victims' claims stay allocated in the dry run (DRA devices are not preemptible, see the module's text).
     `fits` None: NodeResourcesFit is the only filter left to pass (a claim-free pod on a node whose static filters
@@ -163,17 +177,18 @@ def select_victims(cycle: Cycle, pod: PodState, node: str, fits: Fits | None, bu
         def fit_now() -> str | None:
             missing = lacking(requests, used, allocatable)
             return failure_message(missing[0]) if missing else None
-        return _reprieve(node, potential, budgets, lambda v: move(v, -1), lambda v: move(v, 1), fit_now)
+        return _reprieve(node, potential, budgets, lambda v: move(v, -1), lambda v: move(v, 1), fit_now, start)
     sp = cycle.savepoint()
     try:
         return _reprieve(node, potential, budgets, lambda v: cycle.remove(v, []), lambda v: cycle.restore(v, []),
-                         lambda: fits(cycle, node))
+                         lambda: fits(cycle, node), start)
     finally:
         cycle.rollback(sp)
 
 
 def _reprieve(node: str, potential: list[PodState], budgets: Sequence[Budget], take: Callable[[PodState], None],
-              put_back: Callable[[PodState], None], fit: Callable[[], str | None]) -> Candidate | str:
+              put_back: Callable[[PodState], None], fit: Callable[[], str | None], start: Start
+              ) -> Candidate | str:
     """The steps of SelectVictimsOnNode over `take`/`put_back` (a victim off or back on the node) and `fit` (the
     pod's filters on the node now): all off; the pod must fit; back, violating first, most important first."""
     for victim in potential:
@@ -181,7 +196,7 @@ def _reprieve(node: str, potential: list[PodState], budgets: Sequence[Budget], t
     failure = fit()
     if failure is not None:
         return failure
-    potential.sort(key=more_important_key)
+    potential.sort(key=lambda p: more_important_key(p, start))
     violating, others = _violating(potential, budgets)
     victims: list[PodState] = []
     violations = 0
@@ -192,12 +207,12 @@ def _reprieve(node: str, potential: list[PodState], budgets: Sequence[Budget], t
                 take(victim)
                 victims.append(victim)
                 violations += counts
-    victims.sort(key=more_important_key)  # upstream sorts them again: victims[0] is the most important
+    victims.sort(key=lambda p: more_important_key(p, start))  # upstream sorts again: victims[0] most important
     return Candidate(node, victims, violations)
 
 
-def dry_run(cycle: Cycle, pod: PodState, potential: list[str], fits: Fits | None, budgets: Sequence[Budget]
-            ) -> tuple[list[Candidate], Counter[str]]:
+def dry_run(cycle: Cycle, pod: PodState, potential: list[str], fits: Fits | None, budgets: Sequence[Budget],
+            start: Start = default_start) -> tuple[list[Candidate], Counter[str]]:
     """DryRunPreemption from the random offset: the candidates found, and each failing node's reason counted."""
     offset, count = offset_and_count(cycle, len(potential))
     violating: list[Candidate] = []
@@ -205,7 +220,7 @@ def dry_run(cycle: Cycle, pod: PodState, potential: list[str], fits: Fits | None
     reasons: Counter[str] = Counter()
     for i in range(len(potential)):
         node = potential[(offset + i) % len(potential)]
-        found = select_victims(cycle, pod, node, fits, budgets)
+        found = select_victims(cycle, pod, node, fits, budgets, start)
         if isinstance(found, str):
             reasons[found] += 1
             continue
@@ -215,17 +230,13 @@ def dry_run(cycle: Cycle, pod: PodState, potential: list[str], fits: Fits | None
     return clean + violating, reasons
 
 
-def _start(pod: PodState) -> int:
-    return pod.bound_t
-
-
-def pick_one(candidates: list[Candidate]) -> Candidate:
+def pick_one(candidates: list[Candidate], start: Start = default_start) -> Candidate:
     """pickOneNodeForPreemption: the criteria in upstream's order, each keeping the best candidates so far."""
-    def earliest_of_highest(c: Candidate) -> int:
+    def earliest_of_highest(c: Candidate) -> tuple[int, int]:
         top = max(v.priority for v in c.victims)
-        return min(_start(v) for v in c.victims if v.priority == top)
+        return min(start(v) for v in c.victims if v.priority == top)
 
-    scores: tuple[Callable[[Candidate], int], ...] = (
+    scores: tuple[Callable[[Candidate], int | tuple[int, int]], ...] = (
         lambda c: -c.violations,
         lambda c: -c.victims[0].priority,
         lambda c: -sum(v.priority + _INT32_MAX + 1 for v in c.victims),
@@ -249,12 +260,13 @@ def preempt(cycle: Cycle, pod: PodState, potential: list[str], fits: Fits | None
         return Outcome(why, waiting=why.startswith("not eligible due to a terminating"))
     if not potential:
         return Outcome(fit_message(total, Counter({NOT_HELPFUL: total})))
-    candidates, reasons = dry_run(cycle, pod, potential, fits, budgets)
+    start = start_order(cycle.view.pods)
+    candidates, reasons = dry_run(cycle, pod, potential, fits, budgets, start)
     if not candidates:
         if total > len(potential):
             reasons[NOT_HELPFUL] += total - len(potential)
         return Outcome(fit_message(total, reasons))
-    return Outcome(chosen=pick_one(candidates))
+    return Outcome(chosen=pick_one(candidates, start))
 
 
 def fit_message(total: int, reasons: Counter[str]) -> str:
