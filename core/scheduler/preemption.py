@@ -120,7 +120,7 @@ class PodPreemption:
         fits = search if state.claims.any else None
 
         potential = [n for n, a in answers.items() if a is None and n not in dra]
-        if potential and pod.priority <= self._lowest(cycle) and dp.eligible(cycle, pod, unresolvable) is None:
+        if potential and dp.eligible(cycle, pod, unresolvable) is None and pod.priority <= self._lowest(cycle):
             # no lower-priority pod anywhere: the dry run's answer on every potential node, without running it
             reasons = Counter({dp.NO_VICTIMS: len(potential)})
             if len(answers) > len(potential):
