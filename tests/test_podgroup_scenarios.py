@@ -12,7 +12,7 @@ import pytest
 import yaml
 from builders import simulated_scenario
 
-from dralab.core.log.events import PodBound, PodEvicted, PodNominated, ScaleUpRequested, decode_record
+from dralab.core.log.events import PodBound, PodEvicted, PodNominated, PodTerminating, ScaleUpRequested, decode_record
 from dralab.core.scenario.load import Policy, load_scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -29,12 +29,13 @@ def events(result, kind):  # type: ignore[no-untyped-def]
 
 def test_preemption_evicts_the_batch_gang_whole_and_keeps_the_room_for_the_trainers() -> None:
     result = run(load_scenario(str(SCENARIOS / "podgroup-preemption.yaml")))
-    evicted = events(result, PodEvicted)
+    evicted = events(result, PodTerminating)  # deleted gracefully (30 s), then gone (PodEvicted)
     assert len(evicted) == 4 and {t for t, _ in evicted} == {300_000}  # once, all four: disruptionMode all
+    assert {t for t, _ in events(result, PodEvicted)} == {330_000}
     nominated = events(result, PodNominated)
     assert len(nominated) == 2 and len({e.node for _, e in nominated}) == 1
     trainers = [(t, e) for t, e in events(result, PodBound) if "train" in e.pod]
-    assert [t for t, _ in trainers] == [301_000, 301_000]
+    assert [t for t, _ in trainers] == [330_000, 330_000]
     assert {e.node for _, e in trainers} == {nominated[0][1].node}  # where they were nominated
     # the batch Job's replacements never took the trainers' room (nominatedNodeName), and wait: 4 of minCount 4
     # do not fit on the one free node

@@ -155,7 +155,7 @@ def test_objects_are_kept_with_the_namespace_filled_in() -> None:
     assert s.objects[1]["metadata"]["labels"] == {"team": "ml"}
     assert s.objects[2]["spec"] == claim()["spec"]
     assert OBJECT_KINDS == ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim", "Workload", "PodTemplate",
-                            "ProvisioningRequest")
+                            "ProvisioningRequest", "PodDisruptionBudget")
     # What the scenario keeps is what the DRA loader reads.
     inv = parse_documents(list(s.objects))
     assert set(inv.classes) == {"gpu.example.com"}
@@ -258,7 +258,9 @@ def test_dra_quickstart_story_holds_with_the_allocator() -> None:
 
 def test_every_field_has_dra() -> None:
     s = load_scenario(EVERY_FIELD)
-    assert {o["kind"] for o in s.objects} == set(OBJECT_KINDS)
+    # PodDisruptionBudgets are in scenarios/preemption-gpu.yaml: one here would change this file's legacy log (the
+    # scheduler's configuration records them), which must stay byte-identical
+    assert {o["kind"] for o in s.objects} == set(OBJECT_KINDS) - {"PodDisruptionBudget"}
     assert any(g.resource_slices for g in s.node_groups)
     assert any(a.pod["spec"].get("resourceClaims") for a in s.workload)
     shared = [o for o in s.objects if o["kind"] == "ResourceClaim"]
@@ -376,7 +378,8 @@ KINDS = (  # as Kubernetes 1.37, the default release, serves them
     "expected one of `DeviceClass`, `ResourceClaimTemplate`, `ResourceClaim` (resource.k8s.io/v1), "
     "`Workload`, `PodGroup`, `CompositePodGroup` (scheduling.k8s.io/v1alpha3, scheduling.k8s.io/v1beta1, as "
     "Kubernetes 1.37 serves them), `PriorityClass` (scheduling.k8s.io/v1), `PodTemplate` (v1), `ProvisioningRequest` "
-    "(autoscaling.x-k8s.io/v1) and Kueue's `AdmissionCheck` and `ProvisioningRequestConfig` (kueue.x-k8s.io/v1beta1)"
+    "(autoscaling.x-k8s.io/v1), `PodDisruptionBudget` (policy/v1) and Kueue's `AdmissionCheck` and "
+    "`ProvisioningRequestConfig` (kueue.x-k8s.io/v1beta1)"
 )
 PER_NODE = "leave it out: each node of the group publishes its own slices; dralab fills it with the node's name"
 NODE_LOCAL = (

@@ -70,7 +70,9 @@ def test_topology_mismatch_is_the_pending_reason_with_evidence() -> None:
     conditions = [e for e in events_of(result, PodUnschedulable) if e.pod == "pod/default/train"]
     first = conditions[0]
     assert (first.reason, first.cause) == ("Unschedulable", "topology")
-    assert first.message == "0/1 nodes are available: 1 cannot allocate all claims."
+    # DRA's rejection is UnschedulableAndUnresolvable upstream (1.34-1.37): preemption cannot help there
+    assert first.message == ("0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are "
+                             "available: 1 Preemption is not helpful for scheduling.")
     assert "nvlinkDomain" in first.detail and "at most 3 free devices share one value" in first.detail
     scale_ups = [(o, decode_record(p, o).t) for o, p in result.entries
                  if any(isinstance(e, ScaleUpRequested) for e in decode_record(p, o).events)]

@@ -18,6 +18,7 @@ from dralab.core.log.events import (
     PodBound,
     PodEvicted,
     PodGroupConditionSet,
+    PodTerminating,
     PodUnschedulable,
     ResourceClaimCreated,
     decode_record,
@@ -229,11 +230,12 @@ def test_a_higher_priority_group_preempts_the_least_important_pods_it_needs() ->
     result = run([(arrival(0, member("low", priority=0), count=4, run_for="1h"), None),
                   (arrival("1m", member(priority=100), count=2, run_for="5m"), "train")],
                  [podgroup(min_count=2, priority=100)], duration="3m")
-    evicted = [e for _, _, e in events_of(result, PodEvicted)]
+    evicted = [e for _, _, e in events_of(result, PodTerminating)]  # graceful: 30 s, then PodEvicted
     assert len(evicted) == 2 and all("by pod group default/train" in e.reason for e in evicted)
+    assert len(events_of(result, PodEvicted)) == 2
     assert {e.node for e in evicted} <= {"gpu-0", "gpu-1"}
     bound = [(t, e) for _, t, e in events_of(result, PodBound) if e.pod.startswith("pod/default/worker")]
-    assert len(bound) == 2 and bound[0][0] > 60_000
+    assert len(bound) == 2 and bound[0][0] >= 90_000  # once the victims' grace period is over
     waiting = [e for _, _, e in events_of(result, PodUnschedulable) if e.cause == "preemption"]
     assert waiting and "waiting for 2 preemption victims" in waiting[0].message
 

@@ -26,10 +26,11 @@ from test_workload_cases import GROUPS, README, case_files, load_case
 
 from dralab.core.analysis.dump import dump_record
 from dralab.core.controllers.claims import ClaimController
+from dralab.core.controllers.lifecycle import Lifecycle
 from dralab.core.dra.api import parse_documents
 from dralab.core.engine.contract import Reactor, decide
 from dralab.core.kube.versions import Profile, make_profile, profile_config
-from dralab.core.log.events import PodEvicted, Record
+from dralab.core.log.events import PodEvicted, PodTerminating, Record
 from dralab.core.scheduler.queue import MAX_BACKOFF_MS
 from dralab.core.scheduler.reactor import Scheduler
 from dralab.core.state.cluster import ClusterState
@@ -49,11 +50,13 @@ def profile_of(spec: dict[str, Any]) -> Profile:
 
 def _unsupported(manifests: list[dict[str, Any]]) -> list[str]:
     """What the case holds that the dump cannot turn into what Kubernetes would do. Terminating pods,
-    nominatedNodeName and schedulerName are modelled (core/analysis/dump.py); PodDisruptionBudgets are not."""
+    nominatedNodeName and schedulerName are modelled (core/analysis/dump.py); PodDisruptionBudgets are read by
+    DefaultPreemption (given to the scheduler) but not by workload-aware preemption."""
     out = []
     for i, doc in enumerate(manifests):
-        if doc.get("kind") == "PodDisruptionBudget":
-            out.append(f"documents[{i}]: PodDisruptionBudget {doc['metadata']['name']} (dralab has no PDBs)")
+        if doc.get("kind") == "PodDisruptionBudget" and any(d.get("kind") == "PodGroup" for d in manifests):
+            out.append(f"documents[{i}]: PodDisruptionBudget {doc['metadata']['name']} (not read by PodGroup "
+                       "preemption)")
     return out
 
 
@@ -68,10 +71,12 @@ class Run:
         self.records: list[Record] = []
         self._append(self.dump.record)
         claims = ClaimController()
-        scheduler = Scheduler(kubernetes=profile_config(self.profile), score=SCORE)
+        lifecycle = Lifecycle()  # ends gracefully deleted victims (DefaultPreemption) after their grace period
+        pdbs = [m for m in manifests if m.get("kind") == "PodDisruptionBudget"]  # DefaultPreemption reads them
+        scheduler = Scheduler(kubernetes=profile_config(self.profile), score=SCORE, pdbs=pdbs)
         now = 0
         for _ in range(MAX_ROUNDS):
-            wake = self._settle(now, claims, scheduler)
+            wake = self._settle(now, claims, scheduler, lifecycle)
             if wake is None or wake > HORIZON_MS:
                 break
             now = max(now + 1, wake)
@@ -102,7 +107,8 @@ class Run:
         return key
 
     def evicted(self) -> set[str]:
-        return {e.pod.rsplit("/", 1)[1] for r in self.records[1:] for e in r.events if isinstance(e, PodEvicted)}
+        return {e.pod.rsplit("/", 1)[1] for r in self.records[1:] for e in r.events
+                if isinstance(e, (PodEvicted, PodTerminating))}  # a graceful deletion counts from its start
 
 
 def check(run: Run, expect: dict[str, Any]) -> list[str]:

@@ -45,6 +45,7 @@ from .provisioning.provreq_broker import Broker
 from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
+from .simulation.nominated import expendable, waiting_for_preemption
 from .simulation.virtual_claims import MATERIALIZE, UNRESOLVED
 
 
@@ -105,6 +106,8 @@ class Autoscaler:
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
         if view.dra.binding:  # pods waiting in PreBind with a nominated node (KEP-5007 + KEP-5278)
             nominated.update(nominated_waits(view))
+        if self.kubernetes is not None:  # release profiles: single pods waiting for their victims (nominated.py)
+            nominated.update(waiting_for_preemption(view, nominated))
 
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
@@ -116,6 +119,7 @@ class Autoscaler:
         unschedulable = sorted(
             (p for p in view.pending_pods()
              if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated
+             and (self.kubernetes is None or not expendable(p))  # --expendable-pods-priority-cutoff
              and consumed_request(p.manifest) is None),  # consumers wait for their request's capacity
             key=lambda p: (-p.priority, p.created_offset),
         )

@@ -9,6 +9,10 @@ The other changes of a node are functions that return the events, for whoever de
 autoscaler's scale-down, fault injection): `node_not_ready`, `set_taints` and `delete_node`, which
 fails the pods still on the node before it goes, as the pod garbage collector does for the pods of a
 deleted node (their claims are then released by the resourceclaim controller).
+
+A pod deleted gracefully (`PodTerminating`, a preemption victim: core/state/termination.py) is ended when its
+grace period is over, as the kubelet does once the containers stopped: `PodEvicted` (Failed, with its
+DisruptionTarget condition), so its controller replaces it and its claims are released.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import random
 from dataclasses import dataclass
 
 from ..engine.contract import Decision, Trigger
-from ..log.events import AnyEvent, NodeCreated, NodeReady, PodFinished
+from ..log.events import AnyEvent, NodeCreated, NodeReady, PodEvicted, PodFinished
 from ..state.cluster import ClusterState
+from ..state.termination import terminating
 
 __all__ = ["Lifecycle"]
 
@@ -48,7 +53,12 @@ class Lifecycle:
                 else:
                     wake.append(node.ready_at)
         done, later = view.finishing(now)  # running pods with a run time, in running order
-        events.extend(PodFinished(pod=key) for key in done)
+        for key in done:
+            pod = view.pods[key]
+            if terminating(pod.manifest):  # its grace period (or its run) is over: the kubelet ends it
+                events.append(PodEvicted(pod=key, node=str(pod.node), reason="terminated: grace period over"))
+            else:
+                events.append(PodFinished(pod=key))
         if later is not None:
             wake.append(later)
         return Decision(tuple(events), min(wake) if wake else None)

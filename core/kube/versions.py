@@ -77,6 +77,8 @@ GATES: dict[str, dict[str, GateSpec]] = {
     # --- scheduler (KEP-5278, KEP-5598)
     "NominatedNodeNameForExpectation": _row("A-", "B+", "B+", "B+"),
     "OpportunisticBatching": _row(None, "B+", "B+", "B+"),
+    # KEP-4832: alpha 1.32, beta (on) 1.33, still beta in the 1.37 table
+    "SchedulerAsyncPreemption": _row("B+", "B+", "B+", "B+"),
     # --- DRA (KEP-4381 and its extensions)
     "DynamicResourceAllocation": _row("GA+", "L+", "L+", "L+"),
     "DRAPrioritizedList": _row("B+", "B+", "GA+", "L+"),

@@ -77,6 +77,7 @@ from .events_nodes import (
     PodCreated,
     PodEvicted,
     PodFinished,
+    PodTerminating,
     PodUngated,
     PodUnschedulable,
     RunStarted,
@@ -126,6 +127,7 @@ __all__ = [
     "PodBound",
     "PodCreated",
     "PodEvicted",
+    "PodTerminating",
     "PodFinished",
     "CompositePodGroupCreated",
     "PodGroupConditionSet",
@@ -188,6 +190,7 @@ AnyEvent = (
     | PodUnschedulable
     | PodFinished
     | PodEvicted
+    | PodTerminating
     | ScaleUpRequested
     | NodeProvisioning
     | NodeNotReady

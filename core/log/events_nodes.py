@@ -202,6 +202,23 @@ class PodEvicted(Event, tag="PodEvicted", frozen=True):
         return (self.pod,)
 
 
+class PodTerminating(Event, tag="PodTerminating", frozen=True):
+    """Graceful deletion of a running pod (the scheduler deleting a preemption victim with the pod's own
+    terminationGracePeriodSeconds, as DefaultPreemption's DeleteOptions do): the pod gets its
+    deletionTimestamp and the DisruptionTarget condition but keeps its node's resources and devices for
+    `grace_ms`; then the lifecycle reactor ends it (PodEvicted) and its claims are released. Why an event of
+    its own: PodEvicted is instantaneous, and the time a victim still holds its GPUs is what a preemptor
+    waits for (core/state/termination.py folds it)."""
+
+    pod: str
+    node: str
+    grace_ms: int
+    reason: str = ""
+
+    def touched(self) -> tuple[str, ...]:
+        return (self.pod,)
+
+
 class PodUngated(Event, tag="PodUngated", frozen=True):
     """One update of a pod: scheduling gates removed and annotations added (Kueue admitting a workload:
     it removes its `kueue.x-k8s.io/admission` gate and applies the admission check's podSetUpdates, e.g.

@@ -48,6 +48,8 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
             "score": scenario.scheduler.score,
             "gang_timeout_ms": scenario.scheduler.gang_timeout_ms,
             "feature_gates": dict(scenario.scheduler.feature_gates),
+            # PodDisruptionBudgets, which preemption reads (plugins/default_preemption.py); only when there are
+            **({"pdbs": pdbs} if (pdbs := [o for o in scenario.objects if o["kind"] == "PodDisruptionBudget"]) else {}),
         },
         "autoscaler": {
             "policy": scenario.policy.autoscaler,

@@ -96,7 +96,8 @@ def object_events(objects: list[dict[str, Any]]) -> list[AnyEvent]:
     """The scenario's starting objects (classes first, then templates, shared claims, Workloads). Kueue's
     objects are not events: they configure the broker reactor (recorded in the run config)."""
     # Kueue's objects configure the broker; PriorityClasses were applied at admission (PodGroups carry priority)
-    ranked = sorted((o for o in objects if o["kind"] not in KUEUE_KINDS and o["kind"] != "PriorityClass"),
+    ranked = sorted((o for o in objects if o["kind"] not in KUEUE_KINDS  # PDBs: the scheduler's (run config)
+                     and o["kind"] not in ("PriorityClass", "PodDisruptionBudget")),
                     key=lambda o: OBJECT_ORDER.index(o["kind"]))
     events: list[AnyEvent] = []
     for obj in ranked:

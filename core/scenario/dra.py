@@ -32,6 +32,9 @@ from ..dra.taint_rules import convert_rule
 from ..dra.validation import check_driver_name, required
 from ..kube.fields import FieldError, expect_list, expect_map, expect_str, index, join, type_name
 from ..kube.kueue import ADMISSION_CHECK_KIND, CONFIG_KIND, KUEUE_API_VERSIONS, KUEUE_KINDS, check_kueue_object
+from ..kube.pdb import API_VERSION as PDB_API_VERSION
+from ..kube.pdb import KIND as PDB_KIND
+from ..kube.pdb import check_pdb
 from ..kube.podgroups import (
     PRIORITY_CLASS_API_VERSION,
     PRIORITY_CLASS_KIND,
@@ -68,13 +71,13 @@ __all__ = [
 
 DRA_API_VERSION = "resource.k8s.io/v1"
 DRA_KINDS = ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
-OBJECT_KINDS = (*DRA_KINDS, WORKLOAD_KIND, POD_TEMPLATE_KIND, PROVREQ_KIND)
+OBJECT_KINDS = (*DRA_KINDS, WORKLOAD_KIND, POD_TEMPLATE_KIND, PROVREQ_KIND, PDB_KIND)
 # the API version each kind must have, and the checker of the kinds outside resource.k8s.io
 _API_VERSIONS = {**dict.fromkeys(DRA_KINDS, DRA_API_VERSION), WORKLOAD_KIND: WORKLOAD_API_VERSION,
-                 POD_TEMPLATE_KIND: "v1", PROVREQ_KIND: PROVREQ_API_VERSION}
+                 POD_TEMPLATE_KIND: "v1", PROVREQ_KIND: PROVREQ_API_VERSION, PDB_KIND: PDB_API_VERSION}
 _CHECKERS = {WORKLOAD_KIND: check_workload, POD_TEMPLATE_KIND: check_pod_template,
-             PROVREQ_KIND: check_provisioning_request}
-_NAMESPACED = ("ResourceClaimTemplate", "ResourceClaim", WORKLOAD_KIND, POD_TEMPLATE_KIND, PROVREQ_KIND)
+             PROVREQ_KIND: check_provisioning_request, PDB_KIND: check_pdb}
+_NAMESPACED = ("ResourceClaimTemplate", "ResourceClaim", WORKLOAD_KIND, POD_TEMPLATE_KIND, PROVREQ_KIND, PDB_KIND)
 _ELSEWHERE = {
     "ResourceSlice": "ResourceSlices are published by the nodes: put them in `spec.nodeGroups[].resourceSlices`",
     "Pod": "pods arrive through `spec.workload`",
@@ -162,7 +165,8 @@ def _type_meta(obj: dict[str, Any], path: str) -> tuple[str, str]:
 def _allowed(profile: Profile | None) -> str:
     """The kinds ``spec.objects`` holds (the scheduling.k8s.io ones as the release serves them), for the error
     on any other."""
-    rest = (f"`{POD_TEMPLATE_KIND}` (v1), `{PROVREQ_KIND}` ({PROVREQ_API_VERSION}) and Kueue's "
+    rest = (f"`{POD_TEMPLATE_KIND}` (v1), `{PROVREQ_KIND}` ({PROVREQ_API_VERSION}), `{PDB_KIND}` ({PDB_API_VERSION})"
+            " and Kueue's "
             f"`{ADMISSION_CHECK_KIND}` and `{CONFIG_KIND}` ({KUEUE_API_VERSIONS[0]})")
     dra = ", ".join(f"`{k}`" for k in DRA_KINDS) + f" ({DRA_API_VERSION})"
     if profile is None:

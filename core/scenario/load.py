@@ -35,6 +35,7 @@ from ..kube.fields import (
 from ..kube.kueue import broker_config, check_pod_group, check_scheduling_gates, gate_pod, is_queued
 from ..kube.limits import MAX_NODE_COUNT, MAX_POD_COUNT, MAX_SEED
 from ..kube.manifests import _check_node, _check_pod
+from ..kube.priority import admit_pod
 from ..kube.versions import Profile, ProfileFlags
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
 from ..kube.yaml_files import YamlError, load_yaml_file
@@ -164,7 +165,8 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
     gated.check_objects(raw_objects, "spec.objects", profile)
     gated.check_workload_gangs(raw_objects, "spec.objects", profile)
     kueue = broker_config(objects) is not None
-    workload = _workload(spec.get("workload"), duration_ms, profile, kueue=kueue)
+    classes = [o for o in objects if o.get("kind") == "PriorityClass"]  # priority admission (kube/priority.py)
+    workload = _workload(spec.get("workload"), duration_ms, profile, kueue=kueue, classes=classes)
     faults = check_faults(spec.get("faults"), duration_ms)
     gated.check_faults(spec.get("faults") or [], "spec.faults", profile)
     return Scenario(
@@ -358,7 +360,8 @@ def _initial_nodes(value: object, groups: dict[str, NodeGroup]) -> list[InitialN
     return out
 
 
-def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool = False) -> list[Arrival]:
+def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool = False,
+              classes: list[dict[str, Any]] | None = None) -> list[Arrival]:
     """The arrivals, in time order. With Kueue in the scenario (an AdmissionCheck), a pod labelled with a
     queue gets Kueue's admission gate, as Kueue's pod webhook does (core/kube/kueue.py)."""
     path = "spec.workload"
@@ -393,6 +396,8 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
         job: dict[str, Any] | None = None
         if m.get("job") is not None:
             job, template_pod = check_job_arrival(m["job"], join(a_path, "job"), profile, jobs)
+            admit_pod(job["spec"]["template"]["spec"], join(a_path, "job.spec.template.spec"), classes or ())
+            admit_pod(template_pod["spec"], join(a_path, "job.spec.template.spec"), classes or ())
             count = job["spec"]["parallelism"]
         pods += count
         if pods > MAX_POD_COUNT:
@@ -409,6 +414,7 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
         if pod is None:  # a pod reached through several YAML aliases is checked once
             pod = _check_pod(raw, join(a_path, "pod"), profile=profile)
             check_pod_claims(pod, join(a_path, "pod"))
+            admit_pod(pod["spec"], join(a_path, "pod.spec"), classes or ())
             gated.check_pod(pod, join(a_path, "pod"), profile)
             check_scheduling_gates(pod, join(a_path, "pod"))
             if kueue and is_queued(pod):

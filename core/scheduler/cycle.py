@@ -97,9 +97,11 @@ class Cycle:
         for reservation in held or ():
             self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
             self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())
-        # pending pods' nominatedNodeName (a PodGroup that preempted): the room is kept for them (upstream's
-        # Filter counts nominated pods of higher or equal priority on the node) until their own group's cycle
+        # pending pods' nominatedNodeName (a PodGroup or a pod that preempted): the room is kept for them
+        # until their own cycle; a single pod's attempt sees only those of its priority or higher
+        # (hide_nominated, upstream's Filter with nominated pods)
         self.nominated: dict[str, str] = {}
+        self.cleared: set[str] = set()  # pods whose nomination this decision cleared (DefaultPreemption)
         for key, node in (nominated or {}).items():
             pod = view.pods.get(key)
             if pod is not None and pod.node is None and node in view.nodes:
@@ -220,6 +222,35 @@ class Cycle:
         node = self.nominated.pop(pod.key, None)
         if node is not None:
             self._count(pod, node, -1)
+
+    def nominate(self, pod: PodState, node: str) -> None:
+        """Keep room on `node` for a pod nominated there in this decision (DefaultPreemption's preemptor)."""
+        self.release_nomination(pod)
+        self._count(pod, node, 1)
+        self.nominated[pod.key] = node
+
+    def hide_nominated(self, pod: PodState) -> list[tuple[PodState, str]]:
+        """Upstream's rule for a single pod's filters (RunFilterPluginsWithNominatedPods, addGENominatedPods): the
+        pods nominated to a node count there only if their priority is at least the pod's, and the pod itself
+        never does. Take away the others' room for this attempt; `show_nominated` puts it back."""
+        hidden: list[tuple[PodState, str]] = []
+        for key, node in list(self.nominated.items()):
+            other = self.view.pods[key]
+            if key == pod.key or other.priority < pod.priority:
+                self.release_nomination(other)
+                hidden.append((other, node))
+        return hidden
+
+    def show_nominated(self, hidden: list[tuple[PodState, str]], pod: PodState, keep_own: bool) -> None:
+        """The room `hide_nominated` took away, back (the pod's own only if it is still nominated there and not
+        bound: `keep_own`), unless the attempt nominated the pod elsewhere or cleared another's nomination."""
+        for other, node in hidden:
+            if other.key == pod.key and (not keep_own or other.key in self.nominated):
+                continue
+            if other.key != pod.key and other.key in self.cleared:
+                continue
+            self._count(other, node, 1)
+            self.nominated[other.key] = node
 
     def remove(self, pod: PodState, allocations: list[dict[str, Any]]) -> None:
         """Take a running pod off its node in this decision (a preemption victim, while preemption weighs

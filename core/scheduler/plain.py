@@ -29,16 +29,19 @@ from .framework import Code, FilterPlugin, Profile, ScorePlugin
 from .plugins import scheduling_gates
 from .queue import NOT_READY
 
+# a nominated pod's node and allocations if it fits there (preemption.py PodPreemption.nominated_first)
+Nominated = Callable[[Cycle, PodState, Any, Any], "tuple[str, dict[str, dict[str, Any]]] | None"]
 Pick = Callable[[dict[float, list[str]], Counter[str], list[str]], tuple[str | None, dict[str, dict[str, Any]]]]
 
 
-def attempt(profile: Profile[Attempt], state: Attempt,
-            pick: Callable[[Attempt], Pick]) -> None:
+def attempt(profile: Profile[Attempt], state: Attempt, pick: Callable[[Attempt], Pick],
+            nominated: Nominated | None = None) -> None:
     """One pod through the profile's points (upstream's scheduleOne, its binding cycle at once): a
     rejection at PreEnqueue or PreFilter is written as the pod's condition (SchedulingGated, or
     NotReadyForScheduling), a Wait there writes nothing; no node found: PostFilter's Status; else the
     node is reserved and, unless a Permit plugin says Wait, bound. `pick`: DynamicResources' Filter on
-    the best-scored nodes, bound to the attempt."""
+    the best-scored nodes, bound to the attempt. `nominated`: a nominated pod's node tried first
+    (evaluateNominatedNode, with DefaultPreemption)."""
     cycle, pod = state.cycle, state.pod
     for enqueue in profile.pre_enqueue:
         status = enqueue(pod)
@@ -56,8 +59,13 @@ def attempt(profile: Profile[Attempt], state: Attempt,
     for pre_score in profile.pre_score:
         pre_score(state, pod, list(cycle.view.nodes.values()))
     assert state.score is not None, "no PreScore plugin chose the score"
-    node, state.reasons, state.allocations, state.dra_nodes = schedule_pod(
-        cycle, pod, profile.filter, state.score, pick(state))
+    first = nominated(cycle, pod, state.claims, state.allocator) if nominated is not None else None
+    node: str | None
+    if first is not None and state.gang is None:
+        node, state.allocations = first
+    else:
+        node, state.reasons, state.allocations, state.dra_nodes = schedule_pod(
+            cycle, pod, profile.filter, state.score, pick(state))
     if node is None:
         for post_filter in profile.post_filter:
             status = post_filter(state, pod, state.reasons)

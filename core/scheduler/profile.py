@@ -23,6 +23,7 @@ from .plugins.dynamic_resources import DraPlugin
 from .plugins.fragmentation import dra_fragmentation
 from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.scheduling_gates import gated
+from .preemption import PodPreemption
 
 WAITING = Status(Code.WAIT, plugin=dynamic_resources.NAME)  # claims not created yet: nothing written
 
@@ -118,16 +119,29 @@ def default_binder(state: Attempt, pod: PodState, node: str) -> Status | None:
     return None
 
 
-def default_profile(dra: DraPlugin, gangs: GangCycle, scorer: Callable[[Cycle, PodState], ScorePlugin]
-                    ) -> Profile[Attempt]:
+class DefaultPreemption:
+    """PostFilter: DynamicResources' diagnosis, then DefaultPreemption on it (upstream runs DynamicResources'
+    PostFilter before DefaultPreemption's: "first deallocate an idle claim, then evict a pod"); one entry, so the
+    status written is the last one's."""
+
+    def __init__(self, claims: DynamicResources, preemption: PodPreemption) -> None:
+        self.claims, self.preemption = claims, preemption
+
+    def __call__(self, state: Attempt, pod: PodState, reasons: Counter[str]) -> Status:
+        return self.preemption.post_filter(state, self.claims.post_filter(state, pod, reasons))
+
+
+def default_profile(dra: DraPlugin, gangs: GangCycle, scorer: Callable[[Cycle, PodState], ScorePlugin],
+                    preemption: PodPreemption | None = None) -> Profile[Attempt]:
     """The plugins at each point, in upstream's order within it (SchedulingGates before GangScheduling,
-    as the reactor tries them)."""
+    as the reactor tries them); DefaultPreemption in release profiles (`preemption`)."""
     gang, claims = GangScheduling(gangs), DynamicResources(dra)
+    post_filter = DefaultPreemption(claims, preemption) if preemption is not None else claims.post_filter
     return Profile(
         pre_enqueue=(gated, gang.pre_enqueue),
         pre_filter=(gang.pre_filter, claims.pre_filter),
         filter=FILTERS,
-        post_filter=(claims.post_filter,),
+        post_filter=(post_filter,),
         pre_score=(ScorePolicy(scorer),),
         reserve=(gang,),
         permit=(gang.permit,),

@@ -52,6 +52,7 @@ from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.node_resources_fit import SCORERS
 from .plugins.pod_group import DEFAULT_SCHEDULER, Placement, PodGroupCycle, schedule_group
 from .plugins.scheduling_gates import SCHEDULING_GATED, gated
+from .preemption import PodPreemption
 from .profile import WAITING, DynamicResources, default_profile
 from .queue import NOT_READY, due, group_due
 
@@ -66,6 +67,7 @@ class Scheduler(NodeSearch):
     # the run configuration's `kubernetes` entry (core/kube/versions.py profile_config); None: legacy 1.35
     kubernetes: dict[str, Any] | None = None
     name: str = "scheduler"
+    pdbs: list[dict[str, Any]] = field(default_factory=list)  # PodDisruptionBudgets (kube/pdb.py), for preemption
     trigger: Trigger = "events"
     binding_timeout_ms: int = DEFAULT_BINDING_TIMEOUT_MS  # DynamicResourcesArgs.bindingTimeout (dra_binding.py)
     # False: no feasibility cache, failure memos, kept node lists or inlined loop (plain.py), for the
@@ -94,11 +96,16 @@ class Scheduler(NodeSearch):
         self._static_lists: dict[str, tuple[int, list[tuple[str, str | None]]]] = {}
         self._node_sig: tuple[list[str], list[dict[str, Any]], list[bool]] = ([], [], [])
         self._generation = 0
+        # DefaultPreemption for single pods, in release profiles only (legacy logs replay without it)
+        self._preemption = PodPreemption(self, self.profile.enabled("SchedulerAsyncPreemption")) \
+            if self.kubernetes is not None else None
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
         gangs = GangCycle(view, now, self.gang_timeout_ms, self.profile.enabled("NominatedNodeNameForExpectation"))
         cycle = Cycle(view, rng, gangs.held, view.gang.nominated)
+        if self._preemption is not None:
+            self._preemption.budgets_for(view, self.pdbs)
         gangs.expire(cycle)
         busy = gangs.busy  # waiting at Permit, or just released: not in the queue this decision
         wake = gangs.wake_at()
@@ -127,7 +134,11 @@ class Scheduler(NodeSearch):
             if not ready:
                 wake = later if wake is None or (later is not None and later < wake) else wake
                 continue
+            if self._preemption is not None:  # nominated pods as a single pod's filters count them (preemption.py)
+                self._preemption.before(cycle, pod)
             self._schedule(cycle, pod, gangs, now)
+            if self._preemption is not None:
+                self._preemption.after(cycle, pod)
         gangs.finish(cycle, self._dra)
         finished = gangs.wake_at()
         if finished is not None and (wake is None or finished < wake):
@@ -217,8 +228,9 @@ class Scheduler(NodeSearch):
         if not self.fast_paths and ext is None:
             pre_bind = PreBind(now, self.binding_timeout_ms, self.profile.enabled("NominatedNodeNameForExpectation"),
                                waits_enabled(self.profile))
-            attempt(replace(default_profile(self._dra, gangs, self._scorer), pre_bind=(pre_bind,)),
-                    Attempt(cycle, pod), self._plain_pick)
+            nominated = self._preemption.nominated_first if self._preemption else None
+            attempt(replace(default_profile(self._dra, gangs, self._scorer, self._preemption), pre_bind=(pre_bind,)),
+                    Attempt(cycle, pod), self._plain_pick, nominated)
             return
         gate = gated(pod)  # PreEnqueue: SchedulingGates, then GangScheduling
         if gate is not None:
@@ -240,6 +252,11 @@ class Scheduler(NodeSearch):
             schedule_extended(self, cycle, pod, state, ext, now, partial(self._prebind, now=now))
             return
         claims, allocator = state.claims, state.allocator
+        first = self._preemption.nominated_first(cycle, pod, claims, allocator) if self._preemption else None
+        if first is not None and gang is None:  # its nominated node first (evaluateNominatedNode)
+            if not self._prebind(cycle, pod, first[0], claims, first[1], now=now):
+                cycle.bind(pod, first[0], claims, first[1])
+            return
         # A pod with no claims, of a shape that already failed in this decision with no binding since:
         # the same failure (schedule_one's answer depends on the shape, the requests and the decision's
         # usage only; its one side effect, the rotating start, is replayed). Most failed attempts.
@@ -250,6 +267,8 @@ class Scheduler(NodeSearch):
             n, status = failed
             if n:
                 cycle.cursor[0] = cycle.cursor[0] % n + n
+            if self._preemption is not None:
+                status = self._preemption.post_filter(state, status)
             cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
             return
         node_name, reasons, allocations, state.dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
@@ -265,4 +284,6 @@ class Scheduler(NodeSearch):
         status = self._claims.post_filter(state, pod, reasons)
         if again is not None:
             cycle.failed[again] = (len(cycle.static[again[0]]), status)
+        if self._preemption is not None:  # DefaultPreemption (plugins/default_preemption.py)
+            status = self._preemption.post_filter(state, status)
         cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)

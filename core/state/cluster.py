@@ -69,6 +69,7 @@ from .objects import FaultState as FaultState
 from .objects import NodeState as NodeState
 from .objects import PodState as PodState
 from .objects import replaced_pod, ungated
+from .termination import PodTerminating, on_pod_terminating
 
 ROOM_EVENTS = (
     NodeReady,
@@ -275,7 +276,6 @@ class ClusterState(ClusterIndexes):
             fault.started, fault.effective = True, not event.note
         else:
             fault.ended = True
-
 
     def _pod_created(self, offset: int, t: int, event: PodCreated) -> None:
         key = event.key
@@ -496,5 +496,5 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
     PodUnreserved: ClusterState._on_pod_unreserved,
     FaultInjected: ClusterState._on_fault_injected,
     FaultApplied: ClusterState._on_fault_applied,
-    JobCreated: on_job_created,
+    JobCreated: on_job_created, PodTerminating: on_pod_terminating,  # (termination.py: graceful deletion)
 }

@@ -13,13 +13,13 @@ disables per-pod PostFilter in the group cycle and runs one PodGroupPostFilter a
 4. Reprieve: with the group placed, victims are put back from the most important (higher priority first; at
    equal priority groups before single pods, then the older first) as long as they still fit where they run;
    a unit comes back whole or not at all. What is left is evicted.
-5. The victims are evicted (`PodEvicted`, the pods' DisruptionTarget), victim PodGroups get `DisruptionTarget`
-   True with reason `PreemptionByScheduler`; the preemptor's pods wait (Unschedulable, cause `preemption`)
-   and are tried again once the victims are gone. dralab models a zero grace period, so that is the next
-   decision after backoff; upstream reserves the room with nominatedNodeName meanwhile.
+5. The victims are deleted gracefully (`PodTerminating`: deletionTimestamp, DisruptionTarget, their own
+   terminationGracePeriodSeconds, core/state/termination.py; they hold their node until then), victim PodGroups
+   get `DisruptionTarget` True with reason `PreemptionByScheduler`; the preemptor's pods are nominated where
+   they will go and wait (Unschedulable, cause `preemption`), tried again once the victims are gone.
 
-Not modelled: PodDisruptionBudgets (none in dralab), the preemption of single pods by single pods (issue 21),
-and the scoring of several candidate victim sets: dralab takes the one reprieve leaves.
+Not modelled: PodDisruptionBudgets here (DefaultPreemption reads them: default_preemption.py), and the scoring
+of several candidate victim sets: dralab takes the one reprieve leaves.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...log.events import AnyEvent, PodEvicted, PodGroupConditionSet, PodNominated
+from ...log.events import AnyEvent, PodGroupConditionSet, PodNominated, PodTerminating
 from ...state.cluster import RUNNING, ClusterState, PodState
 from ...state.gangs import PodGroupState
+from ...state.termination import grace_ms
 from ..framework import ExtensionPoint
 from .node_resources_fit import lacking
 
@@ -68,7 +69,7 @@ def ongoing_preemption(view: ClusterState, pods: list[PodState], priority: int) 
     """A preemption already under way for the group (podgrouppreemption.go preemptorEligibleToPreemptOthers):
     a pod of lower (effective: its PodGroup's) priority terminating by preemption (deletionTimestamp and
     DisruptionTarget) on a node one of the group's pods is nominated to (`status.nominatedNodeName`, as a dump
-    shows it; dralab's own evictions take no time, so only a dump has such a pod). The pod's key, or None."""
+    shows it, or dralab's own graceful deletion). The pod's key, or None."""
     nominated = {str(n) for p in pods if (n := (p.manifest.get("status") or {}).get("nominatedNodeName"))}
     if not nominated:
         return None
@@ -190,9 +191,10 @@ def evict(cycle: Cycle, victims: list[Victim], preemptor: str) -> None:
     events: list[AnyEvent] = []
     groups: dict[str, None] = {}
     for victim in victims:
-        for pod in victim.pods:
-            events.append(PodEvicted(pod=pod.key, node=str(pod.node),
-                                     reason=f"preemption: by pod group {preemptor} ({NAME})"))
+        for pod in victim.pods:  # deleted with the pod's own grace period (core/state/termination.py; a pod
+            # already terminating keeps its deadline)
+            events.append(PodTerminating(pod=pod.key, node=str(pod.node), grace_ms=grace_ms(pod.manifest),
+                                         reason=f"preemption: by pod group {preemptor} ({NAME})"))
         if victim.group is not None:
             groups[victim.group] = None
     for group in groups:
