@@ -18,6 +18,7 @@ from ..state.cluster import NodeState, PodState
 from .cycle import Attempt, Cycle, pod_has_claims
 from .filters import FILTERS, fit_error, fragmented
 from .framework import Code, Profile, ScorePlugin, Status, unresolvable
+from .placement import PlacementFilter
 from .plugins import dynamic_resources, gang_scheduling
 from .plugins.dynamic_resources import DraPlugin
 from .plugins.fragmentation import dra_fragmentation
@@ -123,10 +124,11 @@ def default_profile(dra: DraPlugin, gangs: GangCycle, scorer: Callable[[Cycle, P
     """The plugins at each point, in upstream's order within it (SchedulingGates before GangScheduling,
     as the reactor tries them)."""
     gang, claims = GangScheduling(gangs), DynamicResources(dra)
+    placement = PlacementFilter()  # PodTopologySpread and InterPodAffinity, after NodeResourcesFit (placement.py)
     return Profile(
         pre_enqueue=(gated, gang.pre_enqueue),
-        pre_filter=(gang.pre_filter, claims.pre_filter),
-        filter=FILTERS,
+        pre_filter=(gang.pre_filter, claims.pre_filter, placement.pre_filter),
+        filter=(*FILTERS, placement),
         post_filter=(claims.post_filter,),
         pre_score=(ScorePolicy(scorer),),
         reserve=(gang,),

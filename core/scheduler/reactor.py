@@ -42,6 +42,7 @@ from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
 from .framework import Status, unresolvable
 from .node_search import NodeSearch
+from .placement import depends
 from .plain import attempt
 from .plugins.composite_pod_group import Tree, invalid, root_of, schedule_composite
 from .plugins.dynamic_resources import DraPlugin
@@ -90,6 +91,7 @@ class Scheduler(NodeSearch):
         self._static_lists: dict[str, tuple[int, list[tuple[str, str | None]]]] = {}
         self._node_sig: tuple[list[str], list[dict[str, Any]], list[bool]] = ([], [], [])
         self._generation = 0
+        self._anti_memo: dict[str, bool] = {}  # pod key -> has required pod anti-affinity (placement.py)
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
@@ -219,7 +221,7 @@ class Scheduler(NodeSearch):
         # the same failure (schedule_one's answer depends on the shape, the requests and the decision's
         # usage only; its one side effect, the rotating start, is replayed). Most failed attempts.
         again = (self._shapes(pod), tuple(pod.requests.items()), len(cycle.changed)) \
-            if not claims.any and self.score != "fragmentation" else None
+            if not claims.any and self.score != "fragmentation" and not depends(cycle, pod, self._anti_memo) else None
         failed = cycle.failed.get(again) if again is not None else None
         if failed is not None:
             n, status = failed

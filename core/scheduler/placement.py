@@ -1,0 +1,154 @@
+"""The pods on each node within a decision, and the Filters that read them: PodTopologySpread and
+InterPodAffinity (plugins/pod_topology_spread.py, plugins/inter_pod_affinity.py).
+
+Why apart: every other filter is a function of (pod, node, node usage); these two depend on which pods are
+where, including pods bound or held earlier in the same decision and pods a preemption dry run took off.
+Cycle._count, through which every such change goes, appends it to `Cycle.moves`; `CyclePods` folds that
+journal into a per-node pod map lazily (built on first use in a decision, then only the new moves are
+applied; a rollback, which cuts the journal, makes it start over).
+
+`attempt_filter` runs both PreFilters for one pod attempt and answers with a node filter, or None when the
+pod depends on no other pod (no DoNotSchedule constraint, no required (anti-)affinity term of its own, and no
+placed pod's required anti-affinity matching it): such a pod keeps every fast path of the node search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..state.cluster import RUNNING, NodeState, PodState
+from .cycle import Cycle
+from .framework import Status
+from .plugins import inter_pod_affinity, pod_topology_spread
+
+NodeFilter = Callable[[NodeState], Status | None]
+
+
+class CyclePods:
+    """node -> its pods in the decision (pod key -> PodState), and the placed pods with required
+    anti-affinity. Each part is built on first use: most decisions need neither. `memo`: pod key -> whether it
+    has required anti-affinity, kept by the scheduler across decisions (a pod's affinity never changes)."""
+
+    def __init__(self, cycle: Cycle, memo: dict[str, bool] | None = None) -> None:
+        self.cycle = cycle
+        self._memo: dict[str, bool] = {} if memo is None else memo
+        self._pods: dict[str, dict[str, PodState]] | None = None
+        self._anti: dict[str, tuple[PodState, str]] | None = None  # pod key -> (pod, node)
+        self._epoch = cycle.moves_epoch
+        self._applied = {"pods": 0, "anti": 0}
+
+    def _has_anti(self, pod: PodState) -> bool:
+        hit = self._memo.get(pod.key)
+        if hit is None:
+            if len(self._memo) > 262_144:
+                self._memo.clear()
+            hit = self._memo[pod.key] = inter_pod_affinity.has_required_anti(pod)
+        return hit
+
+    def _restart(self) -> None:
+        """A rollback cut the journal: build again from the view."""
+        if self._epoch != self.cycle.moves_epoch:
+            self._pods = self._anti = None
+            self._epoch = self.cycle.moves_epoch
+            self._applied = {"pods": 0, "anti": 0}
+
+    def _node_pods(self) -> dict[str, dict[str, PodState]]:
+        self._restart()
+        view, moves = self.cycle.view, self.cycle.moves
+        if self._pods is None:
+            self._pods = {name: {k: view.pods[k] for k in node.pods if k in view.pods}
+                          for name, node in view.nodes.items()}
+        for pod, node, sign in moves[self._applied["pods"]:]:
+            on = self._pods.setdefault(node, {})
+            if sign > 0:
+                on[pod.key] = pod
+            else:
+                on.pop(pod.key, None)
+        self._applied["pods"] = len(moves)
+        return self._pods
+
+    def on(self, node: str) -> list[PodState]:
+        return list(self._node_pods().get(node, {}).values())
+
+    def with_anti(self) -> list[tuple[PodState, NodeState]]:
+        self._restart()
+        view, moves = self.cycle.view, self.cycle.moves
+        if self._anti is None:
+            pods = view.pods
+            self._anti = {}
+            for key in view.pods_by_phase[RUNNING]:
+                p = pods[key]
+                if p.node is not None and self._has_anti(p):
+                    self._anti[key] = (p, p.node)
+        for pod, node, sign in moves[self._applied["anti"]:]:
+            if sign > 0:
+                if self._has_anti(pod):
+                    self._anti[pod.key] = (pod, node)
+            else:
+                self._anti.pop(pod.key, None)
+        self._applied["anti"] = len(moves)
+        nodes = view.nodes
+        return [(p, nodes[n]) for p, n in self._anti.values() if n in nodes]
+
+
+def cycle_pods(cycle: Cycle, memo: dict[str, bool] | None = None) -> CyclePods:
+    """The decision's pod view, made once per cycle (kept in the cycle)."""
+    pods = cycle.pod_view
+    if pods is None:
+        pods = cycle.pod_view = CyclePods(cycle, memo)
+    assert isinstance(pods, CyclePods)
+    return pods
+
+
+def depends(cycle: Cycle, pod: PodState, memo: dict[str, bool] | None = None) -> bool:
+    """Whether the pod's Filter answer depends on other pods' placement (else every fast path holds)."""
+    if pod_topology_spread.has_required(pod) or inter_pod_affinity.has_required(pod):
+        return True
+    with_anti = cycle_pods(cycle, memo).with_anti()
+    return bool(with_anti) and bool(inter_pod_affinity.existing_anti(pod, with_anti))
+
+
+def attempt_filter(cycle: Cycle, pod: PodState, memo: dict[str, bool] | None = None) -> NodeFilter | None:
+    """PodTopologySpread's and InterPodAffinity's PreFilter for this attempt, as one node filter (spread
+    first, upstream's order); None when both Skip."""
+    if not depends(cycle, pod, memo):
+        return None
+    pods = cycle_pods(cycle)
+    ready = [n for n in cycle.view.nodes.values() if n.ready]
+    spread = pod_topology_spread.pre_filter(pod, ready, pods)
+    affinity = inter_pod_affinity.pre_filter(pod, ready, pods, pods.with_anti())
+    if spread is None:
+        return affinity
+    if affinity is None:
+        return spread
+
+    def both(node: NodeState) -> Status | None:
+        status = spread(node)
+        return status if status is not None else affinity(node)
+    return both
+
+
+class PlacementFilter:
+    """The two plugins at PreFilter and Filter for the plain run's profile (profile.py): PreFilter binds
+    the attempt's node filter, Filter asks it."""
+
+    def __init__(self) -> None:
+        self._filter: NodeFilter | None = None
+
+    def pre_filter(self, state: Any, pod: PodState) -> Status | None:
+        self._filter = attempt_filter(state.cycle, pod)
+        return None
+
+    def __call__(self, pod: PodState, node: NodeState, used: dict[str, int]) -> Status | None:
+        return None if self._filter is None else self._filter(node)
+
+
+def spread_score(args: dict[str, Any] | None = None) -> pod_topology_spread.SpreadScore:
+    """PodTopologySpread's score object bound to the decision's pod view (for the score framework)."""
+    return pod_topology_spread.SpreadScore(args, cycle_pods)
+
+
+def affinity_score(args: dict[str, Any] | None = None) -> inter_pod_affinity.AffinityScore:
+    """InterPodAffinity's score object bound to the decision's pod view (for the score framework)."""
+    return inter_pod_affinity.AffinityScore(args, cycle_pods)
