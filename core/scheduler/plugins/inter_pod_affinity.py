@@ -14,8 +14,9 @@ A node fails, in this order (upstream's codes and reasons):
 - "node(s) didn't match pod anti-affinity rules" (Unschedulable): a term's pair has a matching pod;
 - "node(s) didn't satisfy existing pods anti-affinity rules" (Unschedulable): one of the node's label pairs has
   an existing pod's anti-affinity against the incoming pod.
-dralab's pending cause for all three is "affinity", counted as resolvable (room freed or a node added may
-help: a pending pod's affinity target may come; the autoscaler adds a node of another domain).
+dralab's pending cause for all three is "affinity", which the FitError counts as Unschedulable (filters.py): the
+node-level codes are upstream's (preemption skips a node failing pod affinity), while for the autoscaler a new
+node of another domain, or the affinity target arriving, can still help.
 
 A term (AffinityTerm): its labelSelector with matchLabelKeys (In) and mismatchLabelKeys (NotIn) merged, with
 the owning pod's label values, as the API server does at creation (gate MatchLabelKeysInPodAffinity, GA since
@@ -47,7 +48,7 @@ from ...kube.affinity import (
 )
 from ...kube.fields import check_fields, expect_bool, expect_int, expect_map, join
 from ...state.cluster import NodeState, PodState
-from ..framework import ExtensionPoint, Status, unschedulable
+from ..framework import ExtensionPoint, Status, unresolvable, unschedulable
 from .pod_topology_spread import MAX_NODE_SCORE, NodePods
 
 NAME = "InterPodAffinity"
@@ -56,7 +57,7 @@ EXTENSION_POINTS = (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER, ExtensionP
 AFFINITY_NOT_MATCH = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
-_AFFINITY = unschedulable(AFFINITY_NOT_MATCH, "affinity", NAME)
+_AFFINITY = unresolvable(AFFINITY_NOT_MATCH, "affinity", NAME)  # upstream: preemption cannot help
 _ANTI = unschedulable(ANTI_AFFINITY_NOT_MATCH, "affinity", NAME)
 _EXISTING = unschedulable(EXISTING_ANTI_AFFINITY_NOT_MATCH, "affinity", NAME)
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
