@@ -76,3 +76,41 @@ def test_the_check_exercises_spread_and_affinity_failures() -> None:
         events = sched.react(lg.state, 1_000, base.decision_rng(seed, "scheduler", lg.state.offset, 1_000)).events
         causes.update(e.cause for e in events if isinstance(e, PodUnschedulable))
     assert {"spread", "affinity"} <= causes
+
+
+def test_incremental_counts_equal_a_recount(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decision's counts kept incrementally over Cycle.moves (placement.py: spread_counts, existing, own)
+    equal a full recount over the decision's pods at every attempt of the random runs above."""
+    from dralab.core.scheduler import placement
+    from dralab.core.scheduler.plugins import inter_pod_affinity as ipa
+    from dralab.core.scheduler.plugins import pod_topology_spread as pts
+
+    checked = [0]
+    spread, existing, own = (placement.CyclePods.spread_counts, placement.CyclePods.existing,
+                             placement.CyclePods.own)
+
+    def spread_checked(self: placement.CyclePods, pod: Any, cs: Any) -> Any:
+        got = spread(self, pod, cs)
+        assert got == pts.domain_counts(pod, cs, self.ready(), self)
+        checked[0] += 1
+        return got
+
+    def existing_checked(self: placement.CyclePods, pod: Any) -> Any:
+        got = existing(self, pod)
+        assert got == ipa.existing_anti(pod, self.with_anti())
+        checked[0] += 1
+        return got
+
+    def own_checked(self: placement.CyclePods, affinity: Any, anti: Any) -> Any:
+        got = own(self, affinity, anti)
+        placed = [(p, n) for n in self.ready() for p in self.on(n.name)]
+        assert got == ipa.own_counts(affinity, anti, placed)
+        checked[0] += 1
+        return got
+
+    monkeypatch.setattr(placement.CyclePods, "spread_counts", spread_checked)
+    monkeypatch.setattr(placement.CyclePods, "existing", existing_checked)
+    monkeypatch.setattr(placement.CyclePods, "own", own_checked)
+    for seed in range(12):
+        base.decide_both(seed, 8, 4, "least-allocated")
+    assert checked[0] > 100

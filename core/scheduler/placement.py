@@ -17,10 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..kube.affinity import pod_namespace
 from ..state.cluster import RUNNING, NodeState, PodState
 from .cycle import Cycle
 from .framework import Status
 from .plugins import inter_pod_affinity, pod_topology_spread
+from .plugins.pod_topology_spread import Constraint
 
 NodeFilter = Callable[[NodeState], Status | None]
 
@@ -37,6 +39,13 @@ class CyclePods:
         self._anti: dict[str, tuple[PodState, str]] | None = None  # pod key -> (pod, node)
         self._epoch = cycle.moves_epoch
         self._applied = {"pods": 0, "anti": 0}
+        self._ready: list[NodeState] | None = None
+        # PodTopologySpread's counts per (namespace, selector, key, keys, inclusion): [node -> value, value ->
+        # count, moves applied]
+        self._spread: dict[tuple[Any, ...], list[Any]] = {}
+        self._existing: dict[tuple[Any, ...], list[Any]] = {}  # InterPodAffinity's, per namespace and labels
+        self._own: dict[tuple[Any, ...], list[Any]] = {}  # InterPodAffinity's, per set of terms
+        self.terms: inter_pod_affinity.TermMemo = {}
 
     def _has_anti(self, pod: PodState) -> bool:
         hit = self._memo.get(pod.key)
@@ -50,6 +59,9 @@ class CyclePods:
         """A rollback cut the journal: build again from the view."""
         if self._epoch != self.cycle.moves_epoch:
             self._pods = self._anti = None
+            self._spread.clear()
+            self._existing.clear()
+            self._own.clear()
             self._epoch = self.cycle.moves_epoch
             self._applied = {"pods": 0, "anti": 0}
 
@@ -67,6 +79,84 @@ class CyclePods:
                 on.pop(pod.key, None)
         self._applied["pods"] = len(moves)
         return self._pods
+
+    def ready(self) -> list[NodeState]:
+        """The decision's Ready nodes (readiness does not change within a decision)."""
+        if self._ready is None:
+            self._ready = [n for n in self.cycle.view.nodes.values() if n.ready]
+        return self._ready
+
+    def spread_counts(self, pod: PodState, cs: list[Constraint]) -> list[dict[str, int]]:
+        """pod_topology_spread.domain_counts, kept per (namespace, selector, key, the constraints' keys, the
+        pod's node inclusion) for the decision and brought up to date with the moves since (read only)."""
+        self._restart()
+        namespace, keys = pod_namespace(pod.manifest), tuple(c.key for c in cs)
+        spec = pod.manifest.get("spec") or {}
+        out = []
+        for c in cs:
+            include = (repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity")))
+                       if c.affinity_honor else "", repr(pod.tolerations) if c.taints_honor else "")
+            key = (namespace, c.selector, c.key, keys, include)
+            entry = self._spread.get(key)
+            moves = self.cycle.moves
+            if entry is None:
+                eligible = {n.name: n.labels[c.key] for n in self.ready()
+                            if pod_topology_spread.has_keys(n.labels, cs) and pod_topology_spread.included(c, pod, n)}
+                node_pods = self._node_pods()
+                counts = dict.fromkeys(eligible.values(), 0)
+                for name, value in eligible.items():
+                    counts[value] += pod_topology_spread.count_matching(node_pods.get(name, {}).values(), c.selector,
+                                                                        namespace)
+                entry = self._spread[key] = [eligible, counts, len(moves)]
+            eligible, counts, applied = entry
+            if applied < len(moves):
+                for other, node, sign in moves[applied:]:
+                    value = eligible.get(node)
+                    if value is not None and pod_topology_spread.count_matching((other,), c.selector, namespace):
+                        counts[value] += sign
+                entry[2] = len(moves)
+            out.append(counts)
+        return out
+
+    def existing(self, pod: PodState) -> dict[inter_pod_affinity.Pair, int]:
+        """existingAntiAffinityCounts for pods of this namespace and labels, kept for the decision."""
+        self._restart()
+        meta = pod.manifest.get("metadata") or {}
+        key = (pod_namespace(pod.manifest), tuple(sorted((meta.get("labels") or {}).items())))
+        entry = self._existing.get(key)
+        moves = self.cycle.moves
+        if entry is None:
+            entry = self._existing[key] = [inter_pod_affinity.existing_anti(pod, self.with_anti(), self.terms),
+                                           len(moves)]
+        elif entry[1] < len(moves):
+            nodes = self.cycle.view.nodes
+            for other, node, sign in moves[entry[1]:]:
+                if self._has_anti(other) and node in nodes:
+                    inter_pod_affinity.existing_anti(pod, ((other, nodes[node]),), self.terms, sign, entry[0])
+            entry[1] = len(moves)
+        found: dict[inter_pod_affinity.Pair, int] = entry[0]
+        return found
+
+    def own(self, affinity: list[inter_pod_affinity.Term], anti: list[inter_pod_affinity.Term]
+            ) -> tuple[dict[inter_pod_affinity.Pair, int], dict[inter_pod_affinity.Pair, int]]:
+        """The incoming pod's affinity and anti-affinity counts, kept per set of terms for the decision."""
+        self._restart()
+        key = (tuple(affinity), tuple(anti))
+        entry = self._own.get(key)
+        moves = self.cycle.moves
+        nodes = self.cycle.view.nodes
+        if entry is None:
+            node_pods = self._node_pods()
+            counts = inter_pod_affinity.own_counts(affinity, anti, (
+                (p, n) for n in self.ready() for p in node_pods.get(n.name, {}).values()))
+            entry = self._own[key] = [counts, len(moves)]
+        elif entry[1] < len(moves):
+            placed = [(other, nodes[node], sign) for other, node, sign in moves[entry[1]:] if node in nodes]
+            for other, node_state, sign in placed:
+                inter_pod_affinity.own_counts(affinity, anti, ((other, node_state),), sign, entry[0])
+            entry[1] = len(moves)
+        out: tuple[dict[inter_pod_affinity.Pair, int], dict[inter_pod_affinity.Pair, int]] = entry[0]
+        return out
 
     def on(self, node: str) -> list[PodState]:
         return list(self._node_pods().get(node, {}).values())
@@ -106,7 +196,7 @@ def depends(cycle: Cycle, pod: PodState, memo: dict[str, bool] | None = None) ->
     if pod_topology_spread.has_required(pod) or inter_pod_affinity.has_required(pod):
         return True
     with_anti = cycle_pods(cycle, memo).with_anti()
-    return bool(with_anti) and bool(inter_pod_affinity.existing_anti(pod, with_anti))
+    return bool(with_anti) and bool(cycle_pods(cycle, memo).existing(pod))
 
 
 def attempt_filter(cycle: Cycle, pod: PodState, memo: dict[str, bool] | None = None) -> NodeFilter | None:
@@ -115,9 +205,9 @@ def attempt_filter(cycle: Cycle, pod: PodState, memo: dict[str, bool] | None = N
     if not depends(cycle, pod, memo):
         return None
     pods = cycle_pods(cycle)
-    ready = [n for n in cycle.view.nodes.values() if n.ready]
-    spread = pod_topology_spread.pre_filter(pod, ready, pods)
-    affinity = inter_pod_affinity.pre_filter(pod, ready, pods, pods.with_anti())
+    ready = pods.ready()
+    spread = pod_topology_spread.pre_filter(pod, ready, pods, pods.spread_counts)
+    affinity = inter_pod_affinity.pre_filter(pod, ready, pods, (), pods, pods.terms)
     if spread is None:
         return affinity
     if affinity is None:

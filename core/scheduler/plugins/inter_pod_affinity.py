@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ...kube.affinity import (
     ALL_NAMESPACES,
@@ -94,12 +94,26 @@ def _term(raw: Mapping[str, Any], owner: PodState, weight: int = 0) -> Term:
     return Term(frozenset(namespaces), selector, str(raw["topologyKey"]), weight)
 
 
-def terms(pod: PodState, kind: str, which: str) -> list[Term]:
-    """The pod's terms of `kind` (podAffinity | podAntiAffinity), `which` (required | preferred)."""
+TermMemo = dict[tuple[str, str, str], tuple[dict[str, Any], list[Term]]]
+
+
+def terms(pod: PodState, kind: str, which: str, memo: TermMemo | None = None) -> list[Term]:
+    """The pod's terms of `kind` (podAffinity | podAntiAffinity), `which` (required | preferred); `memo`: kept
+    per pod key while the pod has the same manifest (the fold replaces a manifest, never changes it)."""
+    if memo is not None:
+        hit = memo.get((pod.key, kind, which))
+        if hit is not None and hit[0] is pod.manifest:
+            return hit[1]
     spec = ((pod.manifest.get("spec") or {}).get("affinity") or {}).get(kind) or {}
     if which == REQUIRED:
-        return [_term(t, pod) for t in spec.get(REQUIRED) or ()]
-    return [_term(w["podAffinityTerm"], pod, int(w["weight"])) for w in spec.get(PREFERRED) or ()]
+        out = [_term(t, pod) for t in spec.get(REQUIRED) or ()]
+    else:
+        out = [_term(w["podAffinityTerm"], pod, int(w["weight"])) for w in spec.get(PREFERRED) or ()]
+    if memo is not None:
+        if len(memo) > 65_536:
+            memo.clear()
+        memo[(pod.key, kind, which)] = (pod.manifest, out)
+    return out
 
 
 def has_required_anti(pod: PodState) -> bool:
@@ -112,10 +126,16 @@ def has_required(pod: PodState) -> bool:
     return any((affinity.get(kind) or {}).get(REQUIRED) for kind in ("podAffinity", "podAntiAffinity"))
 
 
-def _add(counts: dict[Pair, int], node: NodeState, key: str, n: int = 1) -> None:
+def add(counts: dict[Pair, int], node: NodeState, key: str, n: int = 1) -> None:
+    """topologyToMatchedTermCount.update: a pair that drops to 0 is removed (its absence is read)."""
     value = node.labels.get(key)
     if value is not None:
-        counts[(key, value)] = counts.get((key, value), 0) + n
+        pair = (key, value)
+        total = counts.get(pair, 0) + n
+        if total:
+            counts[pair] = total
+        else:
+            counts.pop(pair, None)
 
 
 @dataclass
@@ -153,35 +173,60 @@ class AffinityFilter:
         return None
 
 
-def existing_anti(pod: PodState, with_anti: Iterable[tuple[PodState, NodeState]]) -> dict[Pair, int]:
-    """existingAntiAffinityCounts: the placed pods' required anti-affinity terms matching `pod`."""
-    counts: dict[Pair, int] = {}
+def existing_anti(pod: PodState, with_anti: Iterable[tuple[PodState, NodeState]], memo: TermMemo | None = None,
+                  sign: int = 1, counts: dict[Pair, int] | None = None) -> dict[Pair, int]:
+    """existingAntiAffinityCounts: the placed pods' required anti-affinity terms matching `pod` (added to
+    `counts`, with `sign`)."""
+    counts = {} if counts is None else counts
     for other, node in with_anti:
-        for t in terms(other, "podAntiAffinity", REQUIRED):
+        for t in terms(other, "podAntiAffinity", REQUIRED, memo):
             if t.matches(pod):
-                _add(counts, node, t.key)
+                add(counts, node, t.key, sign)
     return counts
 
 
+def own_counts(affinity: list[Term], anti: list[Term], placed: Iterable[tuple[PodState, NodeState]], sign: int = 1,
+               counts: tuple[dict[Pair, int], dict[Pair, int]] | None = None
+               ) -> tuple[dict[Pair, int], dict[Pair, int]]:
+    """affinityCounts (pods matching all the affinity terms, once per term) and antiAffinityCounts (pods
+    matching each anti-affinity term) over `placed` (pod, its node), added to `counts` with `sign`."""
+    aff, anti_counts = ({}, {}) if counts is None else counts
+    for other, node in placed:
+        if affinity and all(t.matches(other) for t in affinity):
+            for t in affinity:
+                add(aff, node, t.key, sign)
+        for t in anti:
+            if t.matches(other):
+                add(anti_counts, node, t.key, sign)
+    return aff, anti_counts
+
+
+class Counts(Protocol):
+    """The decision's counts kept incrementally (scheduler/placement.py)."""
+
+    def existing(self, pod: PodState, /) -> dict[Pair, int]: ...
+
+    def own(self, affinity: list[Term], anti: list[Term], /) -> tuple[dict[Pair, int], dict[Pair, int]]: ...
+
+
 def pre_filter(pod: PodState, nodes: Iterable[NodeState], pods: NodePods,
-               with_anti: Iterable[tuple[PodState, NodeState]]) -> AffinityFilter | None:
-    """PreFilter; None: Skip (no term of its own and no existing pod's anti-affinity against it)."""
-    affinity = terms(pod, "podAffinity", REQUIRED)
-    anti = terms(pod, "podAntiAffinity", REQUIRED)
-    existing = existing_anti(pod, with_anti)
+               with_anti: Iterable[tuple[PodState, NodeState]], counter: Counts | None = None,
+               memo: TermMemo | None = None) -> AffinityFilter | None:
+    """PreFilter; None: Skip (no term of its own and no existing pod's anti-affinity against it). `counter`:
+    counts kept within a decision (read only), else counted here."""
+    affinity = terms(pod, "podAffinity", REQUIRED, memo)
+    anti = terms(pod, "podAntiAffinity", REQUIRED, memo)
+    existing = counter.existing(pod) if counter is not None else existing_anti(pod, with_anti, memo)
     if not affinity and not anti and not existing:
         return None
     affinity_counts: dict[Pair, int] = {}
     anti_counts: dict[Pair, int] = {}
     if affinity or anti:
-        for node in nodes:
-            for other in pods.on(node.name):
-                if affinity and all(t.matches(other) for t in affinity):
-                    for t in affinity:
-                        _add(affinity_counts, node, t.key)
-                for t in anti:
-                    if t.matches(other):
-                        _add(anti_counts, node, t.key)
+        if counter is not None:
+            affinity_counts, anti_counts = counter.own(affinity, anti)
+        else:
+            affinity_counts, anti_counts = own_counts(
+                affinity, anti, ((other, node) for node in nodes for other in pods.on(node.name)))
     self_match = all(t.matches(pod) for t in affinity)
     return AffinityFilter(affinity, anti, self_match, existing, affinity_counts, anti_counts)
 

@@ -110,7 +110,7 @@ def count_matching(pods: Iterable[PodState], selector: Selector, namespace: str)
     return n
 
 
-def _included(c: Constraint, pod: PodState, node: NodeState) -> bool:
+def included(c: Constraint, pod: PodState, node: NodeState) -> bool:
     """matchNodeInclusionPolicies: the pod's node affinity (Honor) and its tolerations (Honor)."""
     empty: dict[str, int] = {}
     if c.affinity_honor and node_selector(pod, node, empty) is not None:
@@ -118,7 +118,7 @@ def _included(c: Constraint, pod: PodState, node: NodeState) -> bool:
     return not (c.taints_honor and taints(pod, node, empty) is not None)
 
 
-def _has_keys(labels: Mapping[str, str], cs: list[Constraint]) -> bool:
+def has_keys(labels: Mapping[str, str], cs: list[Constraint]) -> bool:
     return all(c.key in labels for c in cs)
 
 
@@ -142,25 +142,37 @@ class SpreadFilter:
         return None
 
 
-def pre_filter(pod: PodState, nodes: Iterable[NodeState], pods: NodePods) -> SpreadFilter | None:
-    """calPreFilterState; None: Skip (no DoNotSchedule constraint)."""
-    cs = constraints(pod, "DoNotSchedule")
-    if not cs:
-        return None
+Counter = Callable[[PodState, list[Constraint]], list[dict[str, int]]]
+
+
+def domain_counts(pod: PodState, cs: list[Constraint], nodes: Iterable[NodeState], pods: NodePods
+                  ) -> list[dict[str, int]]:
+    """Per constraint: topology value -> matching pods, over the eligible nodes (calPreFilterState's count)."""
     namespace = pod_namespace(pod.manifest)
     counts: list[dict[str, int]] = [{} for _ in cs]
     for node in nodes:
         labels = node.labels
-        if not _has_keys(labels, cs):
+        if not has_keys(labels, cs):
             continue
         on = None
         for i, c in enumerate(cs):
-            if not _included(c, pod, node):
+            if not included(c, pod, node):
                 continue
             if on is None:
                 on = list(pods.on(node.name))
             value = labels[c.key]
             counts[i][value] = counts[i].get(value, 0) + count_matching(on, c.selector, namespace)
+    return counts
+
+
+def pre_filter(pod: PodState, nodes: Iterable[NodeState], pods: NodePods, counter: Counter | None = None
+               ) -> SpreadFilter | None:
+    """calPreFilterState; None: Skip (no DoNotSchedule constraint). `counter`: the counts kept incrementally
+    within a decision (scheduler/placement.py), else counted here."""
+    cs = constraints(pod, "DoNotSchedule")
+    if not cs:
+        return None
+    counts = counter(pod, cs) if counter is not None else domain_counts(pod, cs, nodes, pods)
     minimum = [0 if len(counts[i]) < c.min_domains else min(counts[i].values()) for i, c in enumerate(cs)]
     labels = pod_labels(pod.manifest)
     return SpreadFilter(cs, counts, minimum, [1 if selector_matches(c.selector, labels) else 0 for c in cs])
@@ -204,7 +216,7 @@ class SpreadScore:
         counts: list[dict[str, int]] = [{} for _ in cs]
         for node in nodes:
             labels = node.labels
-            if require_all and not _has_keys(labels, cs):
+            if require_all and not has_keys(labels, cs):
                 ignored.add(node.name)
                 continue
             for i, c in enumerate(cs):
@@ -217,11 +229,11 @@ class SpreadScore:
             if not node.ready:
                 continue
             labels = node.labels
-            if require_all and not _has_keys(labels, cs):
+            if require_all and not has_keys(labels, cs):
                 continue
             on = None
             for i, c in enumerate(cs):
-                if c.key == HOSTNAME or not _included(c, pod, node):
+                if c.key == HOSTNAME or not included(c, pod, node):
                     continue
                 value = labels.get(c.key, "")
                 if value not in counts[i]:
