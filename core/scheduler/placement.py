@@ -91,12 +91,9 @@ class CyclePods:
         pod's node inclusion) for the decision and brought up to date with the moves since (read only)."""
         self._restart()
         namespace, keys = pod_namespace(pod.manifest), tuple(c.key for c in cs)
-        spec = pod.manifest.get("spec") or {}
         out = []
         for c in cs:
-            include = (repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity")))
-                       if c.affinity_honor else "", repr(pod.tolerations) if c.taints_honor else "")
-            key = (namespace, c.selector, c.key, keys, include)
+            key = (namespace, c.selector, c.key, keys, _inclusion(pod, c))
             entry = self._spread.get(key)
             moves = self.cycle.moves
             if entry is None:
@@ -158,6 +155,17 @@ class CyclePods:
         out: tuple[dict[inter_pod_affinity.Pair, int], dict[inter_pod_affinity.Pair, int]] = entry[0]
         return out
 
+    def everywhere(self, pod: PodState, cs: list[Constraint]) -> bool:
+        """Whether every Ready node is eligible for each constraint (has all the keys, passes the inclusion
+        policies): read from spread_counts' entries, made for this pod just before."""
+        namespace, keys = pod_namespace(pod.manifest), tuple(c.key for c in cs)
+        ready = len(self.ready())
+        for c in cs:
+            entry = self._spread.get((namespace, c.selector, c.key, keys, _inclusion(pod, c)))
+            if entry is None or len(entry[0]) != ready:
+                return False
+        return True
+
     def on(self, node: str) -> list[PodState]:
         return list(self._node_pods().get(node, {}).values())
 
@@ -180,6 +188,13 @@ class CyclePods:
         self._applied["anti"] = len(moves)
         nodes = view.nodes
         return [(p, nodes[n]) for p, n in self._anti.values() if n in nodes]
+
+
+def _inclusion(pod: PodState, c: Constraint) -> tuple[str, str]:
+    """What a node's eligibility for the pod's constraint depends on (the inclusion policies honoured)."""
+    spec = pod.manifest.get("spec") or {}
+    return (repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity"))) if c.affinity_honor else "",
+            repr(pod.tolerations) if c.taints_honor else "")
 
 
 def cycle_pods(cycle: Cycle, memo: dict[str, bool] | None = None) -> CyclePods:
@@ -207,6 +222,8 @@ def attempt_filter(cycle: Cycle, pod: PodState, memo: dict[str, bool] | None = N
     pods = cycle_pods(cycle)
     ready = pods.ready()
     spread = pod_topology_spread.pre_filter(pod, ready, pods, pods.spread_counts)
+    if spread is not None and spread.rejects_nothing(pods.everywhere(pod, spread.constraints)):
+        spread = None  # no node can fail it in this attempt: the node search keeps its fast paths
     affinity = inter_pod_affinity.pre_filter(pod, ready, pods, (), pods, pods.terms)
     if spread is None:
         return affinity

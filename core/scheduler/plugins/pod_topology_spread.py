@@ -131,13 +131,26 @@ class SpreadFilter:
     minimum: list[int]  # per constraint: the global minimum (minDomains taken into account)
     self_match: list[int]
 
+    def __post_init__(self) -> None:
+        # per constraint: its key, the domains whose skew would be too large, and whether a domain without a
+        # count (a node not eligible) would be: the per-node check is then two lookups
+        self._checks = [(c.key, {v for v, n in self.counts[i].items() if n + self.self_match[i] - self.minimum[i]
+                                 > c.max_skew}, self.self_match[i] - self.minimum[i] > c.max_skew, self.counts[i])
+                        for i, c in enumerate(self.constraints)]
+
+    def rejects_nothing(self, everywhere: bool) -> bool:
+        """Whether no node can fail: no domain over the skew, and either every node is an eligible one with all
+        the keys (`everywhere`) or a node outside the counted domains would pass too (then the node search
+        may treat the pod as depending on nothing, for this attempt)."""
+        return everywhere and all(not too_many for _, too_many, _, _ in self._checks)
+
     def __call__(self, node: NodeState) -> Status | None:
         labels = node.labels
-        for i, c in enumerate(self.constraints):
-            value = labels.get(c.key)
+        for key, too_many, empty_too_many, counts in self._checks:
+            value = labels.get(key)
             if value is None:
                 return _LABEL
-            if self.counts[i].get(value, 0) + self.self_match[i] - self.minimum[i] > c.max_skew:
+            if value in too_many or (empty_too_many and value not in counts):
                 return _NOT_MATCH
         return None
 
