@@ -21,7 +21,7 @@ from ..state.cluster import ClusterState, NodeState, PodState
 from .cycle import Attempt, Cycle, Used
 from .feasibility_cache import FeasibilityCache
 from .filters import STATIC_FILTERS, ShapeMemo, first_failure, num_feasible_nodes_to_find, static_shape
-from .placement import attempt_filter
+from .placement import AntiIndex, attempt_filter
 from .plain import Pick
 from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import fragmentation_score, pod_demand
@@ -45,7 +45,7 @@ class NodeSearch:
     _static_lists: dict[str, tuple[int, list[tuple[str, str | None]]]]
     _node_sig: tuple[list[str], list[dict[str, Any]], list[bool]]
     _generation: int
-    _anti_memo: dict[str, bool]  # pod key -> has required pod anti-affinity (placement.py), across decisions
+    _anti_memo: AntiIndex  # the pods with required pod anti-affinity (placement.py), across decisions
 
     def _static_answers(self, cycle: Cycle, pod: PodState) -> dict[str, str | None]:
         """Each node's static filter answer for the pod (its first failing filter, or None), as a map."""

@@ -15,10 +15,11 @@ placed pod's required anti-affinity matching it): such a pod keeps every fast pa
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from ..kube.affinity import pod_namespace
-from ..state.cluster import RUNNING, NodeState, PodState
+from ..state.cluster import RUNNING, ClusterState, NodeState, PodState
 from .cycle import Cycle
 from .framework import Status
 from .plugins import inter_pod_affinity, pod_topology_spread
@@ -27,14 +28,36 @@ from .plugins.pod_topology_spread import Constraint
 NodeFilter = Callable[[NodeState], Status | None]
 
 
+class AntiIndex:
+    """The pods of a view with required pod anti-affinity, each pod looked at once, kept by the scheduler across
+    decisions. Why it can be: the fold only ever adds pods to `ClusterState.pods`, in creation order, and a pod's
+    affinity never changes (an update may not add one), so each decision looks only at the pods created since
+    the last (another view object: start over)."""
+
+    def __init__(self) -> None:
+        self._view: ClusterState | None = None
+        self._seen = 0
+        self.keys: list[str] = []
+
+    def of(self, view: ClusterState) -> list[str]:
+        pods = view.pods
+        if view is not self._view or len(pods) < self._seen:
+            self._view, self._seen, self.keys = view, 0, []
+        if len(pods) > self._seen:
+            self.keys += [p.key for p in islice(pods.values(), self._seen, None)
+                          if inter_pod_affinity.has_required_anti(p)]
+            self._seen = len(pods)
+        return self.keys
+
+
 class CyclePods:
     """node -> its pods in the decision (pod key -> PodState), and the placed pods with required
-    anti-affinity. Each part is built on first use: most decisions need neither. `memo`: pod key -> whether it
-    has required anti-affinity, kept by the scheduler across decisions (a pod's affinity never changes)."""
+    anti-affinity. Each part is built on first use: most decisions need neither. `index`: the scheduler's
+    AntiIndex, kept across decisions."""
 
-    def __init__(self, cycle: Cycle, memo: dict[str, bool] | None = None) -> None:
+    def __init__(self, cycle: Cycle, index: AntiIndex | None = None) -> None:
         self.cycle = cycle
-        self._memo: dict[str, bool] = {} if memo is None else memo
+        self._index = AntiIndex() if index is None else index
         self._pods: dict[str, dict[str, PodState]] | None = None
         self._anti: dict[str, tuple[PodState, str]] | None = None  # pod key -> (pod, node)
         self._epoch = cycle.moves_epoch
@@ -47,13 +70,9 @@ class CyclePods:
         self._own: dict[tuple[Any, ...], list[Any]] = {}  # InterPodAffinity's, per set of terms
         self.terms: inter_pod_affinity.TermMemo = {}
 
-    def _has_anti(self, pod: PodState) -> bool:
-        hit = self._memo.get(pod.key)
-        if hit is None:
-            if len(self._memo) > 262_144:
-                self._memo.clear()
-            hit = self._memo[pod.key] = inter_pod_affinity.has_required_anti(pod)
-        return hit
+    @staticmethod
+    def _has_anti(pod: PodState) -> bool:
+        return inter_pod_affinity.has_required_anti(pod)
 
     def _restart(self) -> None:
         """A rollback cut the journal: build again from the view."""
@@ -174,11 +193,8 @@ class CyclePods:
         view, moves = self.cycle.view, self.cycle.moves
         if self._anti is None:
             pods = view.pods
-            self._anti = {}
-            for key in view.pods_by_phase[RUNNING]:
-                p = pods[key]
-                if p.node is not None and self._has_anti(p):
-                    self._anti[key] = (p, p.node)
+            self._anti = {k: (p, p.node) for k in self._index.of(view)
+                          if (p := pods[k]).node is not None and p.phase == RUNNING}
         for pod, node, sign in moves[self._applied["anti"]:]:
             if sign > 0:
                 if self._has_anti(pod):
@@ -197,7 +213,7 @@ def _inclusion(pod: PodState, c: Constraint) -> tuple[str, str]:
             repr(pod.tolerations) if c.taints_honor else "")
 
 
-def cycle_pods(cycle: Cycle, memo: dict[str, bool] | None = None) -> CyclePods:
+def cycle_pods(cycle: Cycle, memo: AntiIndex | None = None) -> CyclePods:
     """The decision's pod view, made once per cycle (kept in the cycle)."""
     pods = cycle.pod_view
     if pods is None:
@@ -206,7 +222,7 @@ def cycle_pods(cycle: Cycle, memo: dict[str, bool] | None = None) -> CyclePods:
     return pods
 
 
-def depends(cycle: Cycle, pod: PodState, memo: dict[str, bool] | None = None) -> bool:
+def depends(cycle: Cycle, pod: PodState, memo: AntiIndex | None = None) -> bool:
     """Whether the pod's Filter answer depends on other pods' placement (else every fast path holds)."""
     if pod_topology_spread.has_required(pod) or inter_pod_affinity.has_required(pod):
         return True
@@ -214,7 +230,7 @@ def depends(cycle: Cycle, pod: PodState, memo: dict[str, bool] | None = None) ->
     return bool(with_anti) and bool(cycle_pods(cycle, memo).existing(pod))
 
 
-def attempt_filter(cycle: Cycle, pod: PodState, memo: dict[str, bool] | None = None) -> NodeFilter | None:
+def attempt_filter(cycle: Cycle, pod: PodState, memo: AntiIndex | None = None) -> NodeFilter | None:
     """PodTopologySpread's and InterPodAffinity's PreFilter for this attempt, as one node filter (spread
     first, upstream's order); None when both Skip."""
     if not depends(cycle, pod, memo):

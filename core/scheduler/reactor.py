@@ -42,7 +42,7 @@ from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
 from .framework import Status, unresolvable
 from .node_search import NodeSearch
-from .placement import depends
+from .placement import AntiIndex, depends
 from .plain import attempt
 from .plugins.composite_pod_group import Tree, invalid, root_of, schedule_composite
 from .plugins.dynamic_resources import DraPlugin
@@ -91,7 +91,7 @@ class Scheduler(NodeSearch):
         self._static_lists: dict[str, tuple[int, list[tuple[str, str | None]]]] = {}
         self._node_sig: tuple[list[str], list[dict[str, Any]], list[bool]] = ([], [], [])
         self._generation = 0
-        self._anti_memo: dict[str, bool] = {}  # pod key -> has required pod anti-affinity (placement.py)
+        self._anti_memo = AntiIndex()  # the pods with required pod anti-affinity (placement.py)
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))

@@ -46,6 +46,7 @@ from .virtual_claims import materialize
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
 STATIC_TEMPLATE_FILTERS = tuple(f for f in TEMPLATE_FILTERS if f is not fits_resources)
 POLICIES = ("count", "dra", "atomic")
+ANTI_MEMO = "\x00anti-affinity"  # the static memo's entry for sim_pods.py (no static shape is spelled so)
 StaticMemo = dict[str, dict[str, tuple[dict[str, Any], bool]]]
 
 
@@ -114,7 +115,8 @@ class Simulation:
                                        list[tuple[str, int]]]] = {}
         self._shapes: dict[str, tuple[object, ...]] = {}  # pod key -> shape(pod)
         self._static_shape = ShapeMemo() if shapes is None else shapes  # static_shape, kept across loops or not
-        self.placement = SimPlacement(view, self.ready)  # PodTopologySpread, InterPodAffinity (sim_pods.py)
+        # PodTopologySpread, InterPodAffinity (sim_pods.py); its anti-affinity memo kept with the static memo
+        self.placement = SimPlacement(view, self.ready, self._statics.setdefault(ANTI_MEMO, {}))
 
     # ------------------------------------------------------------------ nodes
 

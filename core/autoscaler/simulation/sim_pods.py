@@ -21,7 +21,7 @@ nodes, as CA forks and reverts its snapshot per estimate.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from ...scheduler.framework import Status
 from ...scheduler.plugins import inter_pod_affinity, pod_topology_spread
@@ -42,8 +42,11 @@ class SimPlacement:
     """The simulation's pods per node and the two plugins' filter for a pod, recomputed when the snapshot's
     placements changed."""
 
-    def __init__(self, view: ClusterState, ready: Callable[[NodeState], bool]) -> None:
+    def __init__(self, view: ClusterState, ready: Callable[[NodeState], bool],
+                 memo: dict[str, tuple[dict[str, Any], bool]] | None = None) -> None:
         self.view = view
+        # pod key -> (its manifest, whether it has required anti-affinity): kept across loops when given
+        self._memo: dict[str, tuple[dict[str, Any], bool]] = {} if memo is None else memo
         self._ready = ready
         self.nodes: dict[str, SimNode] = {}  # the simulation's nodes by name (existing ones once looked at)
         self.version = 0  # bumped on every placement and restore
@@ -81,7 +84,7 @@ class SimPlacement:
         if self._anti is None:
             pods = self.view.pods
             self._anti = [(p, str(p.node)) for k in self.view.pods_by_phase[RUNNING]
-                          if (p := pods[k]).node is not None and inter_pod_affinity.has_required_anti(p)]
+                          if (p := pods[k]).node is not None and self._has_anti(p)]
         if self._placed_anti is None:
             self._placed_anti = [(p, sim) for sim in self.nodes.values() for p in sim.pods
                                  if inter_pod_affinity.has_required_anti(p)]
@@ -89,6 +92,12 @@ class SimPlacement:
         out = [(p, self.view.nodes[n]) for p, n in self._anti if n in self.view.nodes]
         out += [(p, sim.node) for p, sim in self._placed_anti if live.get(sim.node.name) is sim]
         return out
+
+    def _has_anti(self, pod: PodState) -> bool:
+        hit = self._memo.get(pod.key)
+        if hit is None or hit[0] is not pod.manifest:
+            hit = self._memo[pod.key] = (pod.manifest, inter_pod_affinity.has_required_anti(pod))
+        return hit[1]
 
     def depends(self, pod: PodState) -> bool:
         """Whether the pod's fit depends on other pods' places (FirstFit then walks every node)."""
