@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ...scheduler.framework import Status
+from ...scheduler.placement import AntiIndex
 from ...scheduler.plugins import inter_pod_affinity, pod_topology_spread
 from ...state.cluster import RUNNING, ClusterState, NodeState, PodState
 
@@ -35,6 +36,7 @@ class SimNode(Protocol):
     pods: list[PodState]
 
 
+INDEX = "anti-index"  # the memo's one entry
 NodeFilter = Callable[[NodeState], Status | None]
 
 
@@ -45,8 +47,12 @@ class SimPlacement:
     def __init__(self, view: ClusterState, ready: Callable[[NodeState], bool],
                  memo: dict[str, tuple[dict[str, Any], bool]] | None = None) -> None:
         self.view = view
-        # pod key -> (its manifest, whether it has required anti-affinity): kept across loops when given
-        self._memo: dict[str, tuple[dict[str, Any], bool]] = {} if memo is None else memo
+        # the scheduler's AntiIndex (each pod looked at once), kept across loops in `memo` when given
+        memo = {} if memo is None else memo
+        entry = memo.get(INDEX)
+        if entry is None:
+            entry = memo[INDEX] = ({"index": AntiIndex()}, True)
+        self._index: AntiIndex = entry[0]["index"]
         self._ready = ready
         self.nodes: dict[str, SimNode] = {}  # the simulation's nodes by name (existing ones once looked at)
         self.version = 0  # bumped on every placement and restore
@@ -83,8 +89,8 @@ class SimPlacement:
     def _with_anti(self) -> list[tuple[PodState, NodeState]]:
         if self._anti is None:
             pods = self.view.pods
-            self._anti = [(p, str(p.node)) for k in self.view.pods_by_phase[RUNNING]
-                          if (p := pods[k]).node is not None and self._has_anti(p)]
+            self._anti = [(p, str(p.node)) for k in self._index.of(self.view)
+                          if (p := pods[k]).node is not None and p.phase == RUNNING]
         if self._placed_anti is None:
             self._placed_anti = [(p, sim) for sim in self.nodes.values() for p in sim.pods
                                  if inter_pod_affinity.has_required_anti(p)]
@@ -92,12 +98,6 @@ class SimPlacement:
         out = [(p, self.view.nodes[n]) for p, n in self._anti if n in self.view.nodes]
         out += [(p, sim.node) for p, sim in self._placed_anti if live.get(sim.node.name) is sim]
         return out
-
-    def _has_anti(self, pod: PodState) -> bool:
-        hit = self._memo.get(pod.key)
-        if hit is None or hit[0] is not pod.manifest:
-            hit = self._memo[pod.key] = (pod.manifest, inter_pod_affinity.has_required_anti(pod))
-        return hit[1]
 
     def depends(self, pod: PodState) -> bool:
         """Whether the pod's fit depends on other pods' places (FirstFit then walks every node)."""
