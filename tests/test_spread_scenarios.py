@@ -42,3 +42,35 @@ def test_pod_anti_affinity_asks_for_a_node_per_worker_at_once(policy: str) -> No
     assert [(e.group, e.delta, len(e.pods)) for _, e in ups] == [("gpu-8x", 3, 3)]
     workers = [p for k, p in result.state.pods.items() if "/train-" in k]
     assert len({p.node for p in workers}) == 4 and all(p.node for p in workers)
+
+
+def test_the_autoscalers_kept_spread_counts_equal_a_recount(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sim_pods.SimPlacement keeps PodTopologySpread's counts as pods are placed and template nodes added: at
+    every use they equal a recount over the snapshot (a larger topology-spread run, every policy)."""
+    from dralab.core.autoscaler.simulation import sim_pods
+    from dralab.core.scheduler.plugins import pod_topology_spread as pts
+
+    kept, checked = sim_pods.SimPlacement.spread_counts, [0]
+
+    def checked_counts(self: sim_pods.SimPlacement, pod: object, cs: list[pts.Constraint]) -> object:
+        got = kept(self, pod, cs)  # type: ignore[arg-type]
+        nodes = [n for n in self.snapshot_nodes() if pts.has_keys(n.labels, cs)]
+        assert got == pts.domain_counts(pod, cs, nodes, self)  # type: ignore[arg-type]
+        checked[0] += 1
+        return got
+
+    monkeypatch.setattr(sim_pods.SimPlacement, "spread_counts", checked_counts)
+    import yaml
+    from test_provisioning_scenarios import SCENARIOS
+
+    from dralab.core.scenario.load import parse_scenario
+    from dralab.replay.simulation.sim import simulate
+    d = yaml.safe_load((SCENARIOS / "topology-spread.yaml").read_text())
+    for g in d["spec"]["nodeGroups"]:
+        g["max"] = 12
+    d["spec"]["workload"][2]["count"] = 30
+    for policy in ("count", "dra", "atomic"):
+        d["spec"]["policy"] = {"autoscaler": policy}
+        result = simulate(parse_scenario(d, "x.yaml"), 3)
+        assert result.violations == []
+    assert checked[0] > 100

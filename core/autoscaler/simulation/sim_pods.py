@@ -23,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ...kube.affinity import pod_namespace
 from ...scheduler.framework import Status
 from ...scheduler.placement import AntiIndex
 from ...scheduler.plugins import inter_pod_affinity, pod_topology_spread
+from ...scheduler.plugins.pod_topology_spread import Constraint
 from ...state.cluster import RUNNING, ClusterState, NodeState, PodState
 
 
@@ -59,17 +61,37 @@ class SimPlacement:
         self._filters: dict[str, tuple[int, NodeFilter | None]] = {}
         self._anti: list[tuple[PodState, str]] | None = None  # bound pods with required anti-affinity
         self._placed_anti: list[tuple[PodState, SimNode]] | None = []  # placed ones (None: to recount)
+        # PodTopologySpread's counts, kept up to date as pods are placed and template nodes added (cleared when
+        # placements are taken back or a new estimate starts): key -> [node -> value, value -> count, a pod
+        # and constraint of that key, all the pod's constraints]
+        self._spread: dict[tuple[Any, ...], list[Any]] = {}
+        self._nodes: list[NodeState] | None = None  # the snapshot's nodes (see `snapshot_nodes`)
 
     def register(self, sim: SimNode) -> None:
         name = sim.node.name
         if name.startswith("template-") and name.endswith("-0"):  # a new estimate: drop the last one's nodes
             for old in [n for n in self.nodes if n.startswith("template-")]:
                 del self.nodes[old]
+            self._spread.clear()
+        elif name not in self.view.nodes:  # a node new to the snapshot: a domain of the kept counts
+            for eligible, counts, pod, c, cs in self._spread.values():
+                labels = sim.node.labels
+                if pod_topology_spread.has_keys(labels, cs) and pod_topology_spread.included(c, pod, sim.node):
+                    eligible[name] = labels[c.key]
+                    counts.setdefault(labels[c.key], 0)
         self.nodes[name] = sim
+        self._nodes = None
         self.version += 1
 
     def placed(self, pod: PodState, sim: SimNode) -> None:
         self.version += 1
+        if self.nodes.get(sim.node.name) is not sim:  # a ready node the caller made itself (count policy)
+            self.nodes[sim.node.name] = sim
+        for eligible, counts, incoming, c, _ in self._spread.values():
+            value = eligible.get(sim.node.name)
+            if value is not None and pod_topology_spread.count_matching((pod,), c.selector,
+                                                                        pod_namespace(incoming.manifest)):
+                counts[value] += 1
         if self._placed_anti is not None and inter_pod_affinity.has_required_anti(pod):
             self._placed_anti.append((pod, sim))
 
@@ -77,6 +99,32 @@ class SimPlacement:
         """Placements were taken back (capacity.Savepoint.restore)."""
         self.version += 1
         self._placed_anti = None
+        self._spread.clear()
+
+    def snapshot_nodes(self) -> list[NodeState]:
+        """The snapshot's nodes: the view's ready ones and the simulation's own (upcoming, templates)."""
+        if self._nodes is None:
+            self._nodes = [n for n in self.view.nodes.values() if self._ready(n)]
+            self._nodes += [sim.node for name, sim in self.nodes.items() if name not in self.view.nodes]
+        return self._nodes
+
+    def spread_counts(self, pod: PodState, cs: list[Constraint]) -> list[dict[str, int]]:
+        """pod_topology_spread.domain_counts, kept per (namespace, selector, key, keys, node inclusion)."""
+        namespace, keys = pod_namespace(pod.manifest), tuple(c.key for c in cs)
+        spec = pod.manifest.get("spec") or {}
+        out = []
+        for c in cs:
+            include = (repr((pod.node_selector, (spec.get("affinity") or {}).get("nodeAffinity")))
+                       if c.affinity_honor else "", repr(pod.tolerations) if c.taints_honor else "")
+            key = (namespace, c.selector, c.key, keys, include)
+            entry = self._spread.get(key)
+            if entry is None:
+                nodes = [n for n in self.snapshot_nodes()
+                         if pod_topology_spread.has_keys(n.labels, cs) and pod_topology_spread.included(c, pod, n)]
+                counts = pod_topology_spread.domain_counts(pod, [c], nodes, self)[0]
+                entry = self._spread[key] = [{n.name: n.labels[c.key] for n in nodes}, counts, pod, c, cs]
+            out.append(entry[1])
+        return out
 
     def on(self, node: str) -> list[PodState]:
         """pod_topology_spread.NodePods: the node's bound pods (a real node) and those placed on it."""
@@ -117,9 +165,8 @@ class SimPlacement:
         return hit[1] is not None and hit[1](node) is not None
 
     def _filter(self, pod: PodState) -> NodeFilter | None:
-        nodes = [n for n in self.view.nodes.values() if self._ready(n)]
-        nodes += [sim.node for name, sim in self.nodes.items() if name not in self.view.nodes]
-        spread = pod_topology_spread.pre_filter(pod, nodes, self)
+        nodes = self.snapshot_nodes()
+        spread = pod_topology_spread.pre_filter(pod, nodes, self, self.spread_counts)
         affinity = inter_pod_affinity.pre_filter(pod, nodes, self, self._with_anti())
         if spread is None or affinity is None:
             return spread or affinity
