@@ -15,6 +15,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from .affinity import check_pod_placement
 from .fields import (
     INT64_MAX,
     FieldError,
@@ -236,6 +237,7 @@ def _check_pod(pod: object, path: str, profile: Profile | None = None) -> dict[s
         for key, item in expect_map(spec["nodeSelector"], join(spec_path, "nodeSelector")).items():
             expect_str(item, join(join(spec_path, "nodeSelector"), key))
     _check_tolerations(spec.get("tolerations"), join(spec_path, "tolerations"))
+    check_pod_placement(spec, spec_path)  # topologySpreadConstraints, pod (anti-)affinity (affinity.py)
     if profile is None:
         check_workload_ref(spec, spec_path)
     else:

@@ -62,6 +62,7 @@ class Savepoint:
     dra_failed: set[tuple[str, str]]
     failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, Status]]
     reserved: set[tuple[str, str]]
+    moves: int = 0  # len(Cycle.moves) then
     # (added, allocation): added to or removed from `allocated` since, in order
     allocations: list[tuple[bool, dict[str, Any]]] = field(default_factory=list)
 
@@ -94,6 +95,11 @@ class Cycle:
         self.failed: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, Status]] = {}
         self._journal: list[Savepoint] = []  # open savepoints, newest last
         self.reserved: set[tuple[str, str]] = set()  # (claim, PodGroup consumer) reserved in this decision
+        # every pod put on (1) or taken off (-1) a node in the decision, in order, and how many rollbacks cut
+        # it: the pods-per-node overlay of PodTopologySpread and InterPodAffinity (placement.py)
+        self.moves: list[tuple[PodState, str, int]] = []
+        self.moves_epoch = 0
+        self.pod_view: object | None = None  # placement.py's CyclePods over `moves`, once needed
         for reservation in held or ():
             self._take(view.pods[reservation.pod], reservation.node, reservation.allocations)
             self.held.update((k, (reservation.gang, a)) for k, a in reservation.allocations.items())
@@ -133,7 +139,7 @@ class Cycle:
         journal, re-evaluates them."""
         sp = Savepoint(len(self.events), len(self.changed), {},
                        dict(self.assumed), dict(self.held), set(self.dra_failed), dict(self.failed),
-                       set(self.reserved))
+                       set(self.reserved), moves=len(self.moves))
         self._journal.append(sp)
         return sp
 
@@ -157,6 +163,9 @@ class Cycle:
         self.assumed, self.held, self.dra_failed, self.failed = sp.assumed, sp.held, sp.dra_failed, sp.failed
         self.reserved = sp.reserved
         self._free = None
+        if len(self.moves) > sp.moves:
+            del self.moves[sp.moves:]
+            self.moves_epoch += 1
 
     def release(self, sp: Savepoint) -> None:
         """Keep what was done since `sp` (which must be the newest savepoint)."""
@@ -204,6 +213,7 @@ class Cycle:
         """Add (1) or take away (-1) the pod's requests and pod slot on the node, in the decision's usage."""
         node_used = self._writable(node)
         self.changed.append(node)
+        self.moves.append((pod, node, sign))
         for resource, amount in pod.requests.items():
             node_used[resource] = node_used.get(resource, 0) + sign * amount
         node_used["pods"] = node_used.get("pods", 0) + sign

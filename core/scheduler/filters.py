@@ -18,10 +18,13 @@ from ..kube.provreq import consumed_request
 from ..state.cluster import ClusterState, NodeState, PodState
 from .framework import Code, FilterPlugin, Status
 from .plugins.dynamic_resources import DRA_FAILURE
+from .plugins.inter_pod_affinity import AFFINITY_NOT_MATCH, ANTI_AFFINITY_NOT_MATCH, EXISTING_ANTI_AFFINITY_NOT_MATCH
 from .plugins.node_affinity import node_selector
 from .plugins.node_resources_fit import TOO_MANY_PODS
 from .plugins.node_resources_fit import fits_resources as fits_resources
 from .plugins.node_unschedulable import node_ready as node_ready
+from .plugins.pod_topology_spread import CONSTRAINTS_NOT_MATCH
+from .plugins.pod_topology_spread import LABEL_NOT_MATCH as SPREAD_LABEL_NOT_MATCH
 from .plugins.taint_toleration import taints
 from .plugins.taint_toleration import tolerates as tolerates
 
@@ -114,11 +117,24 @@ def unschedulable_message(total: int, reasons: Counter[str]) -> str:
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
 
 
+_PLACEMENT_CAUSES = {
+    SPREAD_LABEL_NOT_MATCH: (2, "selector"),
+    CONSTRAINTS_NOT_MATCH: (5, "spread"),
+    AFFINITY_NOT_MATCH: (5, "affinity"),
+    ANTI_AFFINITY_NOT_MATCH: (5, "affinity"),
+    EXISTING_ANTI_AFFINITY_NOT_MATCH: (5, "affinity"),
+}
+
+
 # The stage at which a node failed, from furthest to closest: a pod that failed a later filter on
 # some node came closer there, so that node's failure is the pod's pending reason.
 def _stage(reason: str) -> tuple[int, str]:
     if reason.startswith(DRA_FAILURE):
-        return 5, "capacity"
+        return 6, "capacity"
+    # PodTopologySpread and InterPodAffinity run after NodeResourcesFit (placement.py); a node missing a spread
+    # constraint's key fails as NodeAffinity's mismatch does: unresolvable
+    if reason in _PLACEMENT_CAUSES:
+        return _PLACEMENT_CAUSES[reason]
     if reason.startswith("Insufficient") or reason == TOO_MANY_PODS:
         extended = "/" in reason.removeprefix("Insufficient ")
         return 4, "capacity" if extended else "resources"

@@ -21,6 +21,7 @@ from ..state.cluster import ClusterState, NodeState, PodState
 from .cycle import Attempt, Cycle, Used
 from .feasibility_cache import FeasibilityCache
 from .filters import STATIC_FILTERS, ShapeMemo, first_failure, num_feasible_nodes_to_find, static_shape
+from .placement import AntiIndex, attempt_filter
 from .plain import Pick
 from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import fragmentation_score, pod_demand
@@ -44,6 +45,7 @@ class NodeSearch:
     _static_lists: dict[str, tuple[int, list[tuple[str, str | None]]]]
     _node_sig: tuple[list[str], list[dict[str, Any]], list[bool]]
     _generation: int
+    _anti_memo: AntiIndex  # the pods with required pod anti-affinity (placement.py), across decisions
 
     def _static_answers(self, cycle: Cycle, pod: PodState) -> dict[str, str | None]:
         """Each node's static filter answer for the pod (its first failing filter, or None), as a map."""
@@ -81,12 +83,15 @@ class NodeSearch:
             answers = self._static_answers(cycle, pod)
             nodes = [(name, answers[name]) for name in restrict if name in answers]
         score = self._scorer(cycle, pod)
+        # PodTopologySpread and InterPodAffinity (placement.py): a pod whose nodes depend on other pods' places
+        # has its own node filter for this attempt, and takes none of the fast paths below
+        extra = attempt_filter(cycle, pod, self._anti_memo)
         # Like upstream, stop once enough feasible nodes are found, starting where the last search
         # stopped (a rotating start, carried by the decision's cycle); if none of them can take the
         # pod's claims, look at the rest too.
         want = num_feasible_nodes_to_find(len(nodes))
         start = cycle.cursor[0] % len(nodes) if nodes else 0
-        if nodes and not claims.any and self.score != "fragmentation" and restrict is None:
+        if nodes and not claims.any and self.score != "fragmentation" and restrict is None and extra is None:
             index = self._feasibility.index((shape, tuple(pod.requests.items())), pod.requests,
                                             self._node_score(pod, score))
             index.sync(view, nodes, cycle, cycle.changed, used.own_map() if isinstance(used, Used) else {})
@@ -129,6 +134,8 @@ class NodeSearch:
                     missing = lacking(requests, node_used, alloc)
                     if missing:
                         failure = failure_message(missing[0])
+                    elif extra is not None and (status := extra(node)) is not None:
+                        failure = status.message
                     else:
                         if inline:
                             value, k = 0.0, 0

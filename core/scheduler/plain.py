@@ -11,7 +11,8 @@ not part of a run's configuration (no scenario or log can ask for it).
 Here a pod goes through the profile's points in upstream's order (`attempt`: PreEnqueue, PreFilter,
 then the node search, PostFilter when no node is found, else Reserve, Permit, PreBind and Bind; the
 plugins: profile.py); in the search every registered filter (NodeUnschedulable, NodeAffinity,
-TaintToleration, NodeResourcesFit) runs on every node visited, from the rotating start, with the
+TaintToleration, NodeResourcesFit, then PodTopologySpread and InterPodAffinity, bound to the attempt at
+PreFilter: placement.py) runs on every node visited, from the rotating start, with the
 decision's usage; the score is the policy's function; DRA's Filter runs last on the best-scored nodes
 (`pick`, without its failure memo).
 """

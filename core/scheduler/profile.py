@@ -18,6 +18,7 @@ from ..state.cluster import NodeState, PodState
 from .cycle import Attempt, Cycle, pod_has_claims
 from .filters import FILTERS, fit_error, fragmented
 from .framework import Code, Profile, ScorePlugin, Status, unresolvable
+from .placement import PlacementFilter
 from .plugins import dynamic_resources, gang_scheduling
 from .plugins.dynamic_resources import DraPlugin
 from .plugins.fragmentation import dra_fragmentation
@@ -137,10 +138,11 @@ def default_profile(dra: DraPlugin, gangs: GangCycle, scorer: Callable[[Cycle, P
     as the reactor tries them); DefaultPreemption in release profiles (`preemption`)."""
     gang, claims = GangScheduling(gangs), DynamicResources(dra)
     post_filter = DefaultPreemption(claims, preemption) if preemption is not None else claims.post_filter
+    placement = PlacementFilter()  # PodTopologySpread and InterPodAffinity, after NodeResourcesFit (placement.py)
     return Profile(
         pre_enqueue=(gated, gang.pre_enqueue),
-        pre_filter=(gang.pre_filter, claims.pre_filter),
-        filter=FILTERS,
+        pre_filter=(gang.pre_filter, claims.pre_filter, placement.pre_filter),
+        filter=(*FILTERS, placement),
         post_filter=(post_filter,),
         pre_score=(ScorePolicy(scorer),),
         reserve=(gang,),

@@ -42,6 +42,7 @@ from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
 from .framework import Status, unresolvable
 from .node_search import NodeSearch
+from .placement import AntiIndex, depends
 from .plain import attempt
 from .plugins.composite_pod_group import Tree, invalid, root_of, schedule_composite
 from .plugins.dra_binding import DEFAULT_BINDING_TIMEOUT_MS, PreBind, PreBindWaits, needs_wait, prebind, waits_enabled
@@ -99,6 +100,7 @@ class Scheduler(NodeSearch):
         # DefaultPreemption for single pods, in release profiles only (legacy logs replay without it)
         self._preemption = PodPreemption(self, self.profile.enabled("SchedulerAsyncPreemption")) \
             if self.kubernetes is not None else None
+        self._anti_memo = AntiIndex()  # the pods with required pod anti-affinity (placement.py)
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
@@ -261,7 +263,7 @@ class Scheduler(NodeSearch):
         # the same failure (schedule_one's answer depends on the shape, the requests and the decision's
         # usage only; its one side effect, the rotating start, is replayed). Most failed attempts.
         again = (self._shapes(pod), tuple(pod.requests.items()), len(cycle.changed)) \
-            if not claims.any and self.score != "fragmentation" else None
+            if not claims.any and self.score != "fragmentation" and not depends(cycle, pod, self._anti_memo) else None
         failed = cycle.failed.get(again) if again is not None else None
         if failed is not None:
             n, status = failed

@@ -37,20 +37,26 @@ from ...scheduler.filters import ShapeMemo
 from ...scheduler.plugins.dynamic_resources import DraPlugin, PodClaims, dra_node
 from ...scheduler.plugins.fragmentation import claim_demand
 from ...scheduler.plugins.node_resources_fit import lacking
+from ...scheduler.plugins.pod_topology_spread import HOSTNAME
 from ...scheduler.reactor import FILTERS, fits_resources, node_ready
 from ...state.cluster import ClusterState, NodeGroupState, NodeState, PodState
+from .sim_pods import SimPlacement
 from .virtual_claims import materialize
 
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
 STATIC_TEMPLATE_FILTERS = tuple(f for f in TEMPLATE_FILTERS if f is not fits_resources)
 POLICIES = ("count", "dra", "atomic")
+ANTI_MEMO = "\x00anti-affinity"  # the static memo's entry for sim_pods.py (no static shape is spelled so)
 StaticMemo = dict[str, dict[str, tuple[dict[str, Any], bool]]]
 
 
 def template_node(group: NodeGroupState, name: str | None = None) -> NodeState:
-    """What a new node of the group will look like (CA's TemplateNodeInfo)."""
+    """What a new node of the group will look like (CA's TemplateNodeInfo; FreshNodeInfoFromTemplateNodeInfo
+    names it and sets its hostname label to that name: hostname spreading and anti-affinity see one node)."""
     name = name or f"template-{group.name}"
-    manifest = {**group.template, "metadata": {**(group.template.get("metadata") or {}), "name": name}}
+    meta = group.template.get("metadata") or {}
+    labels = {**(meta.get("labels") or {}), HOSTNAME: name}
+    manifest = {**group.template, "metadata": {**meta, "name": name, "labels": labels}}
     return NodeState(name=name, group=group.name, manifest=manifest, allocatable=group.allocatable, created_t=0,
                      ready_at=0, ready=True)
 
@@ -65,6 +71,7 @@ def devices_unpublished(view: ClusterState, node: NodeState) -> bool:
 
 _NODE, _NAME, _MANIFEST = attrgetter("node"), attrgetter("name"), attrgetter("manifest")  # (FitMemo.sync)
 _NO_CLAIMS = PodClaims().shape()  # the claims shape of a pod with no claims (most pods): made once
+_NO_PODS: list[PodState] = []  # shared until a pod is placed (copy on write)
 _NO_SLICES: list[Slice] = []  # shared by the existing nodes (only template nodes have slices of their own)
 
 
@@ -72,7 +79,7 @@ class SimNode:
     """A node of the simulation: its usage so far, and for a template node, its own rendered slices.
     A slotted class, not a dataclass: a loop makes one for every ready node."""
 
-    __slots__ = ("devices_used", "index", "node", "own", "slices", "used")
+    __slots__ = ("devices_used", "index", "node", "own", "pods", "slices", "used")
 
     def __init__(self, node: NodeState, used: dict[str, int], own: bool = True) -> None:
         self.node = node
@@ -81,6 +88,7 @@ class SimNode:
         self.slices: list[Slice] = _NO_SLICES  # template nodes only
         self.index: SliceIndex | None = None  # template nodes only
         self.devices_used = 0  # count policy: devices taken by pods placed in the simulation
+        self.pods: list[PodState] = _NO_PODS  # placed here in the simulation (spread, affinity: sim_pods.py)
 
 
 class Simulation:
@@ -107,13 +115,17 @@ class Simulation:
                                        list[tuple[str, int]]]] = {}
         self._shapes: dict[str, tuple[object, ...]] = {}  # pod key -> shape(pod)
         self._static_shape = ShapeMemo() if shapes is None else shapes  # static_shape, kept across loops or not
+        # PodTopologySpread, InterPodAffinity (sim_pods.py); its anti-affinity memo kept with the static memo
+        self.placement = SimPlacement(view, self.ready, self._statics.setdefault(ANTI_MEMO, {}))
 
     # ------------------------------------------------------------------ nodes
 
     def existing(self, node: NodeState, used: dict[str, int]) -> SimNode:
         """A ready node as it is; its usage is copied only if the simulation places a pod there (most
         nodes of a loop's snapshot never get one)."""
-        return SimNode(node, used, own=False)
+        sim = SimNode(node, used, own=False)
+        self.placement.register(sim)
+        return sim
 
     def template(self, group: NodeGroupState, name: str) -> SimNode:
         node = template_node(group, name)
@@ -125,6 +137,7 @@ class Simulation:
                 slices = [convert_slice(m, "") for m in render_slice_templates(list(group.resource_slices), name)]
                 self._templates[key] = slices
             sim.slices, sim.index = slices, SliceIndex.build(slices)
+        self.placement.register(sim)
         return sim
 
     def ready(self, node: NodeState) -> bool:
@@ -222,7 +235,7 @@ class Simulation:
             ok = self.static_ok(pod, sim)
         if not ok:
             return None
-        if not resources_fit(checks, used, node.allocatable):
+        if not resources_fit(checks, used, node.allocatable) or self.placement.rejects(pod, node):
             return None
         claims = self.claims(pod)
         if claims.missing or claims.waiting:
@@ -248,6 +261,8 @@ class Simulation:
         for resource, amount in pod.requests.items():
             sim.used[resource] = sim.used.get(resource, 0) + amount
         sim.used["pods"] = sim.used.get("pods", 0) + 1
+        sim.pods = [*sim.pods, pod]
+        self.placement.placed(pod, sim)
         if self.policy == "count":
             sim.devices_used += sum(claim_demand(c) for c in self.claims(pod).to_allocate)
         for allocation in allocations.values():
@@ -278,12 +293,13 @@ class Savepoint:
         self._sim = sim
         # a node still sharing the view's own usage dict (not `own`) is kept as that very dict: the fit memo
         # recognises it (FirstFit: `sim_node.used is node.used`)
-        self._nodes = [(n, dict(n.used) if n.own else n.used, n.own, n.devices_used) for n in nodes]
+        self._nodes = [(n, dict(n.used) if n.own else n.used, n.own, n.devices_used, n.pods) for n in nodes]
         self._allocated = sim.allocated.copy()
 
     def restore(self) -> None:
-        for node, used, own, devices in self._nodes:
-            node.used, node.own, node.devices_used = (dict(used) if own else used), own, devices
+        for node, used, own, devices, pods in self._nodes:
+            node.used, node.own, node.devices_used, node.pods = (dict(used) if own else used), own, devices, pods
+        self._sim.placement.changed()
         self._sim.allocated = self._allocated.copy()
 
 
@@ -389,6 +405,9 @@ class FirstFit:
         self._plain: dict[tuple[object, ...], tuple[tuple[tuple[str, int], ...], dict[str, bool]] | None] = {}
 
     def find(self, pod: PodState) -> tuple[SimNode, dict[str, dict[str, Any]]] | None:
+        if self.sim.placement.depends(pod):  # spread/affinity: a node refused may take it later, no resume
+            fits = self.sim.fits
+            return next(((n, a) for n in self.sim.eligible(pod, self.nodes) if (a := fits(pod, n)) is not None), None)
         key = self.sim.shape(pod)
         seen = self._eligible.get(key[0])
         if seen is None or seen[0] > len(self.nodes):

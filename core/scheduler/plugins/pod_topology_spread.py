@@ -1,0 +1,321 @@
+"""PodTopologySpread (pkg/scheduler/framework/plugins/podtopologyspread): spec.topologySpreadConstraints.
+
+Filter (whenUnsatisfiable: DoNotSchedule; filtering.go): at PreFilter, for each constraint, the pods matching
+its selector in the pod's namespace are counted per topology domain over the eligible nodes: nodes carrying
+every constraint's topologyKey, and passing the pod's nodeSelector / required node affinity
+(nodeAffinityPolicy Honor, the default) and its taint tolerations (nodeTaintsPolicy Honor; default Ignore). A
+node passes when, for every constraint, `matching pods in its domain + 1 if the pod matches its own selector
+- the global minimum <= maxSkew`; the global minimum is the smallest domain count, 0 while there are fewer
+domains than minDomains (the MinDomainsInPodTopologySpread gate is GA and gone in 1.34-1.37; so are
+NodeInclusionPolicyInPodTopologySpread's). A node without one of the keys fails UnschedulableAndUnresolvable
+("...(missing required label)"), a skew too large Unschedulable (preemption or a new node may help).
+
+Score (whenUnsatisfiable: ScheduleAnyway; scoring.go): `SpreadScore`, in the duck-typed shape the weighted
+score framework takes (pre_score / score / normalize): per node the sum over constraints of `count * log(size
++ 2) + maxSkew - 1` (size: the constraint's domains among the filtered nodes, hostname: the nodes), rounded;
+normalized as `100 * (max + min - s) / max` (0 for nodes missing a key, 100 for all when max is 0).
+
+Cluster default constraints (args defaultConstraints, defaultingType System | List; plugin.go, common.go
+buildDefaultConstraints): they apply only to a pod without constraints of its own, with the selector of the
+Services, ReplicationControllers, ReplicaSets and StatefulSets selecting it (helper.DefaultSelector). dralab
+has none of these objects (a pod's controller reference names its controller, not its selector), so that
+selector is always empty and, as upstream with an empty selector, no default constraint applies to any pod:
+the System defaults (hostname maxSkew 3, zone maxSkew 5, ScheduleAnyway) never change a dralab score.
+`check_args` still checks the arguments as upstream's validation does.
+
+Pods counted: those on the node in the decision (bound before it, bound or held earlier in it, minus those a
+preemption dry run took off: the pod view of scheduler/placement.py), in the pod's namespace, not terminating
+(metadata.deletionTimestamp; common.go countPodsMatchSelector). Nodes looked at: the Ready ones (a node that
+is not Ready is treated as not registered yet).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ...kube.affinity import Selector, compile_selector, merged_selector, pod_labels, pod_namespace, selector_matches
+from ...kube.fields import FieldError, check_fields, expect_enum, expect_int, expect_list, expect_map, index, join
+from ...state.cluster import NodeState, PodState
+from ..framework import ExtensionPoint, Status, unresolvable, unschedulable
+from .node_affinity import node_selector
+from .taint_toleration import taints
+
+NAME = "PodTopologySpread"
+EXTENSION_POINTS = (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER, ExtensionPoint.PRE_SCORE,
+                    ExtensionPoint.SCORE)
+CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
+LABEL_NOT_MATCH = CONSTRAINTS_NOT_MATCH + " (missing required label)"
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+MAX_NODE_SCORE = 100
+_NOT_MATCH = unschedulable(CONSTRAINTS_NOT_MATCH, "spread", NAME)
+# missing label: only another node (or other labels) can help, as NodeAffinity's mismatch ("selector")
+_LABEL = unresolvable(LABEL_NOT_MATCH, "selector", NAME)
+SYSTEM_DEFAULTS = ({"maxSkew": 3, "topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway"},
+                   {"maxSkew": 5, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"})
+
+
+class NodePods(Protocol):
+    """The pods on each node in the decision (scheduler/placement.py)."""
+
+    def on(self, node: str, /) -> Iterable[PodState]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A constraint as the plugin reads it (common.go topologySpreadConstraint): its selector parsed and
+    matchLabelKeys merged in."""
+
+    max_skew: int
+    key: str
+    selector: Selector
+    min_domains: int = 1
+    affinity_honor: bool = True
+    taints_honor: bool = False
+
+
+def constraints(pod: PodState, when: str) -> list[Constraint]:
+    """The pod's own constraints with this whenUnsatisfiable (filterTopologySpreadConstraints). The cluster
+    defaults never apply in dralab (see the module's docstring)."""
+    labels = pod_labels(pod.manifest)
+    out = []
+    for c in pod.manifest.get("spec", {}).get("topologySpreadConstraints") or ():
+        if c.get("whenUnsatisfiable") != when:
+            continue
+        selector = merged_selector(compile_selector(c.get("labelSelector")), c.get("matchLabelKeys"), labels)
+        out.append(Constraint(int(c["maxSkew"]), str(c["topologyKey"]), selector, int(c.get("minDomains") or 1),
+                              c.get("nodeAffinityPolicy", "Honor") == "Honor",
+                              c.get("nodeTaintsPolicy", "Ignore") == "Honor"))
+    return out
+
+
+def has_required(pod: PodState) -> bool:
+    """Whether the pod has a DoNotSchedule constraint (the Filter's work depends on other pods)."""
+    return any(c.get("whenUnsatisfiable") == "DoNotSchedule"
+               for c in pod.manifest.get("spec", {}).get("topologySpreadConstraints") or ())
+
+
+def count_matching(pods: Iterable[PodState], selector: Selector, namespace: str) -> int:
+    """countPodsMatchSelector: not terminating, in the namespace, selected."""
+    n = 0
+    for p in pods:
+        meta = p.manifest.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (meta.get("namespace") or "default") != namespace:
+            continue
+        if selector_matches(selector, meta.get("labels") or {}):
+            n += 1
+    return n
+
+
+def included(c: Constraint, pod: PodState, node: NodeState) -> bool:
+    """matchNodeInclusionPolicies: the pod's node affinity (Honor) and its tolerations (Honor)."""
+    empty: dict[str, int] = {}
+    if c.affinity_honor and node_selector(pod, node, empty) is not None:
+        return False
+    return not (c.taints_honor and taints(pod, node, empty) is not None)
+
+
+def has_keys(labels: Mapping[str, str], cs: list[Constraint]) -> bool:
+    return all(c.key in labels for c in cs)
+
+
+@dataclass
+class SpreadFilter:
+    """PreFilter's state (filtering.go preFilterState) and the Filter over it."""
+
+    constraints: list[Constraint]
+    counts: list[dict[str, int]]  # per constraint: topology value -> matching pods
+    minimum: list[int]  # per constraint: the global minimum (minDomains taken into account)
+    self_match: list[int]
+
+    def __post_init__(self) -> None:
+        # per constraint: its key, the domains whose skew would be too large, and whether a domain without a
+        # count (a node not eligible) would be: the per-node check is then two lookups
+        self._checks = [(c.key, {v for v, n in self.counts[i].items() if n + self.self_match[i] - self.minimum[i]
+                                 > c.max_skew}, self.self_match[i] - self.minimum[i] > c.max_skew, self.counts[i])
+                        for i, c in enumerate(self.constraints)]
+
+    def rejects_nothing(self, everywhere: bool) -> bool:
+        """Whether no node can fail: no domain over the skew, and either every node is an eligible one with all
+        the keys (`everywhere`) or a node outside the counted domains would pass too (then the node search
+        may treat the pod as depending on nothing, for this attempt)."""
+        return everywhere and all(not too_many for _, too_many, _, _ in self._checks)
+
+    def __call__(self, node: NodeState) -> Status | None:
+        labels = node.labels
+        for key, too_many, empty_too_many, counts in self._checks:
+            value = labels.get(key)
+            if value is None:
+                return _LABEL
+            if value in too_many or (empty_too_many and value not in counts):
+                return _NOT_MATCH
+        return None
+
+
+Counter = Callable[[PodState, list[Constraint]], list[dict[str, int]]]
+
+
+def domain_counts(pod: PodState, cs: list[Constraint], nodes: Iterable[NodeState], pods: NodePods
+                  ) -> list[dict[str, int]]:
+    """Per constraint: topology value -> matching pods, over the eligible nodes (calPreFilterState's count)."""
+    namespace = pod_namespace(pod.manifest)
+    counts: list[dict[str, int]] = [{} for _ in cs]
+    for node in nodes:
+        labels = node.labels
+        if not has_keys(labels, cs):
+            continue
+        on = None
+        for i, c in enumerate(cs):
+            if not included(c, pod, node):
+                continue
+            if on is None:
+                on = list(pods.on(node.name))
+            value = labels[c.key]
+            counts[i][value] = counts[i].get(value, 0) + count_matching(on, c.selector, namespace)
+    return counts
+
+
+def pre_filter(pod: PodState, nodes: Iterable[NodeState], pods: NodePods, counter: Counter | None = None
+               ) -> SpreadFilter | None:
+    """calPreFilterState; None: Skip (no DoNotSchedule constraint). `counter`: the counts kept incrementally
+    within a decision (scheduler/placement.py), else counted here."""
+    cs = constraints(pod, "DoNotSchedule")
+    if not cs:
+        return None
+    counts = counter(pod, cs) if counter is not None else domain_counts(pod, cs, nodes, pods)
+    minimum = [0 if len(counts[i]) < c.min_domains else min(counts[i].values()) for i, c in enumerate(cs)]
+    labels = pod_labels(pod.manifest)
+    return SpreadFilter(cs, counts, minimum, [1 if selector_matches(c.selector, labels) else 0 for c in cs])
+
+
+# --- Score ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ScoreState:
+    """preScoreState: the soft constraints, the nodes missing a key, counts per domain, weights."""
+
+    constraints: list[Constraint]
+    ignored: set[str]
+    counts: list[dict[str, int]]
+    weights: list[float]
+    namespace: str
+    pods: NodePods
+
+
+class SpreadScore:
+    """PodTopologySpread's Score for one pod attempt (shape of the score framework, duck-typed)."""
+
+    NAME = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None,
+                 node_pods: Callable[[Any], NodePods] | None = None) -> None:
+        args = args or {}
+        self.system_defaulted = args.get("defaultingType", "System") == "System"
+        self.node_pods = node_pods  # cycle -> its pod view (scheduler/placement.py); set by the caller
+
+    def pre_score(self, cycle: Any, pod: PodState, nodes: list[NodeState]) -> ScoreState | None:
+        """initPreScoreState and the counts over all nodes; None: Skip. `nodes`: those that passed Filter."""
+        cs = constraints(pod, "ScheduleAnyway")
+        if not cs:
+            return None  # defaults: never in dralab (no Service/RC/RS/SS selector)
+        assert self.node_pods is not None, "SpreadScore needs the decision's pod view"
+        pods = self.node_pods(cycle)
+        require_all = True  # the pod's own constraints (defaults, which relax it, never apply)
+        ignored: set[str] = set()
+        counts: list[dict[str, int]] = [{} for _ in cs]
+        for node in nodes:
+            labels = node.labels
+            if require_all and not has_keys(labels, cs):
+                ignored.add(node.name)
+                continue
+            for i, c in enumerate(cs):
+                if c.key != HOSTNAME:
+                    counts[i].setdefault(labels.get(c.key, ""), 0)
+        weights = [math.log((len(nodes) - len(ignored) if c.key == HOSTNAME else len(counts[i])) + 2)
+                   for i, c in enumerate(cs)]
+        namespace = pod_namespace(pod.manifest)
+        for node in cycle.view.nodes.values():
+            if not node.ready:
+                continue
+            labels = node.labels
+            if require_all and not has_keys(labels, cs):
+                continue
+            on = None
+            for i, c in enumerate(cs):
+                if c.key == HOSTNAME or not included(c, pod, node):
+                    continue
+                value = labels.get(c.key, "")
+                if value not in counts[i]:
+                    continue
+                if on is None:
+                    on = list(pods.on(node.name))
+                counts[i][value] += count_matching(on, c.selector, namespace)
+        return ScoreState(cs, ignored, counts, weights, namespace, pods)
+
+    def score(self, state: ScoreState, pod: PodState, node: NodeState, used: dict[str, int]) -> int:
+        if node.name in state.ignored:
+            return 0
+        total = 0.0
+        labels = node.labels
+        for i, c in enumerate(state.constraints):
+            value = labels.get(c.key)
+            if value is None:
+                continue
+            if c.key == HOSTNAME:
+                cnt = count_matching(state.pods.on(node.name), c.selector, state.namespace)
+            else:
+                cnt = state.counts[i][value]
+            total += cnt * state.weights[i] + (c.max_skew - 1)
+        return _round(total)
+
+    def normalize(self, state: ScoreState, scores: dict[str, int]) -> None:
+        kept = [s for n, s in scores.items() if n not in state.ignored]
+        low, high = (min(kept), max(kept)) if kept else (0, 0)
+        for name, s in scores.items():
+            if name in state.ignored:
+                scores[name] = 0
+            elif high == 0:
+                scores[name] = MAX_NODE_SCORE
+            else:
+                scores[name] = MAX_NODE_SCORE * (high + low - s) // high
+
+
+def _round(x: float) -> int:
+    """Go's math.Round: half away from zero (Python's round is half to even)."""
+    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+
+
+def score_plugin(args: dict[str, Any] | None = None) -> SpreadScore:
+    return SpreadScore(args)
+
+
+def check_args(args: dict[str, Any], path: str) -> None:
+    """PodTopologySpreadArgs validation (pkg/scheduler/apis/config/validation): defaultingType System | List;
+    with System no defaultConstraints; each default constraint a valid constraint without labelSelector
+    (and without matchLabelKeys), no duplicate (topologyKey, whenUnsatisfiable)."""
+    obj = expect_map(args, path)
+    check_fields(obj, path, ("defaultConstraints", "defaultingType"))
+    kind = expect_enum(obj.get("defaultingType", "System"), join(path, "defaultingType"), ("System", "List"))
+    defaults = expect_list(obj.get("defaultConstraints") or [], join(path, "defaultConstraints"))
+    if kind == "System" and defaults:
+        raise FieldError(join(path, "defaultConstraints"), "when .defaultingType is \"System\", "
+                                                           ".defaultConstraints must be empty")
+    seen: set[tuple[str, str]] = set()
+    for i, item in enumerate(defaults):
+        c_path = index(join(path, "defaultConstraints"), i)
+        c = expect_map(item, c_path)
+        check_fields(c, c_path, ("maxSkew", "topologyKey", "whenUnsatisfiable", "minDomains", "nodeAffinityPolicy",
+                                 "nodeTaintsPolicy"), ("maxSkew", "topologyKey", "whenUnsatisfiable"))
+        expect_int(c["maxSkew"], join(c_path, "maxSkew"), minimum=1)
+        when = expect_enum(c["whenUnsatisfiable"], join(c_path, "whenUnsatisfiable"),
+                           ("DoNotSchedule", "ScheduleAnyway"))
+        key = str(c["topologyKey"])
+        if not key:
+            raise FieldError(join(c_path, "topologyKey"), "can not be empty")
+        if (key, when) in seen:
+            raise FieldError(c_path, f"duplicate {{{key}, {when}}}")
+        seen.add((key, when))
