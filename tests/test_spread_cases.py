@@ -11,6 +11,9 @@ Each case is a cluster dump (Nodes, running Pods with spec.nodeName, the incomin
 - end to end, the real Scheduler decides on the fold: the pod must bind to a node that passes the plugin and
   every other filter (NodeAffinity, TaintToleration, NodeResourcesFit), or stay pending when there is none,
   with the plugin's reason in its FitError message.
+- `expect.refused` (upstream's entries whose pod the API server would refuse, e.g. an invalid label value in
+  a selector, where upstream's PreFilter fails): reading the manifests must fail with a ManifestError whose
+  message names this path.
 - `expect.scores` (upstream's scoring tables): the plugin's score object (pre_score, score per node,
   normalize) must give exactly upstream's normalized scores on the nodes listed.
 
@@ -29,7 +32,7 @@ import pytest
 import yaml
 
 from dralab.core.analysis.dump import dump_record
-from dralab.core.dra.api import parse_documents
+from dralab.core.dra.api import ManifestError, parse_documents
 from dralab.core.kube.versions import make_profile, profile_config
 from dralab.core.log.events import Record
 from dralab.core.scheduler.cycle import Cycle
@@ -110,6 +113,12 @@ def outcome(path: Path) -> tuple[str, list[str]]:
     if spec.get("skip"):
         return "skipped", []
     group, expect = spec["group"], spec["expect"]
+    if "refused" in expect:
+        try:
+            Snapshot(spec, manifests, path.name)
+        except ManifestError as e:
+            return ("pass", []) if expect["refused"] in str(e) else ("fail", [f"refused: {e}"])
+        return "fail", ["refused: the manifests were accepted"]
     snap = Snapshot(spec, manifests, path.name)
     out: list[str] = []
     if "scores" in expect:
