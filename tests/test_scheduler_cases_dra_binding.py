@@ -1,7 +1,7 @@
 """Upstream's DynamicResources test entries for device binding conditions (KEP-5007) and DRA extended resources
-(KEP-5004), restated as dralab cases (tests/scheduler_cases/dra-binding/, format of tests/workload_cases/README.md)
-and played against the scheduler with the workload cases' runner (a dump folded, then the claim controller and the
-scheduler until idle)."""
+(KEP-5004), and NodeResourcesFit's entries for DRA-backed extended resources (fit_test.go), restated as dralab
+cases (tests/scheduler_cases/dra-binding/, format of tests/workload_cases/README.md) and played against the
+scheduler with the workload cases' runner (a dump folded, then the claim controller and the scheduler until idle)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from test_workload_cases_run import Run, check
 
 CASES = Path(__file__).resolve().parent / "scheduler_cases" / "dra-binding"
 README = CASES / "README.md"
-GROUPS = ("binding", "extended")
+GROUPS = ("binding", "extended", "fit")
 
 
 def files() -> list[Path]:
