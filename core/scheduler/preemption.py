@@ -55,26 +55,9 @@ class PodPreemption:
         return self._lowest_at[1]
 
     def budgets_for(self, view: ClusterState, pdbs: list[dict[str, Any]]) -> None:
-        """The decision's PodDisruptionBudgets with disruptionsAllowed from the view (the disruption controller's
-        arithmetic, kube/pdb.py): healthy = running and not being deleted."""
-        if not pdbs:
-            return
-        by_ns: dict[str, list[tuple[dict[str, str], bool]]] = {}
-        for key in view.pods_by_phase[RUNNING]:
-            p = view.pods[key]
-            meta = p.manifest.get("metadata") or {}
-            by_ns.setdefault(meta.get("namespace") or "default", []).append(
-                (meta.get("labels") or {}, not terminating(p.manifest)))
-        for key in view.pods_by_phase[PENDING]:
-            meta = view.pods[key].manifest.get("metadata") or {}
-            by_ns.setdefault(meta.get("namespace") or "default", []).append((meta.get("labels") or {}, False))
-        self.budgets = [
-            dp.Budget(ns, partial(selector_matches, (pdb.get("spec") or {}).get("selector")),
-                      # a dump's status as the disruption controller wrote it, else computed now
-                      int(status["disruptionsAllowed"]) if "disruptionsAllowed" in (status := pdb.get("status") or {})
-                      else disruptions_allowed(pdb, by_ns.get(ns, [])),
-                      frozenset(status.get("disruptedPods") or {}))
-            for pdb in pdbs if (ns := pdb["metadata"].get("namespace") or "default")]
+        """The decision's PodDisruptionBudgets (view_budgets)."""
+        if pdbs:
+            self.budgets = view_budgets(view, pdbs)
 
     def before(self, cycle: Cycle, pod: PodState) -> None:
         """Before a single pod's attempt: nominated pods of lower priority (and its own room) out of its way."""
@@ -141,3 +124,24 @@ class PodPreemption:
             cycle.events.append(PodNominated(pod=pod.key))  # no candidate: the nomination is cleared
         return replace(status, message=message)
 
+
+def view_budgets(view: ClusterState, pdbs: list[dict[str, Any]]) -> list[dp.Budget]:
+    """PodDisruptionBudgets with disruptionsAllowed from the view (the disruption controller's arithmetic,
+    kube/pdb.py): healthy = running and not being deleted. Preemption reads them, and so does the autoscaler's
+    scale-down (autoscaler/disruption/pdb.py)."""
+    by_ns: dict[str, list[tuple[dict[str, str], bool]]] = {}
+    for key in view.pods_by_phase[RUNNING]:
+        p = view.pods[key]
+        meta = p.manifest.get("metadata") or {}
+        by_ns.setdefault(meta.get("namespace") or "default", []).append(
+            (meta.get("labels") or {}, not terminating(p.manifest)))
+    for key in view.pods_by_phase[PENDING]:
+        meta = view.pods[key].manifest.get("metadata") or {}
+        by_ns.setdefault(meta.get("namespace") or "default", []).append((meta.get("labels") or {}, False))
+    return [
+        dp.Budget(ns, partial(selector_matches, (pdb.get("spec") or {}).get("selector")),
+                  # a dump's status as the disruption controller wrote it, else computed now
+                  int(status["disruptionsAllowed"]) if "disruptionsAllowed" in (status := pdb.get("status") or {})
+                  else disruptions_allowed(pdb, by_ns.get(ns, [])),
+                  frozenset(status.get("disruptedPods") or {}))
+        for pdb in pdbs if (ns := pdb["metadata"].get("namespace") or "default")]
