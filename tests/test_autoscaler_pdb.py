@@ -6,14 +6,21 @@ block, in release profiles only."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from builders import GPU_TOLERATION, arrival, group, key, node_template, pod, scenario_doc, simulated, sourced_events
 
+from dralab.core.analysis.whatif import _base, parse_node_groups
 from dralab.core.autoscaler.disruption.drain import pods_to_move
 from dralab.core.autoscaler.disruption.pdb import RemainingPdbs
 from dralab.core.autoscaler.disruption.scale_down import utilization
-from dralab.core.log.events import NodeDeleted, NodeTaintsChanged, PodEvicted, PodFinished
+from dralab.core.dra.api import load_objects
+from dralab.core.kube.errors import ScenarioError
+from dralab.core.kube.versions import make_profile, profile_config
+from dralab.core.log.events import NodeDeleted, NodeTaintsChanged, PodEvicted, PodFinished, PodTerminating
 from dralab.core.run.config import run_config
 from dralab.core.scenario.load import parse_scenario
 from dralab.core.scheduler.plugins.default_preemption import Budget
@@ -161,3 +168,51 @@ def test_an_expendable_pod_neither_counts_nor_blocks_in_release_profiles() -> No
 def test_a_pod_at_the_cutoff_is_not_expendable() -> None:
     filler = pod("filler", gpu=5, priority=-10, tolerations=[GPU_TOLERATION])
     assert times(run(doc([arrival("1s", filler)])), NodeDeleted) == []
+
+
+# ---------------------------------------------------------------- dralab whatif on a dump
+
+
+def _dump_pod(name: str, priority: int, node: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"priority": priority,
+                            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "4"}}}]}
+    status: dict[str, Any] = {"phase": "Pending"}
+    if node is not None:
+        spec["nodeName"], status["phase"] = node, "Running"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": name},
+                         "creationTimestamp": "2025-11-03T08:00:00Z"},
+            "spec": spec, "status": status}
+
+
+def _victims(tmp_path: Path, budgets: list[dict[str, Any]]) -> list[str]:
+    """The pods `high` preempts in whatif's first settle of a dump: two 4-CPU nodes, each full with one pod."""
+    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+              "spec": {}, "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                                     "conditions": [{"type": "Ready", "status": "True"}]}}
+             for n in ("node-a", "node-b")]
+    items = [*nodes, _dump_pod("cheap", -5, "node-a"), _dump_pod("dear", 0, "node-b"), _dump_pod("high", 1000),
+             *budgets]
+    path = tmp_path / f"dump-{len(budgets)}.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    template = {"status": {"allocatable": {"cpu": "4", "pods": "110"}}}
+    groups = parse_node_groups([{"name": "cpu", "max": 1, "template": template}])
+    base = _base(load_objects([path]), groups, 0, profile_config(make_profile("1.37")))
+    return [e.pod for r in base.records for e in r.events if isinstance(e, PodTerminating)]
+
+
+def test_whatif_passes_the_dumps_budgets_to_preemption(tmp_path: Path) -> None:
+    """pickOneNodeForPreemption prefers the node whose victims violate no budget: `cheap` (priority -5) is the
+    cheaper victim, but its budget, as the dump's disruption controller wrote it, allows no disruption."""
+    assert _victims(tmp_path, []) == ["pod/default/cheap"]
+    guard = pdb("cheap-pdb", app="cheap", maxUnavailable=0)
+    guard["status"] = {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+    assert _victims(tmp_path, [guard]) == ["pod/default/dear"]
+
+
+def test_a_dumps_budget_is_checked(tmp_path: Path) -> None:
+    bad = pdb("x", minAvailable=1, maxUnavailable=1)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(ScenarioError, match="minAvailable and maxUnavailable cannot be both set"):
+        load_objects([path])
