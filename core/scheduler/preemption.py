@@ -25,6 +25,7 @@ from ..state.cluster import PENDING, RUNNING, ClusterState, PodState
 from ..state.termination import terminating
 from .cycle import Attempt, Cycle
 from .framework import Code, Status
+from .placement import depends
 from .plugins import default_preemption as dp
 from .plugins.dynamic_resources import DRA_FAILURE, PodClaims
 
@@ -99,8 +100,9 @@ class PodPreemption:
             c.cursor[0] = cursor
             return None if chosen is not None else (next(iter(reasons), DRA_FAILURE))
 
-        # no claims, a node whose static filters pass: NodeResourcesFit is the only filter left (arithmetic)
-        fits = search if state.claims.any else None
+        # no claims, a node whose static filters pass, no filter that reads other pods (PodTopologySpread,
+        # InterPodAffinity: placement.py depends): NodeResourcesFit is the only filter left (arithmetic)
+        fits = search if state.claims.any or depends(cycle, pod, self.search._anti_memo) else None
 
         potential = [n for n, a in answers.items() if a is None and n not in dra]
         if potential and dp.eligible(cycle, pod, unresolvable) is None and pod.priority <= self._lowest(cycle):
