@@ -20,9 +20,11 @@ The Eviction API's side (pkg/registry/core/pod/storage/eviction.go): a pod match
 refused (dralab: refused like a spent budget); one matched by none is evicted. dralab's simplifications are those
 of kube/pdb.py (budgets computed from the view when a scenario's PDB has no status).
 
-Older releases (cluster-autoscaler before 1.28: simulator/drain.go checkPdbs over the pods to move, and the
-drain package's own PDB check) blocked the same pods with the same NotEnoughPdb reason but did not subtract
-budgets across the nodes of one loop; dralab follows the tracker, as every release it emulates (1.34-1.37) does.
+Version differences: cluster-autoscaler before the tracker (simulator/drain.go checkPdbs, replaced in 2023 when the
+planner and drainability rules came) blocked the same pods with the same NotEnoughPdb reason but did not take budgets
+across the candidates of one loop; every release dralab emulates (1.34-1.37) has the tracker. Newer actuators can
+force-delete a pod whose eviction kept failing (drainNodeForce, for nodes a forcescaledown rule marks): not
+modelled, dralab's drains are never forced.
 """
 
 from __future__ import annotations
