@@ -120,6 +120,19 @@ def test_a_chosen_node_is_drained_one_budgeted_eviction_at_a_time() -> None:
     assert evicted(no_budget) == [(620_000, key("web-a")), (620_000, key("web-b"))]
 
 
+def test_a_drain_under_way_is_not_rechecked() -> None:
+    """Once its first eviction went, the drain goes on as upstream's actuator does: at 625 s a late pod takes the
+    last free GPU where web-b would have moved, and web-b is still evicted (its replacement waits for a new node)
+    instead of the node being given back by the re-check before delete."""
+    work = [arrival("1s", web("web-a")), arrival("2s", web("web-b")),
+            arrival("625s", pod("late", gpu=1, tolerations=[GPU_TOLERATION]))]
+    d = doc(work, [pdb("web-pdb", maxUnavailable=1)])
+    d["spec"]["workload"][0]["pod"] = pod("big", gpu=6, tolerations=[GPU_TOLERATION])
+    result = run(d)
+    assert evicted(result) == [(620_000, key("web-a")), (630_000, key("web-b"))]
+    assert [(t, e.name) for t, e in times(result, NodeDeleted)] == [(630_000, "gpu-1")]
+
+
 def test_evictions_refused_past_max_pod_eviction_time_give_the_node_up() -> None:
     """A pod under two budgets: each allows one disruption (the drainability rule lets it through), but the Eviction
     API refuses a pod with more than one budget. Retried every loop until 2 min after the drain began, then the

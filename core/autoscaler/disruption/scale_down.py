@@ -121,7 +121,7 @@ class ScaleDown:
                 draining += drain
                 continue
             moving = pods_to_move(view, node, skip_expendable=release) if drain else []
-            started = drain and pdbs is not None and _evicted_since(view, node.name, tainted_at)
+            started = drain and bool(pdbs) and _evicted_since(view, node.name, tainted_at)  # with budgets only
             if self.recheck_before_delete and not started and not self._still_removable(node, drain, moving,
                                                                                         occupied, removal_sim):
                 events += set_taints(view, node.name, [t for t in node.taints if t.get("key") != TAINT_KEY])
