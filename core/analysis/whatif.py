@@ -144,6 +144,7 @@ class _Base:
     records: tuple[Record, ...]  # the dump, the node groups, the first settle
     pending: tuple[str, ...]  # pod keys pending in the dump
     fits_now: tuple[str, ...]  # pod keys the first settle bound
+    pdbs: tuple[dict[str, Any], ...] = ()  # the dump's PodDisruptionBudgets (preemption; scale-down's drains)
 
 
 def _short(key: str) -> str:
@@ -154,9 +155,10 @@ def _base(inv: Inventory, groups: Sequence[NodeGroup], seed: int, kubernetes: di
     dump = dump_record(inv)
     records = [dump.record, _groups_record(groups)]
     log = _Log(records, seed)
-    records += log.settle(0, ClaimController(), Scheduler(kubernetes=kubernetes))
+    pdbs = [o for o in inv.other if o.get("kind") == "PodDisruptionBudget"]
+    records += log.settle(0, ClaimController(), Scheduler(kubernetes=kubernetes, pdbs=pdbs))
     fits = tuple(k for k in dump.pending if log.state.pods[k].node is not None)
-    return _Base(tuple(records), dump.pending, fits)
+    return _Base(tuple(records), dump.pending, fits, tuple(pdbs))
 
 
 def _pending_reason(view: ClusterState, key: str) -> tuple[str, str]:
@@ -176,8 +178,10 @@ def _pending_reason(view: ClusterState, key: str) -> tuple[str, str]:
 def _policy(base: _Base, policy: str, seed: int, expander: str, max_loops: int,
             kubernetes: dict[str, Any] | None) -> dict[str, Any]:
     log = _Log(base.records, seed)
-    autoscaler = Autoscaler(policy=policy, expander=expander, kubernetes=kubernetes)
-    claims, scheduler = ClaimController(), Scheduler(kubernetes=kubernetes)
+    # budgets for the autoscaler in release profiles only, as a run's config records them (run/config.py)
+    autoscaler = Autoscaler(policy=policy, expander=expander, kubernetes=kubernetes,
+                            pdbs=list(base.pdbs) if kubernetes is not None else [])
+    claims, scheduler = ClaimController(), Scheduler(kubernetes=kubernetes, pdbs=list(base.pdbs))
     step = max(autoscaler.scan_interval_ms, MAX_BACKOFF_MS)
     now = 0
     scale_ups: list[dict[str, Any]] = []

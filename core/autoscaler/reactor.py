@@ -68,6 +68,9 @@ class Autoscaler:
     # the release emulated (core/kube/versions.py profile_config; None: legacy 1.35): its DRA gates decide the
     # allocator features the simulation uses, as the scheduler's do (autoscaler PR #10200)
     kubernetes: dict[str, Any] | None = None
+    # PodDisruptionBudgets (kube/pdb.py) scale-down's drains respect (disruption/pdb.py); only when a scenario has
+    # some, so other run configs read as before
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -115,7 +118,8 @@ class Autoscaler:
             return sim, sim_ready_nodes(view, sim, nominated)
 
         def scale_down() -> list[AnyEvent]:
-            return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot)
+            return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, self.pdbs,
+                                           release=self.kubernetes is not None)
         unschedulable = sorted(
             (p for p in view.pending_pods()
              if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated

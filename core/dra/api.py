@@ -32,6 +32,9 @@ from typing import Any
 
 from ..kube.errors import ScenarioError
 from ..kube.fields import FieldError, expect_list, index, join, sanitize, type_name
+from ..kube.pdb import API_VERSION as PDB_API_VERSION
+from ..kube.pdb import KIND as PDB_KIND
+from ..kube.pdb import check_pdb
 from ..kube.podgroups import (
     HUB_API_VERSION,
     PRIORITY_CLASS_API_VERSION,
@@ -261,6 +264,13 @@ class InventoryBuilder:
             self._add_core(obj, path, file, kind)
         elif kind == TAINT_RULE_KIND and group == DRA_GROUP:  # kept in `other`, checked (core/dra/taint_rules.py)
             self._claim_name(kind, convert_rule(obj, path).name, path, file)
+            self.inventory.other.append(obj)
+        elif kind == PDB_KIND and group == "policy":  # kept in `other`, its spec checked; a dump's status is the
+            # disruption controller's and is read as written (scheduler/preemption.py view_budgets)
+            if api_version != PDB_API_VERSION:
+                raise FieldError(join(path, "apiVersion"), f"expected `{PDB_API_VERSION}`, got `{api_version}`")
+            meta = check_pdb({k: v for k, v in obj.items() if k != "status"}, path)["metadata"]
+            self._claim_name(kind, f"{meta['namespace']}/{meta['name']}", path, file)
             self.inventory.other.append(obj)
         elif self.profile is not None and self._scheduling(self.profile, obj, path, file, api_version, kind, group):
             pass

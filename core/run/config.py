@@ -49,7 +49,7 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
             "gang_timeout_ms": scenario.scheduler.gang_timeout_ms,
             "feature_gates": dict(scenario.scheduler.feature_gates),
             # PodDisruptionBudgets, which preemption reads (plugins/default_preemption.py); only when there are
-            **({"pdbs": pdbs} if (pdbs := [o for o in scenario.objects if o["kind"] == "PodDisruptionBudget"]) else {}),
+            **({"pdbs": pdbs} if (pdbs := _pdbs(scenario)) else {}),
         },
         "autoscaler": {
             "policy": scenario.policy.autoscaler,
@@ -63,6 +63,10 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
             # recorded only when not the default, so logs written before the setting existed read the same
             **({"provisioning_request_claims": scenario.autoscaler.provisioning_request_claims}
                if scenario.autoscaler.provisioning_request_claims != "materialize" else {}),
+            # the same budgets, which scale-down's drains respect (autoscaler/disruption/pdb.py); release profiles only:
+            # the legacy model's drains never read budgets, and its logs must read as they were made
+            **({"pdbs": pdbs} if (pdbs := _pdbs(scenario)) and profile_config(scenario.kubernetes) is not None
+               else {}),
         },
     }
 
@@ -89,6 +93,10 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
         *([DeviceTaintEviction(**config["device_taint_eviction"], kubernetes=profile_config(merged))]
           if "device_taint_eviction" in config else []),
     ]
+
+
+def _pdbs(scenario: Scenario) -> list[dict[str, Any]]:
+    return [o for o in scenario.objects if o["kind"] == "PodDisruptionBudget"]
 
 
 def _taint_rules(scenario: Scenario) -> bool:

@@ -25,6 +25,7 @@ from ..state.cluster import PENDING, RUNNING, ClusterState, PodState
 from ..state.termination import terminating
 from .cycle import Attempt, Cycle
 from .framework import Code, Status
+from .placement import depends
 from .plugins import default_preemption as dp
 from .plugins.dynamic_resources import DRA_FAILURE, PodClaims
 
@@ -55,26 +56,9 @@ class PodPreemption:
         return self._lowest_at[1]
 
     def budgets_for(self, view: ClusterState, pdbs: list[dict[str, Any]]) -> None:
-        """The decision's PodDisruptionBudgets with disruptionsAllowed from the view (the disruption controller's
-        arithmetic, kube/pdb.py): healthy = running and not being deleted."""
-        if not pdbs:
-            return
-        by_ns: dict[str, list[tuple[dict[str, str], bool]]] = {}
-        for key in view.pods_by_phase[RUNNING]:
-            p = view.pods[key]
-            meta = p.manifest.get("metadata") or {}
-            by_ns.setdefault(meta.get("namespace") or "default", []).append(
-                (meta.get("labels") or {}, not terminating(p.manifest)))
-        for key in view.pods_by_phase[PENDING]:
-            meta = view.pods[key].manifest.get("metadata") or {}
-            by_ns.setdefault(meta.get("namespace") or "default", []).append((meta.get("labels") or {}, False))
-        self.budgets = [
-            dp.Budget(ns, partial(selector_matches, (pdb.get("spec") or {}).get("selector")),
-                      # a dump's status as the disruption controller wrote it, else computed now
-                      int(status["disruptionsAllowed"]) if "disruptionsAllowed" in (status := pdb.get("status") or {})
-                      else disruptions_allowed(pdb, by_ns.get(ns, [])),
-                      frozenset(status.get("disruptedPods") or {}))
-            for pdb in pdbs if (ns := pdb["metadata"].get("namespace") or "default")]
+        """The decision's PodDisruptionBudgets (view_budgets)."""
+        if pdbs:
+            self.budgets = view_budgets(view, pdbs)
 
     def before(self, cycle: Cycle, pod: PodState) -> None:
         """Before a single pod's attempt: nominated pods of lower priority (and its own room) out of its way."""
@@ -116,8 +100,9 @@ class PodPreemption:
             c.cursor[0] = cursor
             return None if chosen is not None else (next(iter(reasons), DRA_FAILURE))
 
-        # no claims, a node whose static filters pass: NodeResourcesFit is the only filter left (arithmetic)
-        fits = search if state.claims.any else None
+        # no claims, a node whose static filters pass, no filter that reads other pods (PodTopologySpread,
+        # InterPodAffinity: placement.py depends): NodeResourcesFit is the only filter left (arithmetic)
+        fits = search if state.claims.any or depends(cycle, pod, self.search._anti_memo) else None
 
         potential = [n for n, a in answers.items() if a is None and n not in dra]
         if potential and dp.eligible(cycle, pod, unresolvable) is None and pod.priority <= self._lowest(cycle):
@@ -141,3 +126,24 @@ class PodPreemption:
             cycle.events.append(PodNominated(pod=pod.key))  # no candidate: the nomination is cleared
         return replace(status, message=message)
 
+
+def view_budgets(view: ClusterState, pdbs: list[dict[str, Any]]) -> list[dp.Budget]:
+    """PodDisruptionBudgets with disruptionsAllowed from the view (the disruption controller's arithmetic,
+    kube/pdb.py): healthy = running and not being deleted. Preemption reads them, and so does the autoscaler's
+    scale-down (autoscaler/disruption/pdb.py)."""
+    by_ns: dict[str, list[tuple[dict[str, str], bool]]] = {}
+    for key in view.pods_by_phase[RUNNING]:
+        p = view.pods[key]
+        meta = p.manifest.get("metadata") or {}
+        by_ns.setdefault(meta.get("namespace") or "default", []).append(
+            (meta.get("labels") or {}, not terminating(p.manifest)))
+    for key in view.pods_by_phase[PENDING]:
+        meta = view.pods[key].manifest.get("metadata") or {}
+        by_ns.setdefault(meta.get("namespace") or "default", []).append((meta.get("labels") or {}, False))
+    return [
+        dp.Budget(ns, partial(selector_matches, (pdb.get("spec") or {}).get("selector")),
+                  # a dump's status as the disruption controller wrote it, else computed now
+                  int(status["disruptionsAllowed"]) if "disruptionsAllowed" in (status := pdb.get("status") or {})
+                  else disruptions_allowed(pdb, by_ns.get(ns, [])),
+                  frozenset(status.get("disruptedPods") or {}))
+        for pdb in pdbs if (ns := pdb["metadata"].get("namespace") or "default")]

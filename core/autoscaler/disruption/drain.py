@@ -8,13 +8,18 @@ defaults):
   DaemonSet pod                                                        -> stays, does not block
   annotation cluster-autoscaler.kubernetes.io/safe-to-evict: "true"    -> moves
   no controller of kind ReplicationController/Job/ReplicaSet/StatefulSet -> blocks (NotReplicated)
-  namespace kube-system                                                -> blocks (UnmovableKubeSystemPod;
-                                                                          dralab has no PodDisruptionBudgets)
+  namespace kube-system                                                -> blocks (UnmovableKubeSystemPod)
   safe-to-evict: "false"                                               -> blocks (NotSafeToEvictAnnotation)
   a hostPath or disk-backed emptyDir volume not listed in
   cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes         -> blocks (LocalStorageRequested)
+  a PodDisruptionBudget with less than one disruption left matches it -> blocks (NotEnoughPdb; pdb.py)
   otherwise                                                            -> moves
-PodDisruptionBudgets are not modelled (no object carries one), so no eviction is refused for them.
+Budgets are read only when the scenario has PodDisruptionBudgets (the run config's `autoscaler.pdbs`).
+
+In release profiles, expendable pods (priority below --expendable-pods-priority-cutoff, -10) are not seen at
+all: cluster-autoscaler leaves them out of its snapshot (static_autoscaler.go: FilterOutExpendablePods before
+initializeClusterSnapshot; the actuator's snapshot likewise), so they neither block nor move, and end with
+the node.
 
 The pods that move must each fit on another ready node of the autoscaler's snapshot (the scheduler's
 filters; with a DRA policy the allocator too), the node itself and the nodes already chosen for removal
@@ -36,6 +41,8 @@ from ...scheduler.plugins.fragmentation import claim_demand
 from ...state.cluster import ClusterState, NodeState, PodState
 from ...state.objects import controller_ref
 from ..simulation.capacity import SimNode, Simulation
+from ..simulation.nominated import expendable
+from .pdb import NOT_ENOUGH_PDB, RemainingPdbs
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -77,17 +84,28 @@ def blocking_local_storage(manifest: dict[str, Any], annotations: dict[str, Any]
     return False
 
 
-def pods_to_move(view: ClusterState, node: NodeState) -> list[PodState] | tuple[str, str]:
-    """The node's pods a drain evicts, or (the block reason, the pod key) of the first pod that blocks."""
+def pods_to_move(view: ClusterState, node: NodeState, pdbs: RemainingPdbs | None = None,
+                 skip_expendable: bool = False) -> list[PodState] | tuple[str, str]:
+    """The node's pods a drain evicts, or (the block reason, the pod key) of the first pod that blocks.
+    `pdbs`: the loop's remaining budgets (none: no PodDisruptionBudgets); `skip_expendable`: release profiles."""
     moving = []
     for key in node.pods:
         pod = view.pods[key]
+        if skip_expendable and expendable(pod):
+            continue
         outcome, reason = drainability(pod)
         if outcome == "blocked":
             return reason, key
         if outcome == MOVES:
+            # the PDB rule comes last (rules.Default): safe-to-evict pods were let go before it
+            if pdbs is not None and pdbs.blocks(pod) and not _safe_to_evict(pod):
+                return NOT_ENOUGH_PDB, key
             moving.append(pod)
     return moving
+
+
+def _safe_to_evict(pod: PodState) -> bool:
+    return ((pod.manifest.get("metadata") or {}).get("annotations") or {}).get(SAFE_TO_EVICT) == "true"
 
 
 @dataclass

@@ -22,6 +22,13 @@ Before deleting, cluster-autoscaler looks at the node again; with `recheckBefore
 deletes on the judgment it made when tainting, which is the race of autoscaler#3886: a pod bound in
 between (one the scheduler had already reserved the node for, invisible without a nominated node name)
 is killed with the node.
+
+With PodDisruptionBudgets (the scenario has some: `pdbs`), a candidate whose pods a budget does not let go is
+not removable (NotEnoughPdb), budgets are shared by the candidates of one loop, and the drain of a node already
+chosen evicts what the budgets allow, retrying the rest every loop until --max-pod-eviction-time (2 min) after
+it began, then gives up and removes the taint (pdb.py has the upstream sources). In release profiles
+(`release`), expendable pods (priority below -10) are invisible to scale-down: not counted in utilization, not
+moved, no blockers (drain.py).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...cluster.nodes import delete_node, set_taints
+from ...dra.allocated import AllocatedState
 from ...kube.defaults import (
     MAX_DRAIN_PARALLELISM,
     MAX_SCALE_DOWN_PARALLELISM,
@@ -40,11 +48,14 @@ from ...kube.defaults import (
     SCALE_DOWN_UNNEEDED_TIME_MS,
     SCALE_DOWN_UTILIZATION_THRESHOLD,
 )
-from ...log.events import AnyEvent
+from ...log.events import AnyEvent, PodEvicted
 from ...scheduler.plugins.dra_binding import waiting_devices
-from ...state.cluster import ClusterState, NodeState, PodState
+from ...scheduler.preemption import view_budgets
+from ...state.cluster import FAILED, ClusterState, NodeState, PodState
 from ..simulation.capacity import SimNode, Simulation
+from ..simulation.nominated import expendable
 from .drain import RemovalSimulator, pods_to_move
+from .pdb import MAX_POD_EVICTION_TIME_MS, NOT_ENOUGH_PDB, RemainingPdbs
 
 Snapshot = Callable[[], tuple[Simulation, list[SimNode]]]
 
@@ -64,12 +75,22 @@ class ScaleDown:
     _blocker: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def decide(self, view: ClusterState, now: int, ready: Callable[[NodeState], bool],
-               occupied: set[str], snapshot: Snapshot | None = None) -> list[AnyEvent]:
+               occupied: set[str], snapshot: Snapshot | None = None, pdbs: list[dict[str, Any]] | None = None,
+               release: bool = False) -> list[AnyEvent]:
         """This loop's scale-down events. `occupied`: nodes with pods nominated to them. `snapshot`:
         makes the autoscaler's simulation and its ready nodes, for draining nodes with pods (none: only
-        empty nodes are scaled down)."""
+        empty nodes are scaled down). `pdbs`: the scenario's PodDisruptionBudgets; `release`: a release
+        profile (expendable pods ignored)."""
         if not self.enabled:
             return []
+        budgets: list[RemainingPdbs] = []  # made once, when a drain or a candidate with pods needs it
+
+        def tracker() -> RemainingPdbs | None:
+            if not pdbs:
+                return None
+            if not budgets:
+                budgets.append(RemainingPdbs(view_budgets(view, pdbs)))
+            return budgets[0]
         events: list[AnyEvent] = []
         leaving: set[str] = set()  # nodes deleted or tainted for deletion: no destination for moved pods
         removal: list[RemovalSimulator] = []  # made once, when a drain needs it
@@ -99,12 +120,22 @@ class ScaleDown:
             if now < tainted_at + self.delete_delay_after_taint_ms:
                 draining += drain
                 continue
-            moving = pods_to_move(view, node) if drain else []
-            if self.recheck_before_delete and not self._still_removable(node, drain, moving, occupied,
-                                                                        removal_sim):
+            moving = pods_to_move(view, node, skip_expendable=release) if drain else []
+            started = drain and bool(pdbs) and _evicted_since(view, node.name, tainted_at)  # with budgets only
+            if self.recheck_before_delete and not started and not self._still_removable(node, drain, moving,
+                                                                                        occupied, removal_sim):
                 events += set_taints(view, node.name, [t for t in node.taints if t.get("key") != TAINT_KEY])
                 continue  # still counted as leaving in this loop, as the view shows it tainted
             evict = [p.key for p in moving] if isinstance(moving, list) else []
+            if evict and (pdbs_left := tracker()) is not None:
+                allowed = [k for k in evict if pdbs_left.evict(view.pods[k])]
+                if len(allowed) < len(evict):  # the Eviction API refused some: retried next loop, or given up
+                    if now >= tainted_at + self.delete_delay_after_taint_ms + MAX_POD_EVICTION_TIME_MS:
+                        events += set_taints(view, node.name, [t for t in node.taints if t.get("key") != TAINT_KEY])
+                    else:
+                        events += [PodEvicted(pod=k, node=node.name, reason="scale-down: unneeded") for k in allowed]
+                        draining += 1
+                    continue
             events += delete_node(view, node.name, reason="scale-down: unneeded", evict=evict)
         last_add = max((t for t, _, _ in view.scale_ups), default=None)
         if last_add is not None and now < last_add + self.delay_after_add_ms:
@@ -129,18 +160,21 @@ class ScaleDown:
                     continue
                 if self._blocker.get(node.name) in node.pods:
                     continue  # the pod that blocked its drain is still there: still blocked
-                moving = pods_to_move(view, node)
+                moving = pods_to_move(view, node, tracker(), release)
                 if isinstance(moving, tuple):
-                    self._blocker[node.name] = moving[1]
+                    if moving[0] != NOT_ENOUGH_PDB:  # a budget may allow it later: not cached
+                        self._blocker[node.name] = moving[1]
                     continue
-                if utilization(view, node) >= self.utilization_threshold:
+                if utilization(view, node, release) >= self.utilization_threshold:
                     continue
                 if moving:  # else only DaemonSet and mirror pods: empty, as upstream counts it
                     simulated += 1
                     if not removal_sim().try_remove(node, moving):
                         continue
                     draining += 1
-            elif utilization(view, node) >= self.utilization_threshold:
+                    if (pdbs_left := tracker()) is not None:
+                        pdbs_left.remove(moving)  # the planner's RemovePods
+            elif utilization(view, node, release) >= self.utilization_threshold:
                 continue
             taints: list[dict[str, Any]] = [*node.taints,
                                             {"key": TAINT_KEY, "value": str(now), "effect": "NoSchedule"}]
@@ -164,15 +198,37 @@ class ScaleDown:
         return not moving or removal_sim().try_remove(node, moving)
 
 
-def utilization(view: ClusterState, node: NodeState) -> float:
+def _evicted_since(view: ClusterState, node: str, t: int) -> bool:
+    """Whether a pod of the node ended (was evicted) at or after `t`: its drain has begun. Newest first."""
+    for key in reversed(view.pods_by_phase[FAILED]):
+        pod = view.pods[key]
+        if pod.finished_t < t:
+            return False
+        if pod.node == node:
+            return True
+    return False
+
+
+def utilization(view: ClusterState, node: NodeState, release: bool = False) -> float:
     """GPU utilization for a node with GPUs (extended `*/gpu` or DRA devices of its own slices), else
-    max(cpu, memory)."""
+    max(cpu, memory). `release`: expendable pods left out (not in cluster-autoscaler's snapshot)."""
+    ignored = [p for k in node.pods if expendable(p := view.pods[k])] if release else []
+    gone = {p.key for p in ignored}
+
+    def used(resource: str) -> int:
+        return node.used.get(resource, 0) - sum(p.requests.get(resource, 0) for p in ignored)
     gpus = {r: a for r, a in node.allocatable.items() if r.endswith("/gpu") and a}
     if gpus:
-        return max(node.used.get(r, 0) / a for r, a in gpus.items())
+        return max(used(r) / a for r, a in gpus.items())
     devices = [d.id for _, slc in view.dra.slice_index().by_node.get(node.name, ()) for d in slc.devices]
     if devices:
         waiting = waiting_devices(view) if view.dra.binding else set()  # no pod on the node uses them (#8795)
+        if gone:  # devices of claims only expendable pods use are free
+            held = AllocatedState()
+            for c in view.dra.claims.values():
+                if c.allocation is not None and c.reserved_for and set(c.reserved_for) <= gone:
+                    held.add_allocation(c.allocation)
+            waiting = waiting | held.devices
         return sum(1 for d in devices if d in view.dra.allocated.devices and d not in waiting) / len(devices)
-    return max((node.used.get(r, 0) / node.allocatable[r] for r in ("cpu", "memory") if node.allocatable.get(r)),
+    return max((used(r) / node.allocatable[r] for r in ("cpu", "memory") if node.allocatable.get(r)),
                default=0.0)

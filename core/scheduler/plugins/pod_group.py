@@ -294,7 +294,19 @@ def _signature(pod: PodState) -> tuple[Any, ...] | None:
     if spec.get("resourceClaims"):
         return None
     return (tuple(sorted(pod.requests.items())), repr(spec.get("nodeSelector")), repr(spec.get("affinity")),
-            repr(spec.get("tolerations")))
+            repr(spec.get("tolerations")), pod.priority)  # priority: which nominated pods its filters count
+
+
+def _with_nominated(cycle: Cycle, place: Place, pod: PodState, nodes: tuple[str, ...] | None) -> Placement | Status:
+    """A member's attempt as a single pod's (schedule_one_podgroup.go runs each member through schedulePod, whose
+    RunFilterPluginsWithNominatedPods adds only nominated pods of priority >= the pod's): the others' room is
+    hidden for the attempt and put back after it (cycle.py hide_nominated / show_nominated)."""
+    hidden = cycle.hide_nominated(pod)
+    try:
+        return place(pod, nodes)
+    finally:
+        if hidden:
+            cycle.show_nominated(hidden, pod, False)
 
 
 def _distinct_shapes(pods: list[PodState]) -> dict[str, PodState]:
@@ -346,6 +358,8 @@ def schedule_group(cycle: Cycle, groups: PodGroupCycle, key: str, pods: list[Pod
         return
     for pod in ready:  # the room kept for its pods' nominations is theirs in this cycle
         cycle.release_nomination(pod)
+    if cycle.nominated:  # each member's filters count the nominated pods of its priority or higher
+        place = partial(_with_nominated, cycle, place)
     error = groups.mismatch(group, ready)
     if error is not None:
         for pod in ready:
