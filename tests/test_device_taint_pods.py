@@ -9,14 +9,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import yaml
 from test_device_taint_cases import CASES, TaintRun
 from test_workload_cases import load_case
 from test_workload_cases_run import profile_of
 
 from dralab.core.analysis.dump import dump_record
-from dralab.core.controllers.device_taint_eviction import pod_claims, uses
+from dralab.core.controllers.device_taint_eviction import DeviceTaintEviction, pod_claims, uses
 from dralab.core.dra.api import parse_documents
 from dralab.core.dra.extended import POD_CLAIM
+from dralab.core.kube.versions import profile_config
+from dralab.core.log.events import DeviceTaintRuleCreated, Record
 from dralab.core.state.cluster import ClusterState
 
 POD = "pod/default/my-pod"
@@ -107,3 +110,54 @@ def test_template_claim_of_the_status_entry() -> None:
     for status in ([], [{"name": "r0"}]):
         _doc(manifests, "Pod")["status"]["resourceClaimStatuses"] = status
         assert _evicted(spec, manifests) == [], status
+
+
+EXTENDED_RUN = """
+apiVersion: v1
+kind: Node
+metadata: {name: worker}
+status: {allocatable: {cpu: '8', memory: 16Gi, pods: '110'}}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: my-resource-class}
+spec:
+  selectors: [{cel: {expression: device.driver == "some-driver"}}]
+  extendedResourceName: example.com/gpu
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: worker-some-driver}
+spec:
+  driver: some-driver
+  nodeName: worker
+  pool: {name: worker, generation: 1, resourceSliceCount: 1}
+  devices: [{name: instance}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: my-pod, namespace: default}
+spec:
+  containers:
+  - name: c
+    image: i
+    resources: {requests: {example.com/gpu: '1'}, limits: {example.com/gpu: '1'}}
+"""
+
+
+def test_extended_claim_of_a_run_is_evicted() -> None:
+    """End to end: the scheduler binds the pod with its special claim (owned by it, recorded as its
+    `<extended-resources>` claim; the pod's manifest has no status), then a NoExecute rule evicts it at once."""
+    spec = {"kubernetes": {"version": "1.37"}}
+    run = TaintRun(spec, list(yaml.safe_load_all(EXTENDED_RUN)), "extended.yaml")
+    pod = run.state.pods[POD]
+    assert pod.node == "worker" and "status" not in pod.manifest
+    [(claim, owned)] = pod_claims(run.state, pod)
+    assert owned and run.state.dra.pod_claims[POD][POD_CLAIM] == claim and uses(run.state, pod, claim)
+    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "evict"},
+            "spec": {"deviceSelector": {"driver": "some-driver"},
+                     "taint": {"key": "example.com/taint", "effect": "NoExecute"}}}
+    run._append(Record(id="rule", source="scenario", view=-1, t=1000,
+                       events=(DeviceTaintRuleCreated(manifest=rule, time_added_ms=1000),)))
+    run._settle(1000, DeviceTaintEviction(kubernetes=profile_config(run.profile)))
+    assert run.evicted_at() == {"my-pod": 1000}
