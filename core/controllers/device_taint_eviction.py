@@ -5,10 +5,14 @@ claim does not tolerate are deleted, after the pod's DisruptionTarget condition 
 `DeletionByDeviceTaintManager`. When: for each tainted device of the claim, the taint's `timeAdded` plus the
 `tolerationSeconds` of the allocation result's toleration that tolerates it (0 when none does; never when one
 tolerates it without `tolerationSeconds`); the claim's time is the earliest of its devices'. Pods already done
-are left alone. The tolerations are those the allocation result recorded for the device (core/dra/result.py). The
-pods of a claim are those in its reservedFor, and for a PodGroup there (KEP-5729) its members that name the claim.
-An eviction is attributed to every rule that would evict the pod, the later ones too (upstream's
-multiple-claims-different-rules cases).
+are left alone. The tolerations are those the allocation result recorded for the device (core/dra/result.py). A
+pod uses a claim as podEvictionTime finds it: starting from the pod (`pod_claims`: its spec entries resolved as
+resourceclaim.Name does, through its status for template claims, then its extended-resource claim), the claim
+allocated, controlled by the pod if it was generated for it (IsForPod), and reserved for the pod or, KEP-5729, for
+its PodGroup (IsReservedForPod). Upstream matches reservedFor by uid; dralab's fold keeps reservedFor as pod keys,
+so a pod recreated under the same name counts as the claim's consumer (upstream's no-evict-wrong-pod). An eviction
+is attributed to every rule that would evict the pod, the later ones too (upstream's multiple-claims-different-rules
+cases).
 
 dralab's model: the taints that evict are those of DeviceTaintRules (core/dra/taint_rules.py; their `timeAdded`
 is when the rule was created in the run). An evicted pod gets `PodEvicted` with the reason (the fold writes the
@@ -35,15 +39,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..cluster.pod_claims import group_claims, same_source
 from ..dra.checks import check_toleration
+from ..dra.extended import POD_CLAIM
 from ..dra.model import Taint, Toleration
 from ..dra.prepare import tolerates
 from ..dra.taint_rules import TaintRule
 from ..engine.contract import Decision, Trigger
 from ..kube.versions import profile_from_config
 from ..log.events import AnyEvent, DeviceTaintRuleStatus, PodEvicted
-from ..state.cluster import FAILED, SUCCEEDED, ClusterState
+from ..state.cluster import FAILED, SUCCEEDED, ClusterState, PodState
 from ..state.device_taints import taint_key
+from ..state.dra import ClaimState
+from ..state.objects import controller_ref
 
 REASON = "DeletionByDeviceTaintManager"  # the pod's DisruptionTarget condition reason, upstream's
 SLICE = "\x00slice/"  # the name prefix of a slice's own taint as a rule (no rule name can start so)
@@ -80,28 +88,75 @@ def claim_eviction(allocation: dict[str, Any], rules: Sequence[tuple[TaintRule, 
     return None if best is None else (best, sorted(names))
 
 
-def _references(view: ClusterState, pod_key: str, claim: str) -> bool:
-    """Whether the pod uses the claim (a PodGroup member uses its group's claim only if it names it, upstream's
-    no-evict-pod-in-podgroup-without-claim)."""
-    pod = view.pods.get(pod_key)
-    if pod is None:
+def _controlled_by(claim: ClaimState, pod: PodState) -> bool:
+    """Whether the claim's controlling owner is the pod (upstream resourceclaim.IsForPod, metav1.IsControlledBy:
+    the controller ownerReference's uid is the pod's). dralab's own pods may carry no uid (nor, then, do the
+    claims made for them, core/cluster/pod_claims.py): where either side has none, the Pod's name stands in."""
+    ref = controller_ref(claim.claim.manifest)
+    if ref is None or ref.get("kind") != "Pod":
         return False
-    if claim in view.dra.pod_claims.get(pod_key, {}).values():
-        return True
-    namespace = pod_key.split("/")[1]
-    return any(claim == f"claim/{namespace}/{c.get('resourceClaimName')}"
-               for c in (pod.manifest.get("spec") or {}).get("resourceClaims") or [] if isinstance(c, dict))
+    uid = str((pod.manifest.get("metadata") or {}).get("uid") or "")
+    if uid and ref.get("uid"):
+        return str(ref["uid"]) == uid
+    return ref.get("name") == pod.key.rsplit("/", 1)[1]
+
+
+def pod_claims(view: ClusterState, pod: PodState) -> list[tuple[str, bool]]:
+    """The claims the pod uses as upstream's controller resolves them (podEvictionTime: resourceclaim.Name per
+    `spec.resourceClaims` entry, then `status.extendedResourceClaimStatus`): (claim key, whether the claim must
+    be controlled by the pod). An entry naming a claim uses it as is; an entry naming a template uses the claim
+    its status entry names (dralab: `dra.pod_claims`, the fold's record of `status.resourceClaimStatuses`; no
+    status entry, or one without a claim name, is no claim); the extended-resource claim is the one the scheduler
+    recorded (`pod_claims`' `<extended-resources>`) or, in a dump, the one `status.extendedResourceClaimStatus`
+    names. Generated claims must be the pod's own (mustCheckOwner). A PodGroup member's entry that matches a
+    group entry (KEP-5729 same_source) is the group's claim, owned by the group."""
+    namespace = pod.key.split("/")[1]
+    made = view.dra.pod_claims.get(pod.key, {})
+    groups = group_claims(view, pod)
+    out: list[tuple[str, bool]] = []
+    for entry in (pod.manifest.get("spec") or {}).get("resourceClaims") or []:
+        if not isinstance(entry, dict):
+            continue
+        name = str(entry.get("name"))
+        consumer, group_entry = groups.get(name, ("", {}))
+        if consumer and same_source(group_entry, entry):
+            claim = (f"claim/{namespace}/{entry['resourceClaimName']}" if entry.get("resourceClaimName")
+                     else view.dra.pod_claims.get(consumer, {}).get(name))
+            if claim is not None:
+                out.append((claim, False))
+        elif entry.get("resourceClaimName"):
+            out.append((f"claim/{namespace}/{entry['resourceClaimName']}", False))
+        elif name in made:
+            out.append((made[name], True))
+    extended = made.get(POD_CLAIM)
+    if extended is None:
+        named = ((pod.manifest.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        extended = f"claim/{namespace}/{named}" if named else None
+    if extended is not None:
+        out.append((extended, True))
+    return out
+
+
+def uses(view: ClusterState, pod: PodState, claim: str) -> bool:
+    """Whether the pod uses the claim as upstream's controller sees it: resolved from the pod (pod_claims), and
+    for a generated claim controlled by the pod; the caller has the claim reserved for the pod or its group."""
+    state = view.dra.claims.get(claim)
+    return state is not None and any(
+        key == claim and (not owned or _controlled_by(state, pod)) for key, owned in pod_claims(view, pod))
 
 
 def _consumers(view: ClusterState, claim: str, reserved_for: Iterable[str]) -> list[str]:
-    """The pods using a claim: those in reservedFor, and the members of a PodGroup in it that name the claim."""
+    """The pods using a claim (upstream IsReservedForPod and podEvictionTime both): those in its reservedFor, and
+    the members of a PodGroup in it (KEP-5729), that use it (`uses`: a member that does not name the claim,
+    upstream's no-evict-pod-in-podgroup-without-claim, or a pod whose status names no claim, is left alone)."""
     out: list[str] = []
     for consumer in reserved_for:
-        if consumer.startswith("podgroup/"):
-            out += [p for p in view.gang.group_members.get(consumer[len("podgroup/"):], {})
-                    if _references(view, p, claim)]
-        else:
-            out.append(consumer)
+        keys = (list(view.gang.group_members.get(consumer[len("podgroup/"):], {}))
+                if consumer.startswith("podgroup/") else [consumer])
+        for key in keys:
+            pod = view.pods.get(key)
+            if pod is not None and uses(view, pod, claim):
+                out.append(key)
     return out
 
 
