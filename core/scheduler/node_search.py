@@ -18,6 +18,7 @@ from typing import Any
 
 from ..dra.allocator import Allocator
 from ..state.cluster import ClusterState, NodeState, PodState
+from .config import num_feasible_nodes_to_find as configured_nodes_to_find
 from .cycle import Attempt, Cycle, Used
 from .feasibility_cache import FeasibilityCache
 from .filters import STATIC_FILTERS, ShapeMemo, first_failure, num_feasible_nodes_to_find, static_shape
@@ -25,6 +26,7 @@ from .plain import Pick
 from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import fragmentation_score, pod_demand
 from .plugins.node_resources_fit import SCORERS, failure_message, lacking, utilisation
+from .scoring import PodScore, Scoring
 
 # what a node's static filter answer depends on, its name aside (read as two lists, not a tuple per node:
 # lists of the very same objects compare at C speed, by identity)
@@ -37,6 +39,7 @@ class NodeSearch:
 
     score: str
     _dra: DraPlugin
+    _scoring: Scoring | None  # the scheduler configuration's Score plugins (scoring.py); None: the `score` policy
     _demand: dict[str, int]
     _static_memo: dict[str, dict[str, tuple[dict[str, Any], bool, str | None]]]
     _shapes: ShapeMemo
@@ -81,14 +84,21 @@ class NodeSearch:
             answers = self._static_answers(cycle, pod)
             nodes = [(name, answers[name]) for name in restrict if name in answers]
         score = self._scorer(cycle, pod)
+        # With a scheduler configuration: the plugins' PreScore for this pod (scoring.py); `setwise` when a
+        # plugin in play normalizes over the found nodes (or reads them all): then the found set is scored
+        # as upstream, DynamicResources' Filter run on each node as it is found, not lazily afterwards.
+        framework = score if isinstance(score, PodScore) else None
+        setwise = framework is not None and not framework.pointwise
         # Like upstream, stop once enough feasible nodes are found, starting where the last search
         # stopped (a rotating start, carried by the decision's cycle); if none of them can take the
         # pod's claims, look at the rest too.
-        want = num_feasible_nodes_to_find(len(nodes))
+        want = (num_feasible_nodes_to_find(len(nodes)) if self._scoring is None
+                else configured_nodes_to_find(self._scoring.percentage, len(nodes)))
         start = cycle.cursor[0] % len(nodes) if nodes else 0
-        if nodes and not claims.any and self.score != "fragmentation" and restrict is None:
-            index = self._feasibility.index((shape, tuple(pod.requests.items())), pod.requests,
-                                            self._node_score(pod, score))
+        if nodes and not claims.any and self.score != "fragmentation" and restrict is None and not setwise:
+            key = (shape, tuple(pod.requests.items()), *(() if framework is None else (framework.key,)))
+            index = self._feasibility.index(key, pod.requests,
+                                            framework.node if framework is not None else self._node_score(pod, score))
             index.sync(view, nodes, cycle, cycle.changed, used.own_map() if isinstance(used, Used) else {})
             if not index.feasible():  # every node looked at, none fits
                 cycle.cursor[0] = start + len(nodes)
@@ -105,7 +115,7 @@ class NodeSearch:
         # allocated with at most two requested resources the same float arithmetic as `utilisation` (one
         # or two additions round the same whatever sum() does).
         requests = sorted(pod.requests.items())
-        inline = self.score != "fragmentation" and len(pod.requests) <= 2
+        inline = framework is None and self.score != "fragmentation" and len(pod.requests) <= 2
         least = self.score == "least-allocated"
         in_order = list(pod.requests.items())
         nodes_of = view.nodes
@@ -115,6 +125,8 @@ class NodeSearch:
             scored: dict[float, list[str]] = {}
             found = 0
             failed: dict[str, int] = {}
+            found_nodes: list[tuple[str, NodeState, dict[str, int]]] = []  # setwise: scored once all are found
+            found_allocations: dict[str, dict[str, dict[str, Any]]] = {}
             while scanned < total and found < want:
                 name, failure = order[scanned]
                 scanned += 1
@@ -129,6 +141,15 @@ class NodeSearch:
                     missing = lacking(requests, node_used, alloc)
                     if missing:
                         failure = failure_message(missing[0])
+                    # ---- end of the filters; the score (setwise: DRA's Filter first, then kept to rank)
+                    elif setwise:
+                        allocations = self._dra_filter(cycle, claims, allocator, name, reasons, dra_nodes)
+                        if allocations is None:
+                            continue
+                        found_nodes.append((name, node, node_used))
+                        found_allocations[name] = allocations
+                        found += 1
+                        continue
                     else:
                         if inline:
                             value, k = 0.0, 0
@@ -152,6 +173,16 @@ class NodeSearch:
                 failed[failure] = failed.get(failure, 0) + 1
             reasons.update(failed)
             cycle.cursor[0] = start + scanned
+            if setwise:
+                if not found_nodes:
+                    continue
+                assert framework is not None
+                ranked = framework.rank(found_nodes)
+                group = ranked[max(ranked)]
+                if len(group) > 1:
+                    group = list(group)
+                    cycle.rng.shuffle(group)  # selectHost
+                return group[0], reasons, found_allocations[group[0]], []
             chosen, allocations = self._pick(cycle, scored, reasons, dra_nodes, claims=claims, allocator=allocator)
             if chosen is not None:
                 return chosen, reasons, allocations, []
@@ -183,7 +214,10 @@ class NodeSearch:
         return value
 
     def _scorer(self, cycle: Cycle, pod: PodState) -> Callable[[PodState, NodeState, dict[str, int]], float]:
-        """The score function for this pod (called per node: the plain function where there is one)."""
+        """The score function for this pod (called per node: the plain function where there is one); with a
+        scheduler configuration, the pod's PodScore after PreScore."""
+        if self._scoring is not None:
+            return self._scoring.prepare(cycle, pod)
         if self.score != "fragmentation":
             return SCORERS[self.score]
         demand = pod_demand(cycle.view, pod)
@@ -191,6 +225,26 @@ class NodeSearch:
         free = cycle.free_devices
         return lambda p, node, used: fragmentation_score(
             demand, free.free(node, used), histogram, utilisation(p, node, used))
+
+    def _dra_filter(self, cycle: Cycle, claims: PodClaims, allocator: Allocator | None, name: str,
+                    reasons: Counter[str], dra_nodes: list[str]) -> dict[str, dict[str, Any]] | None:
+        """DynamicResources' Filter on one node, as `_pick` runs it (its failure memo, reasons and closest
+        nodes): the allocations, or None when the pod's claims cannot be allocated there."""
+        if not claims.any:
+            return {}
+        shape = claims.shape()
+        if (name, shape) in cycle.dra_failed:
+            reasons[DRA_FAILURE] += 1
+            dra_nodes.append(name)
+            return None
+        allocations, failure = self._dra.filter(allocator, claims, cycle.view.nodes[name])
+        if allocations is not None:
+            return allocations
+        if failure == DRA_FAILURE:
+            cycle.dra_failed.add((name, shape))
+        reasons[failure or DRA_FAILURE] += 1
+        dra_nodes.append(name)
+        return None
 
     def _pick(
         self,

@@ -51,6 +51,7 @@ from .plugins.pod_group import DEFAULT_SCHEDULER, Placement, PodGroupCycle, sche
 from .plugins.scheduling_gates import SCHEDULING_GATED, gated
 from .profile import WAITING, DynamicResources, default_profile
 from .queue import NOT_READY, due, group_due
+from .scoring import Scoring
 
 SCORE_POLICIES = (*SCORERS, "fragmentation")  # plugins/fragmentation.py: needs the decision's device counts
 
@@ -62,6 +63,8 @@ class Scheduler(NodeSearch):
     feature_gates: dict[str, bool] = field(default_factory=dict)
     # the run configuration's `kubernetes` entry (core/kube/versions.py profile_config); None: legacy 1.35
     kubernetes: dict[str, Any] | None = None
+    # the effective scheduler configuration (config.py; run configuration `scheduler.config`); None: `score` alone
+    config: dict[str, Any] | None = None
     name: str = "scheduler"
     trigger: Trigger = "events"
     # False: no feasibility cache, failure memos, kept node lists or inlined loop (plain.py), for the
@@ -79,6 +82,9 @@ class Scheduler(NodeSearch):
         # the release emulated, with the scheduler's own gates on top (FieldError if they do not fit it)
         self.profile = merge_gates(profile_from_config(self.kubernetes), self.feature_gates, path="scheduler")
         self._dra = DraPlugin(allocator_features(self.profile))
+        if self.config is not None and self.score == "fragmentation":
+            raise ValueError("the fragmentation score is dralab's own: not with a scheduler configuration")
+        self._scoring = Scoring(self.config) if self.config is not None else None  # scoring.py
         self._claims = DynamicResources(self._dra)  # its PreFilter and PostFilter (profile.py)
         self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see plugins/fragmentation.py)
         # static shape -> node -> (manifest, ready, static filter answer): a cache (see _static)
