@@ -45,6 +45,7 @@ _DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
 )
 SCORE_PLUGINS = frozenset(name for name, weight in _DEFAULT_MULTI_POINT if weight is not None)
 KNOWN_PLUGINS = frozenset(name for name, _ in _DEFAULT_MULTI_POINT)
+_SCORE_ONLY = frozenset({"NodeResourcesBalancedAllocation", "ImageLocality"})  # no other extension point
 VERSIONS = ("1.34", "1.35", "1.36", "1.37")
 
 _CPU_MEMORY = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
@@ -252,7 +253,7 @@ def _scoring(plugins: object, path: str) -> dict[str, int]:
     mp_path = join(path, "multiPoint")
     mp_enabled, mp_disabled = _plugin_set(m.get("multiPoint"), mp_path)
     for name in mp_disabled:
-        if name == "*" or name not in SCORE_PLUGINS:
+        if name not in _SCORE_ONLY:
             raise FieldError(join(mp_path, "disabled"), f"disabling {name!r} at multiPoint takes it out of every "
                              f"point, its Filter too: {NOT_MODELLED} (disable it under plugins.score)")
     multi = _merge([(n, w or 0) for n, w in _DEFAULT_MULTI_POINT], mp_enabled, mp_disabled)
