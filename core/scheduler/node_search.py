@@ -11,7 +11,7 @@ work can change apart.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from operator import attrgetter
 from typing import Any
@@ -79,7 +79,7 @@ class NodeSearch:
         view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
         shape = self._shapes(pod)
-        nodes = self._static_nodes(cycle, pod, shape)
+        nodes = every = self._static_nodes(cycle, pod, shape)
         if restrict is not None:  # a topology domain: its nodes only, with their static answers
             answers = self._static_answers(cycle, pod)
             nodes = [(name, answers[name]) for name in restrict if name in answers]
@@ -95,19 +95,21 @@ class NodeSearch:
         want = (num_feasible_nodes_to_find(len(nodes)) if self._scoring is None
                 else configured_nodes_to_find(self._scoring.percentage, len(nodes)))
         start = cycle.cursor[0] % len(nodes) if nodes else 0
+        key = (shape, tuple(pod.requests.items()), *(() if framework is None else (framework.key,)))
         if nodes and not claims.any and self.score != "fragmentation" and restrict is None and not setwise:
-            key = (shape, tuple(pod.requests.items()), *(() if framework is None else (framework.key,)))
             index = self._feasibility.index(key, pod.requests,
                                             framework.node if framework is not None else self._node_score(pod, score))
             index.sync(view, nodes, cycle, cycle.changed, used.own_map() if isinstance(used, Used) else {})
             if not index.feasible():  # every node looked at, none fits
                 cycle.cursor[0] = start + len(nodes)
                 return None, index.reasons(), {}, []
+            if self._scoring is not None:  # selectHost: the first of NodeSearch._draw's draws
+                scanned, chosen = index.scan_draw(start, want, cycle.rng.randrange)
+                cycle.cursor[0] = start + scanned
+                return chosen, reasons, {}, []
             scanned, group = index.scan(start, want)
             cycle.cursor[0] = start + scanned
-            if len(group) > 1:
-                cycle.rng.shuffle(group)  # selectHost: uniformly at random among the best
-            return group[0], reasons, {}, []
+            return next(self._draw(cycle, group)), reasons, {}, []  # selectHost: at random among the best
         order = nodes[start:] + nodes[:start]
         scanned = 0
         dra_nodes: list[str] = []
@@ -120,6 +122,12 @@ class NodeSearch:
         in_order = list(pod.requests.items())
         nodes_of = view.nodes
         own = used.own_map() if isinstance(used, Used) else None
+        # A pod with claims scored by pointwise plugins: each node's fit and score from the per-shape cache
+        # (the same answers the loop computes, recomputed only where usage changed), DRA still lazy below.
+        cached = None
+        if framework is not None and not setwise and every:  # synced over every node, read for those scanned
+            cached = self._feasibility.index(key, pod.requests, framework.node)
+            cached.sync(view, every, cycle, cycle.changed, own or {})
         total = len(order)
         while scanned < total:
             scored: dict[float, list[str]] = {}
@@ -130,6 +138,16 @@ class NodeSearch:
             while scanned < total and found < want:
                 name, failure = order[scanned]
                 scanned += 1
+                if failure is None and cached is not None:
+                    value, failure = cached.answer(name)
+                    if failure is None:
+                        bucket = scored.get(value)
+                        if bucket is None:
+                            scored[value] = [name]
+                        else:
+                            bucket.append(name)
+                        found += 1
+                        continue
                 if failure is None:
                     node = nodes_of[name]
                     if own is None:
@@ -178,11 +196,8 @@ class NodeSearch:
                     continue
                 assert framework is not None
                 ranked = framework.rank(found_nodes)
-                group = ranked[max(ranked)]
-                if len(group) > 1:
-                    group = list(group)
-                    cycle.rng.shuffle(group)  # selectHost
-                return group[0], reasons, found_allocations[group[0]], []
+                best = next(self._draw(cycle, ranked[max(ranked)]))  # selectHost
+                return best, reasons, found_allocations[best], []
             chosen, allocations = self._pick(cycle, scored, reasons, dra_nodes, claims=claims, allocator=allocator)
             if chosen is not None:
                 return chosen, reasons, allocations, []
@@ -226,6 +241,26 @@ class NodeSearch:
         return lambda p, node, used: fragmentation_score(
             demand, free.free(node, used), histogram, utilisation(p, node, used))
 
+    def _draw(self, cycle: Cycle, group: list[str]) -> Iterator[str]:
+        """The nodes of `group` in a uniformly random order (selectHost's choice, then the next ones for
+        DynamicResources' lazy Filter), drawn from the decision's random source. Without a scheduler
+        configuration: one shuffle of the whole group, as always (legacy logs depend on those draws); with
+        one: drawn one at a time (a partial Fisher-Yates shuffle), as many draws as nodes looked at, since
+        LeastAllocated leaves hundreds of empty nodes tied where most-allocated had one or two."""
+        if self._scoring is None:
+            if len(group) > 1:
+                group = list(group)
+                cycle.rng.shuffle(group)
+            yield from group
+            return
+        group = list(group)
+        n = len(group)
+        for i in range(n):
+            if i < n - 1:
+                j = i + cycle.rng.randrange(n - i)
+                group[i], group[j] = group[j], group[i]
+            yield group[i]
+
     def _dra_filter(self, cycle: Cycle, claims: PodClaims, allocator: Allocator | None, name: str,
                     reasons: Counter[str], dra_nodes: list[str]) -> dict[str, dict[str, Any]] | None:
         """DynamicResources' Filter on one node, as `_pick` runs it (its failure memo, reasons and closest
@@ -261,12 +296,9 @@ class NodeSearch:
         the nodes where DRA failed are appended to `dra_nodes`. `memo`: answer from, and add to, the
         decision's DRA failures (cycle.dra_failed)."""
         for score in sorted(scored, reverse=True):
-            group = scored[score]
-            if len(group) > 1:
-                group = list(group)
-                cycle.rng.shuffle(group)
+            group = self._draw(cycle, scored[score])
             if not claims.any:
-                return group[0], {}
+                return next(group), {}
             shape = claims.shape()
             for name in group:
                 if memo and (name, shape) in cycle.dra_failed:

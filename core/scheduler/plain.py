@@ -127,7 +127,7 @@ def schedule_pod(cycle: Cycle, pod: PodState, filters: tuple[FilterPlugin, ...],
                 continue
             ranked = rank(found_nodes)
             best = ranked[max(ranked)]
-            chosen = pick({0.0: best}, reasons, dra_nodes)[0] if len(best) > 1 else best[0]
+            chosen = pick({0.0: best}, reasons, dra_nodes)[0]  # selectHost's draw (claims already filtered)
             return chosen, reasons, allocated[str(chosen)], []
         chosen, allocations = pick(scored, reasons, dra_nodes)
         if chosen is not None:
