@@ -139,16 +139,8 @@ class NodeSearch:
                 name, failure = order[scanned]
                 scanned += 1
                 if failure is None and cached is not None:
-                    value, failure = cached.answer(name)
-                    if failure is None:
-                        bucket = scored.get(value)
-                        if bucket is None:
-                            scored[value] = [name]
-                        else:
-                            bucket.append(name)
-                        found += 1
-                        continue
-                if failure is None:
+                    value, failure = cached.answer(name)  # fit and score as below, kept per shape
+                elif failure is None:
                     node = nodes_of[name]
                     if own is None:
                         node_used = used[name]
@@ -168,26 +160,26 @@ class NodeSearch:
                         found_allocations[name] = allocations
                         found += 1
                         continue
+                    elif inline:
+                        value, k = 0.0, 0
+                        for resource, amount in in_order:
+                            cap = alloc.get(resource)
+                            if cap:
+                                value += (node_used.get(resource, 0) + amount) / cap
+                                k += 1
+                        value = value / k if k else 0.0
+                        if least:
+                            value = 1.0 - value
                     else:
-                        if inline:
-                            value, k = 0.0, 0
-                            for resource, amount in in_order:
-                                cap = alloc.get(resource)
-                                if cap:
-                                    value += (node_used.get(resource, 0) + amount) / cap
-                                    k += 1
-                            value = value / k if k else 0.0
-                            if least:
-                                value = 1.0 - value
-                        else:
-                            value = score(pod, node, node_used)
-                        bucket = scored.get(value)
-                        if bucket is None:
-                            scored[value] = [name]
-                        else:
-                            bucket.append(name)
-                        found += 1
-                        continue
+                        value = score(pod, node, node_used)
+                if failure is None:
+                    bucket = scored.get(value)
+                    if bucket is None:
+                        scored[value] = [name]
+                    else:
+                        bucket.append(name)
+                    found += 1
+                    continue
                 failed[failure] = failed.get(failure, 0) + 1
             reasons.update(failed)
             cycle.cursor[0] = start + scanned
