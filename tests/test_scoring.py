@@ -250,3 +250,50 @@ def test_default_profile_spreads_where_most_allocated_packs() -> None:
 def test_fragmentation_refuses_a_configuration() -> None:
     with pytest.raises(ValueError, match="fragmentation"):
         Scheduler(score="fragmentation", config=default_config("1.37"))
+
+
+def test_a_recorded_configuration_is_checked_again() -> None:
+    """A replay's --with edits the recorded configuration: the scheduler refuses what the loader would."""
+    bad = default_config("1.37")
+    bad["args"]["NodeResourcesFit"]["scoringStrategy"]["type"] = "Spread"
+    with pytest.raises(ValueError, match="scoringStrategy.type"):
+        Scheduler(kubernetes=profile_config(make_profile("1.37")), config=bad)
+    with pytest.raises(ValueError, match="config.score.NodeName"):
+        Scheduler(config={"score": {"NodeName": 1}, "args": {}})
+
+
+def _scenario(scheduler: dict[str, Any] | None, kubernetes: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"duration": "1m", "nodeGroups": [{"name": "g", "min": 0, "max": 1, "template": {
+        "apiVersion": "v1", "kind": "Node", "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}}]}
+    if scheduler is not None:
+        spec["scheduler"] = scheduler
+    if kubernetes is not None:
+        spec["kubernetes"] = kubernetes
+    return {"apiVersion": "dralab.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "t"}, "spec": spec}
+
+
+def test_the_run_configuration_records_the_effective_configuration() -> None:
+    from dralab.core.kube.errors import ScenarioError
+    from dralab.core.kube.versions import LEGACY_PROFILE
+    from dralab.core.run.config import build_reactors, run_config
+    from dralab.core.scenario.load import parse_scenario
+
+    entry = run_config(parse_scenario(_scenario(None, {"version": "1.34"})))["scheduler"]
+    assert "score" not in entry and entry["config"] == default_config("1.34")
+    # legacy, and an explicit score policy: exactly what was recorded before configurations existed
+    legacy = run_config(parse_scenario(_scenario(None), profile=LEGACY_PROFILE))["scheduler"]
+    assert legacy == {"score": "most-allocated", "gang_timeout_ms": 300_000, "feature_gates": {}}
+    assert run_config(parse_scenario(_scenario({"score": "least-allocated"})))["scheduler"]["score"] == "least-allocated"
+    # an override: merged, recorded, rebuilt by a replay
+    given = {"profiles": [{"pluginConfig": [{"name": "NodeResourcesFit", "args": {
+        "scoringStrategy": {"type": "MostAllocated"}}}]}]}
+    config = run_config(parse_scenario(_scenario({"config": given})))
+    assert config["scheduler"]["config"]["args"]["NodeResourcesFit"]["scoringStrategy"]["type"] == "MostAllocated"
+    scheduler = next(r for r in build_reactors(config) if isinstance(r, Scheduler))
+    assert scheduler.config == config["scheduler"]["config"]
+    # a bad one names the file and the field; score and config together are refused at load
+    bad = {"profiles": [{"plugins": {"filter": {"disabled": [{"name": "NodeAffinity"}]}}}]}
+    with pytest.raises(ScenarioError, match=r"x\.yaml: spec\.scheduler\.config\.profiles\[0\]\.plugins\.filter"):
+        run_config(parse_scenario(_scenario({"config": bad}), "x.yaml"))
+    with pytest.raises(ScenarioError, match="spec.scheduler.score"):
+        parse_scenario(_scenario({"config": given, "score": "most-allocated"}))

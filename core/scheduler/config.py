@@ -330,6 +330,24 @@ def parse_config(value: object, path: str, version: str) -> dict[str, Any]:
     return {"score": scored, "args": args, "percentageOfNodesToScore": percentage}
 
 
+def check_effective(config: object) -> dict[str, Any]:
+    """A recorded (effective) configuration read back (a log's `scheduler.config`, a replay's --with): the
+    same checks as the document's, FieldError naming the field under `config`."""
+    m = expect_map(config, "config")
+    check_fields(m, "config", ("score", "args", "percentageOfNodesToScore"), ("score", "args"))
+    for name, weight in expect_map(m["score"], "config.score").items():
+        if name not in SCORE_PLUGINS:
+            raise FieldError(join("config.score", name), f"not a Score plugin of dralab's registry ({NOT_MODELLED})")
+        expect_int(weight, join("config.score", name), minimum=1)
+    for name, args in expect_map(m["args"], "config.args").items():
+        check = ARG_CHECKS.get(name)
+        if check is None:
+            raise FieldError(join("config.args", name), f"args of {name}: {NOT_MODELLED}")
+        check(expect_map(args, join("config.args", name)), join("config.args", name))
+    _percentage(m.get("percentageOfNodesToScore"), "config.percentageOfNodesToScore")
+    return m
+
+
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
     """numFeasibleNodesToFind (pkg/scheduler/schedule_one.go): all nodes below 100; the percentage given,
     or when 0 the adaptive 50% - nodes/125 (at least 5%); at least 100 nodes."""

@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..kube.fields import FieldError
 from ..log.events import PodBound
 from ..state.cluster import NodeState, PodState
+from .config import check_effective
 from .cycle import Cycle
 from .plugins.balanced_allocation import BalancedAllocationScore
 from .plugins.image_locality import ImageLocalityScore
@@ -152,6 +154,10 @@ class Scoring:
     """The configuration's Score plugins, made once per scheduler (they keep per-decision caches)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
+        try:
+            check_effective(config)
+        except FieldError as e:
+            raise ValueError(f"scheduler configuration: {e}") from None
         self.nonzero = NonZero()
         args = config.get("args") or {}
         self.plugins: list[tuple[ScorePlugin, int]] = [
