@@ -151,7 +151,7 @@ def check_fit_args(args: dict[str, Any], path: str) -> dict[str, Any]:
     if kind == "RequestedToCapacityRatio":
         ratio = expect_map(given.get("requestedToCapacityRatio"), r_path)
         check_fields(ratio, r_path, ("shape",), ("shape",))
-        strategy["shape"] = _shape(ratio["shape"], join(r_path, "shape"))
+        strategy["requestedToCapacityRatio"] = {"shape": _shape(ratio["shape"], join(r_path, "shape"))}
     elif given.get("requestedToCapacityRatio") is not None:
         raise FieldError(r_path, f"only with type RequestedToCapacityRatio, not {kind}")
     return {"scoringStrategy": strategy}

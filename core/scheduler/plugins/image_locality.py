@@ -61,17 +61,25 @@ class ImageLocalityScore:
         self._images: dict[str, dict[str, int]] = {}  # node -> its images
         self._count: dict[str, int] = {}  # image -> nodes holding it
         self._total = 0
+        self._manifests: list[dict[str, Any]] = []  # the nodes' manifests the above were read from
 
     def pre_score(self, cycle: Any, pod: PodState, nodes: list[NodeState]) -> Any | None:
         """The pod's images (normalized) and its container count; None when no node holds any of them."""
         if cycle is not self._cycle:
             self._cycle = cycle
+            manifests = [n.manifest for n in nodes]  # the fold replaces a node's manifest, never edits it
+            if manifests == self._manifests:
+                return self._state(pod)
+            self._manifests = manifests
             self._images = {n.name: imgs for n in nodes if (imgs := node_images(n))}
             self._count = {}
             for imgs in self._images.values():
                 for name in imgs:
                     self._count[name] = self._count.get(name, 0) + 1
             self._total = len(nodes)
+        return self._state(pod)
+
+    def _state(self, pod: PodState) -> Any | None:
         spec = pod.manifest.get("spec") or {}
         containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
         images = [normalized_image_name(str(c.get("image"))) for c in containers if c.get("image")]

@@ -230,7 +230,8 @@ class NodeResourcesFitScore:
         self.kind = strategy.get("type", "LeastAllocated")
         self.resources = [(r["name"], int(r["weight"])) for r in strategy.get("resources") or
                           [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]]
-        self.ratio = ratio_scorer(strategy["shape"]) if self.kind == "RequestedToCapacityRatio" else None
+        self.ratio = (ratio_scorer(strategy["requestedToCapacityRatio"]["shape"])
+                      if self.kind == "RequestedToCapacityRatio" else None)
         self.nonzero = nonzero  # the node's NonZeroRequested additions (scoring.NonZero)
 
     def pre_score(self, cycle: Any, pod: PodState, nodes: list[NodeState]) -> Any | None:

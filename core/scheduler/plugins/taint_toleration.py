@@ -62,13 +62,17 @@ class TaintTolerationScore:
     def __init__(self, args: dict[str, Any], nonzero: Any = None) -> None:
         self._cycle: object = _UNSEEN
         self._tainted: list[NodeState] = []
+        self._manifests: list[dict[str, Any]] = []  # the nodes' manifests `_tainted` was read from
 
     def pre_score(self, cycle: Any, pod: PodState, nodes: list[NodeState]) -> Any | None:
         """The pod's tolerations that can tolerate PreferNoSchedule (getAllTolerationPreferNoSchedule);
         None when no node of the decision has a PreferNoSchedule taint the pod does not tolerate."""
         if cycle is not self._cycle:
             self._cycle = cycle
-            self._tainted = [n for n in nodes if any(t.get("effect") == "PreferNoSchedule" for t in n.taints)]
+            manifests = [n.manifest for n in nodes]  # the fold replaces a node's manifest, never edits it
+            if manifests != self._manifests:
+                self._manifests = manifests
+                self._tainted = [n for n in nodes if any(t.get("effect") == "PreferNoSchedule" for t in n.taints)]
         tolerations = [t for t in pod.tolerations if t.get("effect") in (None, "", "PreferNoSchedule")]
         if not any(intolerable_prefer_no_schedule(n.taints, tolerations) for n in self._tainted):
             return None
