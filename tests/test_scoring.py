@@ -298,3 +298,22 @@ def test_the_run_configuration_records_the_effective_configuration() -> None:
         run_config(parse_scenario(_scenario({"config": bad}), "x.yaml"))
     with pytest.raises(ScenarioError, match="spec.scheduler.score"):
         parse_scenario(_scenario({"config": given, "score": "most-allocated"}))
+
+
+def test_the_scheduler_config_scenario_tells_its_story() -> None:
+    """scenarios/scheduler-config.yaml: MostAllocated packs the two on-demand nodes full (4 pods of 2 GPUs
+    each) before any pod goes to a spot node (PreferNoSchedule, zone a), where the rest pack onto one node."""
+    from collections import Counter
+
+    from dralab.core.run.config import run_config
+    from dralab.core.scenario.load import load_scenario
+    from dralab.replay.simulation.sim import Simulator
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "scheduler-config.yaml"
+    scenario = load_scenario(str(path))
+    config = run_config(scenario)["scheduler"]["config"]
+    assert config["args"]["NodeResourcesFit"]["scoringStrategy"]["type"] == "MostAllocated"
+    state = Simulator(scenario, 5).run().state
+    per_node = Counter(p.node for p in state.pods.values() if p.node is not None)
+    assert per_node["on-demand-0"] == per_node["on-demand-1"] == 4
+    assert sorted(n for n in per_node if n.startswith("spot")) == ["spot-1"] and per_node["spot-1"] == 4
