@@ -317,3 +317,15 @@ def test_the_scheduler_config_scenario_tells_its_story() -> None:
     per_node = Counter(p.node for p in state.pods.values() if p.node is not None)
     assert per_node["on-demand-0"] == per_node["on-demand-1"] == 4
     assert sorted(n for n in per_node if n.startswith("spot")) == ["spot-1"] and per_node["spot-1"] == 4
+
+
+def test_a_bad_configuration_is_bad_input_for_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """exit 2 naming the file and the field (cli/inputs.py checks it right after loading)."""
+    from dralab.cli import main
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "scheduler-config.yaml"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(path.read_text().replace("type: MostAllocated", "type: Spread"))
+    assert main(["sim", str(bad)]) == 2
+    assert "bad.yaml: spec.scheduler.config.profiles[0].pluginConfig[0].args.scoringStrategy.type" in \
+        capsys.readouterr().err
