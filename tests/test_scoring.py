@@ -214,7 +214,11 @@ def test_refused_with_the_field_named(value: dict[str, Any], path: str, words: s
 
 def test_registry_names_only_score_plugins() -> None:
     assert set(PLUGINS) <= SCORE_PLUGINS
-    assert set(ARG_CHECKS) == {"NodeResourcesFit", "NodeResourcesBalancedAllocation", "NodeAffinity"}
+    # this branch's; the lead adds PodTopologySpread's and InterPodAffinity's (helper "spread")
+    assert set(ARG_CHECKS) >= {"NodeResourcesFit", "NodeResourcesBalancedAllocation", "NodeAffinity"}
+    for name, check in ARG_CHECKS.items():  # a recorded configuration is checked again: what a check keeps passes
+        kept = check({}, "args")
+        assert check(kept if isinstance(kept, dict) else {}, "args") == kept, name
 
 
 def test_num_feasible_nodes_to_find() -> None:
