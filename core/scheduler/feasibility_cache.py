@@ -253,7 +253,7 @@ class ShapeIndex:
         looked at): how many nodes were looked at, and the best-scored feasible ones in scan order."""
         scanned, best, ranges = self._scan(start, want)
         names, scores = self._names, self._scores
-        return scanned, [names[j] for lo, hi in ranges for j in range(lo, hi) if scores[j] == best]
+        return scanned, [names[j] for lo, hi, _ in ranges for j in range(lo, hi) if scores[j] == best]
 
     def scan_draw(self, start: int, want: int, draw: Callable[[int], int]) -> tuple[int, str | None]:
         """`scan`, and the node at `draw(n)` among the n best (no draw when n is 1), without listing them:
@@ -261,12 +261,11 @@ class ShapeIndex:
         LeastAllocated leaves among empty nodes."""
         scanned, best, ranges = self._scan(start, want)
         scores = self._scores
-        n = sum(scores[lo:hi].count(best) for lo, hi in ranges)
+        n = sum(c for _, _, c in ranges)
         if n == 0:
             return scanned, None
         k = draw(n) if n > 1 else 0
-        for lo, hi in ranges:
-            c = scores[lo:hi].count(best)
+        for lo, hi, c in ranges:
             if k >= c:
                 k -= c
                 continue
@@ -277,14 +276,14 @@ class ShapeIndex:
                     k -= 1
         raise AssertionError("unreachable: the drawn node is among the ranges")
 
-    def _scan(self, start: int, want: int) -> tuple[int, float, list[tuple[int, int]]]:
+    def _scan(self, start: int, want: int) -> tuple[int, float, list[tuple[int, int, int]]]:
         """`scan`'s walk: nodes looked at, the best score, and the position ranges (in scan order) holding
-        the nodes of that score among those found."""
+        the nodes of that score among those found, each with how many it holds."""
         scores, count, best_of = self._scores, self._count, self._best
         total = len(scores)
         found = 0
         best = NEG
-        group: list[tuple[int, int]] = []
+        group: list[tuple[int, int, int]] = []
         base = 0  # nodes looked at before the current segment
         for a, b in ((start, total), (0, start)):
             i = a
@@ -299,9 +298,9 @@ class ShapeIndex:
                         m = best_of[k]
                         if m > best:
                             best = m
-                            group = [(lo, hi)]
+                            group = [(lo, hi, scores[lo:hi].count(m))]
                         elif m == best:
-                            group.append((lo, hi))
+                            group.append((lo, hi, scores[lo:hi].count(m)))
                     i = hi
                     continue
                 end = min(hi, b)
@@ -313,9 +312,9 @@ class ShapeIndex:
                     found += 1
                     if s > best:
                         best = s
-                        group = [(i - 1, i)]
+                        group = [(i - 1, i, 1)]
                     elif s == best:
-                        group.append((i - 1, i))
+                        group.append((i - 1, i, 1))
                     if found == want:
                         return base + i - a, best, group
             base += b - a
