@@ -333,3 +333,35 @@ def test_a_bad_configuration_is_bad_input_for_the_cli(tmp_path: Path, capsys: py
     assert main(["sim", str(bad)]) == 2
     assert "bad.yaml: spec.scheduler.config.profiles[0].pluginConfig[0].args.scoringStrategy.type" in \
         capsys.readouterr().err
+
+
+def test_nonzero_follows_the_decisions_bindings_and_rollbacks() -> None:
+    """NonZeroRequested on a node counts the pods the decision bound there (100m / 200Mi each for a container
+    without requests), and forgets those a savepoint's rollback took away (a PodGroup's trial)."""
+    from dralab.core.scheduler.plugins.dynamic_resources import PodClaims
+
+    lg = Log()
+    lg.node("n", template=node_manifest({"cpu": "4", "memory": "8Gi"}))
+    keys = [lg.pod(pod_manifest(f"p{i}", {"containers": [{}]})) for i in range(3)]
+    view = lg.state
+    cycle = Cycle(view, random.Random(0))
+    nonzero = NonZero()
+    node = view.nodes["n"]
+    mi = 200 * 1024 * 1024
+    cycle.bind(view.pods[keys[0]], "n", PodClaims(), {})
+    nonzero.at(cycle)
+    assert nonzero.of(node) == (100, mi)
+    sp = cycle.savepoint()
+    cycle.bind(view.pods[keys[1]], "n", PodClaims(), {})
+    nonzero.at(cycle)
+    assert nonzero.of(node) == (200, 2 * mi)
+    cycle.rollback(sp)
+    cycle.bind(view.pods[keys[2]], "n", PodClaims(), {})
+    cycle.bind(view.pods[keys[1]], "n", PodClaims(), {})
+    nonzero.at(cycle)
+    assert nonzero.of(node) == (300, 3 * mi)
+    sp = cycle.savepoint()
+    cycle.rollback(sp)
+    cycle2 = Cycle(view, random.Random(0))
+    nonzero.at(cycle2)
+    assert nonzero.of(node) == (0, 0)

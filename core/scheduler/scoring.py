@@ -54,21 +54,28 @@ class NonZero:
 
     def __init__(self) -> None:
         self._cycle: Cycle | None = None
-        self._read = 0  # the decision's events read
-        self._last: object = None  # the last event read (a rollback shortens or replaces the list)
-        self._bound: dict[str, list[str]] = {}  # node -> pods the decision bound there
+        self._seen: list[object] = []  # the decision's events read so far (a rollback drops a suffix of them)
+        self._bound: dict[str, list[str]] = {}  # node -> pods the decision bound there, in order
         self._memo: dict[str, tuple[dict[str, Any], tuple[int, int]]] = {}  # pod -> (manifest, additions)
 
     def at(self, cycle: Cycle) -> None:
-        events = cycle.events
-        if cycle is not self._cycle or len(events) < self._read or (
-                self._read and events[self._read - 1] is not self._last):
-            self._cycle, self._read, self._bound = cycle, 0, {}
-        for event in events[self._read:]:
+        """Follow the decision's events: what a rollback took away is taken back (the longest prefix still
+        the same objects is kept), what was appended since is read."""
+        events, seen = cycle.events, self._seen
+        if cycle is not self._cycle:
+            self._cycle, seen, self._bound = cycle, [], {}
+            self._seen = seen
+        k = min(len(events), len(seen))
+        while k and events[k - 1] is not seen[k - 1]:
+            k -= 1
+        for event in reversed(seen[k:]):
+            if isinstance(event, PodBound):
+                self._bound[event.node].pop()
+        del seen[k:]
+        for event in events[k:]:
+            seen.append(event)
             if isinstance(event, PodBound):
                 self._bound.setdefault(event.node, []).append(event.pod)
-        self._read = len(events)
-        self._last = events[-1] if events else None
 
     def pod(self, pod: PodState) -> tuple[int, int]:
         hit = self._memo.get(pod.key)
