@@ -80,6 +80,8 @@ class ImageLocalityScore:
         return self._state(pod)
 
     def _state(self, pod: PodState) -> Any | None:
+        if not self._count:  # no node holds any image: every node scores 0
+            return None
         spec = pod.manifest.get("spec") or {}
         containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
         images = [normalized_image_name(str(c.get("image"))) for c in containers if c.get("image")]

@@ -73,6 +73,8 @@ class TaintTolerationScore:
             if manifests != self._manifests:
                 self._manifests = manifests
                 self._tainted = [n for n in nodes if any(t.get("effect") == "PreferNoSchedule" for t in n.taints)]
+        if not self._tainted:
+            return None
         tolerations = [t for t in pod.tolerations if t.get("effect") in (None, "", "PreferNoSchedule")]
         if not any(intolerable_prefer_no_schedule(n.taints, tolerations) for n in self._tainted):
             return None
