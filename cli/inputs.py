@@ -61,10 +61,12 @@ def load_scenario_input(path: str, autoscaler: str | None = None, flags: Any = N
     file and field."""
     import msgspec
 
+    from dralab.core.run.config import scheduler_config
     from dralab.core.scenario.load import Policy, ScenarioError, load_scenario
 
     try:
         scenario = load_scenario(path, flags=flags)
+        scheduler_config(scenario)  # spec.scheduler.config against its release (the scheduler layer's check)
     except ScenarioError as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:

@@ -243,11 +243,11 @@ def test_the_preemption_gpu_scenario_tells_its_story() -> None:
 
     result = simulated_scenario(load_scenario(str(ROOT / "scenarios" / "preemption-gpu.yaml")), seed=1)
     terminating = [(t, e.pod, e.grace_ms) for t, _, e in sourced_events(result.entries, PodTerminating)]
-    assert terminating == [(120_000, "pod/default/inference-2", 45_000)]
+    assert terminating == [(120_000, "pod/default/inference-1", 45_000)]
     assert [(t, e.pod) for t, _, e in sourced_events(result.entries, ClaimReleased)][:1] == [
-        (165_000, "pod/default/inference-2")]
+        (165_000, "pod/default/inference-1")]
     bound = {e.pod: (t, e.node) for t, _, e in sourced_events(result.entries, PodBound)}
-    assert bound["pod/default/train-a"] == (165_000, "h100-0")
+    assert bound["pod/default/train-a"] == (165_000, "h100-1")
     scale_ups = [(t, e.pods) for t, _, e in sourced_events(result.entries, ScaleUpRequested)]
     assert all(t >= 165_000 for t, _ in scale_ups)  # not for train-a while it waits, nominated
     assert any("pod/default/train-b" in pods for _, pods in scale_ups)

@@ -34,7 +34,8 @@ def events_of(result: SimResult, kind: type) -> list[tuple[int, Any]]:
 def doc(nodes: int = 2, minimum: int = 0, workload: list[Any] | None = None, duration: str = "30m",
         **scale_down: Any) -> dict[str, Any]:
     d = scenario_doc([group("gpu", min=minimum, max=4, delay="1m", template=node_template(gpu=8))],
-                     nodes={"gpu": nodes}, workload=workload, duration=duration)
+                     nodes={"gpu": nodes}, workload=workload, duration=duration,
+                     score="most-allocated")  # the node each pod lands on, as these stories were written
     d["spec"]["autoscaler"] = {"scaleDown": scale_down} if scale_down else {}
     return d
 

@@ -540,7 +540,7 @@ def test_defaults() -> None:
     assert s.seed is None
     assert s.policy == Policy()
     assert s.policy.autoscaler == "count"
-    assert s.scheduler.score == "most-allocated"
+    assert s.scheduler.score is None  # the release's default scheduler configuration (core/run/config.py)
     assert s.scheduler.gang_timeout_ms == 300_000
     assert s.autoscaler == AutoscalerSettings(
         scan_interval_ms=10_000, max_node_provision_time_ms=900_000, expander="least-waste"

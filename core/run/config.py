@@ -20,9 +20,11 @@ from ..controllers.jobs import JobController
 from ..controllers.kueue_broker import KueueBroker
 from ..controllers.lifecycle import Lifecycle
 from ..engine.contract import Reactor
+from ..kube.fields import FieldError
 from ..kube.kueue import broker_config
 from ..kube.versions import merge_gates, profile_config, profile_from_config
-from ..scenario.load import Scenario
+from ..scenario.load import Scenario, ScenarioError
+from ..scheduler.config import default_config, parse_config
 from ..scheduler.reactor import Scheduler
 
 
@@ -44,13 +46,8 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
         **({"device_taint_eviction": {}} if _taint_rules(scenario) else {}),
         # the Job controller, when Jobs arrive (core/controllers/jobs.py): other runs record what they did before
         **({"jobs": {}} if any(a.job is not None for a in scenario.workload) else {}),
-        "scheduler": {
-            "score": scenario.scheduler.score,
-            "gang_timeout_ms": scenario.scheduler.gang_timeout_ms,
-            "feature_gates": dict(scenario.scheduler.feature_gates),
-            # PodDisruptionBudgets, which preemption reads (plugins/default_preemption.py); only when there are
-            **({"pdbs": pdbs} if (pdbs := _pdbs(scenario)) else {}),
-        },
+        # with PodDisruptionBudgets, which preemption reads (plugins/default_preemption.py); only when there are
+        "scheduler": {**scheduler_entry(scenario), **({"pdbs": pdbs} if (pdbs := _pdbs(scenario)) else {})},
         "autoscaler": {
             "policy": scenario.policy.autoscaler,
             "scan_interval_ms": scenario.autoscaler.scan_interval_ms,
@@ -68,6 +65,36 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
             **({"pdbs": pdbs} if (pdbs := _pdbs(scenario)) and profile_config(scenario.kubernetes) is not None
                else {}),
         },
+    }
+
+
+def scheduler_config(scenario: Scenario) -> dict[str, Any] | None:
+    """The effective scheduler configuration (core/scheduler/config.py) a run of the scenario scores with:
+    spec.scheduler.config merged with its release's defaults, or those defaults when the scenario sets
+    neither `score` nor `config`; None under the legacy profile (a log without a `kubernetes` entry scores as
+    before profiles: most-allocated) and with `score` (dralab's single policy, kept as it was). A bad
+    configuration is a ScenarioError naming the file and field (the loader cannot check it: the scheduler
+    layer, where the plugins' argument checks live, comes after the scenario's)."""
+    settings = scenario.scheduler
+    if profile_config(scenario.kubernetes) is None or settings.score is not None:
+        return None
+    if settings.config is None:
+        return default_config(scenario.kubernetes.version)
+    try:
+        return parse_config(settings.config, "spec.scheduler.config", scenario.kubernetes.version)
+    except FieldError as e:
+        raise ScenarioError(scenario.source, e.path, e.message) from None
+
+
+def scheduler_entry(scenario: Scenario) -> dict[str, Any]:
+    """The scheduler's configuration: under the legacy profile or with `score`, exactly what was recorded
+    before scheduler configurations existed; else the effective configuration in place of `score`."""
+    config = scheduler_config(scenario)
+    return {
+        **({"score": scenario.scheduler.score or "most-allocated"} if config is None else {}),
+        "gang_timeout_ms": scenario.scheduler.gang_timeout_ms,
+        "feature_gates": dict(scenario.scheduler.feature_gates),
+        **({"config": config} if config is not None else {}),
     }
 
 

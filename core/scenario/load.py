@@ -154,7 +154,7 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
                                                      profile=forced, flags=flags)
     if scheduler_gates != scheduler.feature_gates:  # a flag overrode a gate of spec.scheduler.featureGates
         scheduler = SchedulerSettings(score=scheduler.score, gang_timeout_ms=scheduler.gang_timeout_ms,
-                                      feature_gates=scheduler_gates)
+                                      feature_gates=scheduler_gates, config=scheduler.config)
     autoscaler = _autoscaler(spec.get("autoscaler"))
     groups = _node_groups(spec["nodeGroups"])
     for g, group in enumerate(spec["nodeGroups"]):
@@ -203,9 +203,12 @@ def _policy(value: object) -> Policy:
 
 
 def _scheduler(value: object) -> SchedulerSettings:
-    m = _optional_map(value, "spec.scheduler", ("score", "gangTimeout", "featureGates"))
-    score = "most-allocated" if m.get("score") is None else expect_enum(
-        m["score"], "spec.scheduler.score", SCORE_STRATEGIES)
+    m = _optional_map(value, "spec.scheduler", ("score", "gangTimeout", "featureGates", "config"))
+    score = None if m.get("score") is None else expect_enum(m["score"], "spec.scheduler.score", SCORE_STRATEGIES)
+    config = None if m.get("config") is None else expect_map(m["config"], "spec.scheduler.config")
+    if config is not None and score is not None:
+        raise FieldError("spec.scheduler.score", "set either score (dralab's single score policy) or config (a "
+                         "KubeSchedulerConfiguration: NodeResourcesFit's scoringStrategy there), not both")
     timeout = (DEFAULT_GANG_TIMEOUT_MS if m.get("gangTimeout") is None
                else expect_duration(m["gangTimeout"], "spec.scheduler.gangTimeout", positive=True))
     gates: dict[str, bool] = {}
@@ -213,7 +216,8 @@ def _scheduler(value: object) -> SchedulerSettings:
         g_path = "spec.scheduler.featureGates"
         given = expect_map(m["featureGates"], g_path)  # names checked against the release: kubernetes.py
         gates = {k: expect_bool(v, join(g_path, k)) for k, v in given.items()}
-    return SchedulerSettings(score=cast(ScoreStrategy, score), gang_timeout_ms=timeout, feature_gates=gates)
+    return SchedulerSettings(score=cast(ScoreStrategy | None, score), gang_timeout_ms=timeout, feature_gates=gates,
+                             config=config)
 
 
 def _duration_or(m: dict[str, Any], key: str, path: str, default: int, *, positive: bool = True) -> int:

@@ -40,7 +40,12 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True):
-    score: ScoreStrategy = "most-allocated"
+    # dralab's single score policy (its float arithmetic); None: the release's default scheduler configuration
+    # (core/scheduler/config.py), or most-allocated under the legacy profile
+    score: ScoreStrategy | None = None
+    # spec.scheduler.config: a KubeSchedulerConfiguration document as written (a map), checked against the
+    # release when the run is configured (core/run/config.py scheduler_config; the scheduler layer knows it)
+    config: dict[str, Any] | None = None
     gang_timeout_ms: int = DEFAULT_GANG_TIMEOUT_MS  # the Permit deadline of a gang (upstream: fixed 5m)
     # feature gates set in spec.scheduler.featureGates (any gate of the release; recorded in the scheduler's
     # configuration, as before profiles existed, and merged into the profile by the reactors)

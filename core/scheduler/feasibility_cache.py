@@ -229,6 +229,13 @@ class ShapeIndex:
         elif old == self._best[k]:
             self._best[k] = max(scores[k * BLOCK:(k + 1) * BLOCK])
 
+    def answer(self, name: str) -> tuple[float, str | None]:
+        """One node's answer after `sync` (a node that passes the static filters): its score, or NEG and
+        why the pod does not fit its usage. The node-by-node loop reads it for pods with claims, whose
+        scores (pointwise, scheduler configuration) are the same whatever DRA says."""
+        value = self._fit[name]
+        return value, (self._why[name] if value == NEG else None)
+
     def feasible(self) -> int:
         return sum(self._count)
 
@@ -244,11 +251,39 @@ class ShapeIndex:
     def scan(self, start: int, want: int) -> tuple[int, list[str]]:
         """From position `start` round the ring, until `want` feasible nodes are found (or all were
         looked at): how many nodes were looked at, and the best-scored feasible ones in scan order."""
-        scores, names, count, best_of = self._scores, self._names, self._count, self._best
+        scanned, best, ranges = self._scan(start, want)
+        names, scores = self._names, self._scores
+        return scanned, [names[j] for lo, hi, _ in ranges for j in range(lo, hi) if scores[j] == best]
+
+    def scan_draw(self, start: int, want: int, draw: Callable[[int], int]) -> tuple[int, str | None]:
+        """`scan`, and the node at `draw(n)` among the n best (no draw when n is 1), without listing them:
+        the first draw of the node search's one-at-a-time shuffle (NodeSearch._draw), for the many ties
+        LeastAllocated leaves among empty nodes."""
+        scanned, best, ranges = self._scan(start, want)
+        scores = self._scores
+        n = sum(c for _, _, c in ranges)
+        if n == 0:
+            return scanned, None
+        k = draw(n) if n > 1 else 0
+        for lo, hi, c in ranges:
+            if k >= c:
+                k -= c
+                continue
+            for j in range(lo, hi):
+                if scores[j] == best:
+                    if k == 0:
+                        return scanned, self._names[j]
+                    k -= 1
+        raise AssertionError("unreachable: the drawn node is among the ranges")
+
+    def _scan(self, start: int, want: int) -> tuple[int, float, list[tuple[int, int, int]]]:
+        """`scan`'s walk: nodes looked at, the best score, and the position ranges (in scan order) holding
+        the nodes of that score among those found, each with how many it holds."""
+        scores, count, best_of = self._scores, self._count, self._best
         total = len(scores)
         found = 0
         best = NEG
-        group: list[str] = []
+        group: list[tuple[int, int, int]] = []
         base = 0  # nodes looked at before the current segment
         for a, b in ((start, total), (0, start)):
             i = a
@@ -263,9 +298,9 @@ class ShapeIndex:
                         m = best_of[k]
                         if m > best:
                             best = m
-                            group = [names[j] for j in range(lo, hi) if scores[j] == m]
+                            group = [(lo, hi, scores[lo:hi].count(m))]
                         elif m == best:
-                            group += [names[j] for j in range(lo, hi) if scores[j] == m]
+                            group.append((lo, hi, scores[lo:hi].count(m)))
                     i = hi
                     continue
                 end = min(hi, b)
@@ -277,13 +312,13 @@ class ShapeIndex:
                     found += 1
                     if s > best:
                         best = s
-                        group = [names[i - 1]]
+                        group = [(i - 1, i, 1)]
                     elif s == best:
-                        group.append(names[i - 1])
+                        group.append((i - 1, i, 1))
                     if found == want:
-                        return base + i - a, group
+                        return base + i - a, best, group
             base += b - a
-        return total, group
+        return total, best, group
 
 
 class FeasibilityCache:

@@ -11,13 +11,14 @@ work can change apart.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from operator import attrgetter
 from typing import Any
 
 from ..dra.allocator import Allocator
 from ..state.cluster import ClusterState, NodeState, PodState
+from .config import num_feasible_nodes_to_find as configured_nodes_to_find
 from .cycle import Attempt, Cycle, Used
 from .feasibility_cache import FeasibilityCache
 from .filters import STATIC_FILTERS, ShapeMemo, first_failure, num_feasible_nodes_to_find, static_shape
@@ -26,6 +27,7 @@ from .plain import Pick
 from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import fragmentation_score, pod_demand
 from .plugins.node_resources_fit import SCORERS, failure_message, lacking, utilisation
+from .scoring import PodScore, Scoring
 
 # what a node's static filter answer depends on, its name aside (read as two lists, not a tuple per node:
 # lists of the very same objects compare at C speed, by identity)
@@ -38,6 +40,7 @@ class NodeSearch:
 
     score: str
     _dra: DraPlugin
+    _scoring: Scoring | None  # the scheduler configuration's Score plugins (scoring.py); None: the `score` policy
     _demand: dict[str, int]
     _static_memo: dict[str, dict[str, tuple[dict[str, Any], bool, str | None]]]
     _shapes: ShapeMemo
@@ -78,31 +81,41 @@ class NodeSearch:
         view, used = cycle.view, cycle.used
         reasons: Counter[str] = Counter()
         shape = self._shapes(pod)
-        nodes = self._static_nodes(cycle, pod, shape)
+        nodes = every = self._static_nodes(cycle, pod, shape)
         if restrict is not None:  # a topology domain: its nodes only, with their static answers
             answers = self._static_answers(cycle, pod)
             nodes = [(name, answers[name]) for name in restrict if name in answers]
         score = self._scorer(cycle, pod)
+        # With a scheduler configuration: the plugins' PreScore for this pod (scoring.py); `setwise` when a
+        # plugin in play normalizes over the found nodes (or reads them all): then the found set is scored
+        # as upstream, DynamicResources' Filter run on each node as it is found, not lazily afterwards.
+        framework = score if isinstance(score, PodScore) else None
+        setwise = framework is not None and not framework.pointwise
         # PodTopologySpread and InterPodAffinity (placement.py): a pod whose nodes depend on other pods' places
-        # has its own node filter for this attempt, and takes none of the fast paths below
+        # has its own node filter for this attempt, and takes none of the per-shape caches below
         extra = attempt_filter(cycle, pod, self._anti_memo)
         # Like upstream, stop once enough feasible nodes are found, starting where the last search
         # stopped (a rotating start, carried by the decision's cycle); if none of them can take the
         # pod's claims, look at the rest too.
-        want = num_feasible_nodes_to_find(len(nodes))
+        want = (num_feasible_nodes_to_find(len(nodes)) if self._scoring is None
+                else configured_nodes_to_find(self._scoring.percentage, len(nodes)))
         start = cycle.cursor[0] % len(nodes) if nodes else 0
-        if nodes and not claims.any and self.score != "fragmentation" and restrict is None and extra is None:
-            index = self._feasibility.index((shape, tuple(pod.requests.items())), pod.requests,
-                                            self._node_score(pod, score))
+        key = (shape, tuple(pod.requests.items()), *(() if framework is None else (framework.key,)))
+        if nodes and not claims.any and self.score != "fragmentation" and restrict is None and not setwise \
+                and extra is None:
+            index = self._feasibility.index(key, pod.requests,
+                                            framework.node if framework is not None else self._node_score(pod, score))
             index.sync(view, nodes, cycle, cycle.changed, used.own_map() if isinstance(used, Used) else {})
             if not index.feasible():  # every node looked at, none fits
                 cycle.cursor[0] = start + len(nodes)
                 return None, index.reasons(), {}, []
+            if self._scoring is not None:  # selectHost: the first of NodeSearch._draw's draws
+                scanned, chosen = index.scan_draw(start, want, cycle.rng.randrange)
+                cycle.cursor[0] = start + scanned
+                return chosen, reasons, {}, []
             scanned, group = index.scan(start, want)
             cycle.cursor[0] = start + scanned
-            if len(group) > 1:
-                cycle.rng.shuffle(group)  # selectHost: uniformly at random among the best
-            return group[0], reasons, {}, []
+            return next(self._draw(cycle, group)), reasons, {}, []  # selectHost: at random among the best
         order = nodes[start:] + nodes[:start]
         scanned = 0
         dra_nodes: list[str] = []
@@ -110,20 +123,31 @@ class NodeSearch:
         # allocated with at most two requested resources the same float arithmetic as `utilisation` (one
         # or two additions round the same whatever sum() does).
         requests = sorted(pod.requests.items())
-        inline = self.score != "fragmentation" and len(pod.requests) <= 2
+        inline = framework is None and self.score != "fragmentation" and len(pod.requests) <= 2
         least = self.score == "least-allocated"
         in_order = list(pod.requests.items())
         nodes_of = view.nodes
         own = used.own_map() if isinstance(used, Used) else None
+        # A pod with claims scored by pointwise plugins: each node's fit and score from the per-shape cache
+        # (the same answers the loop computes, recomputed only where usage changed), DRA still lazy below.
+        cached = None
+        # synced over every node, read for those scanned
+        if framework is not None and not setwise and every and extra is None:
+            cached = self._feasibility.index(key, pod.requests, framework.node)
+            cached.sync(view, every, cycle, cycle.changed, own or {})
         total = len(order)
         while scanned < total:
             scored: dict[float, list[str]] = {}
             found = 0
             failed: dict[str, int] = {}
+            found_nodes: list[tuple[str, NodeState, dict[str, int]]] = []  # setwise: scored once all are found
+            found_allocations: dict[str, dict[str, dict[str, Any]]] = {}
             while scanned < total and found < want:
                 name, failure = order[scanned]
                 scanned += 1
-                if failure is None:
+                if failure is None and cached is not None:
+                    value, failure = cached.answer(name)  # fit and score as below, kept per shape
+                elif failure is None:
                     node = nodes_of[name]
                     if own is None:
                         node_used = used[name]
@@ -136,29 +160,45 @@ class NodeSearch:
                         failure = failure_message(missing[0])
                     elif extra is not None and (status := extra(node)) is not None:
                         failure = status.message
-                    else:
-                        if inline:
-                            value, k = 0.0, 0
-                            for resource, amount in in_order:
-                                cap = alloc.get(resource)
-                                if cap:
-                                    value += (node_used.get(resource, 0) + amount) / cap
-                                    k += 1
-                            value = value / k if k else 0.0
-                            if least:
-                                value = 1.0 - value
-                        else:
-                            value = score(pod, node, node_used)
-                        bucket = scored.get(value)
-                        if bucket is None:
-                            scored[value] = [name]
-                        else:
-                            bucket.append(name)
+                    # ---- end of the filters; the score (setwise: DRA's Filter first, then kept to rank)
+                    elif setwise:
+                        allocations = self._dra_filter(cycle, claims, allocator, name, reasons, dra_nodes)
+                        if allocations is None:
+                            continue
+                        found_nodes.append((name, node, node_used))
+                        found_allocations[name] = allocations
                         found += 1
                         continue
+                    elif inline:
+                        value, k = 0.0, 0
+                        for resource, amount in in_order:
+                            cap = alloc.get(resource)
+                            if cap:
+                                value += (node_used.get(resource, 0) + amount) / cap
+                                k += 1
+                        value = value / k if k else 0.0
+                        if least:
+                            value = 1.0 - value
+                    else:
+                        value = score(pod, node, node_used)
+                if failure is None:
+                    bucket = scored.get(value)
+                    if bucket is None:
+                        scored[value] = [name]
+                    else:
+                        bucket.append(name)
+                    found += 1
+                    continue
                 failed[failure] = failed.get(failure, 0) + 1
             reasons.update(failed)
             cycle.cursor[0] = start + scanned
+            if setwise:
+                if not found_nodes:
+                    continue
+                assert framework is not None
+                ranked = framework.rank(found_nodes)
+                best = next(self._draw(cycle, ranked[max(ranked)]))  # selectHost
+                return best, reasons, found_allocations[best], []
             chosen, allocations = self._pick(cycle, scored, reasons, dra_nodes, claims=claims, allocator=allocator)
             if chosen is not None:
                 return chosen, reasons, allocations, []
@@ -190,7 +230,10 @@ class NodeSearch:
         return value
 
     def _scorer(self, cycle: Cycle, pod: PodState) -> Callable[[PodState, NodeState, dict[str, int]], float]:
-        """The score function for this pod (called per node: the plain function where there is one)."""
+        """The score function for this pod (called per node: the plain function where there is one); with a
+        scheduler configuration, the pod's PodScore after PreScore."""
+        if self._scoring is not None:
+            return self._scoring.prepare(cycle, pod)
         if self.score != "fragmentation":
             return SCORERS[self.score]
         demand = pod_demand(cycle.view, pod)
@@ -198,6 +241,46 @@ class NodeSearch:
         free = cycle.free_devices
         return lambda p, node, used: fragmentation_score(
             demand, free.free(node, used), histogram, utilisation(p, node, used))
+
+    def _draw(self, cycle: Cycle, group: list[str]) -> Iterator[str]:
+        """The nodes of `group` in a uniformly random order (selectHost's choice, then the next ones for
+        DynamicResources' lazy Filter), drawn from the decision's random source. Without a scheduler
+        configuration: one shuffle of the whole group, as always (legacy logs depend on those draws); with
+        one: drawn one at a time (a partial Fisher-Yates shuffle), as many draws as nodes looked at, since
+        LeastAllocated leaves hundreds of empty nodes tied where most-allocated had one or two."""
+        if self._scoring is None:
+            if len(group) > 1:
+                group = list(group)
+                cycle.rng.shuffle(group)
+            yield from group
+            return
+        group = list(group)
+        n = len(group)
+        for i in range(n):
+            if i < n - 1:
+                j = i + cycle.rng.randrange(n - i)
+                group[i], group[j] = group[j], group[i]
+            yield group[i]
+
+    def _dra_filter(self, cycle: Cycle, claims: PodClaims, allocator: Allocator | None, name: str,
+                    reasons: Counter[str], dra_nodes: list[str]) -> dict[str, dict[str, Any]] | None:
+        """DynamicResources' Filter on one node, as `_pick` runs it (its failure memo, reasons and closest
+        nodes): the allocations, or None when the pod's claims cannot be allocated there."""
+        if not claims.any:
+            return {}
+        shape = claims.shape()
+        if (name, shape) in cycle.dra_failed:
+            reasons[DRA_FAILURE] += 1
+            dra_nodes.append(name)
+            return None
+        allocations, failure = self._dra.filter(allocator, claims, cycle.view.nodes[name])
+        if allocations is not None:
+            return allocations
+        if failure == DRA_FAILURE:
+            cycle.dra_failed.add((name, shape))
+        reasons[failure or DRA_FAILURE] += 1
+        dra_nodes.append(name)
+        return None
 
     def _pick(
         self,
@@ -214,12 +297,9 @@ class NodeSearch:
         the nodes where DRA failed are appended to `dra_nodes`. `memo`: answer from, and add to, the
         decision's DRA failures (cycle.dra_failed)."""
         for score in sorted(scored, reverse=True):
-            group = scored[score]
-            if len(group) > 1:
-                group = list(group)
-                cycle.rng.shuffle(group)
+            group = self._draw(cycle, scored[score])
             if not claims.any:
-                return group[0], {}
+                return next(group), {}
             shape = claims.shape()
             for name in group:
                 if memo and (name, shape) in cycle.dra_failed:

@@ -23,7 +23,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from ..state.cluster import PodState
+from ..state.cluster import NodeState, PodState
+from .config import num_feasible_nodes_to_find as configured_nodes_to_find
 from .cycle import Attempt, Cycle
 from .filters import num_feasible_nodes_to_find
 from .framework import Code, FilterPlugin, Profile, ScorePlugin
@@ -97,9 +98,20 @@ def schedule_pod(cycle: Cycle, pod: PodState, filters: tuple[FilterPlugin, ...],
     order = names[start:] + names[:start]
     scanned, total = 0, len(order)
     dra_nodes: list[str] = []
+    # with a scheduler configuration (scoring.py PodScore): the found nodes ranked at once, as upstream's
+    # prioritizeNodes, whatever the plugins say of themselves; when one normalizes over the found set (not
+    # `pointwise`), DRA's Filter runs on each node as it is found, else lazily on the best, as the reactor's
+    rank: Callable[[list[tuple[str, NodeState, dict[str, int]]]], dict[float, list[str]]] | None = (
+        getattr(score, "rank", None))
+    setwise = rank is not None and not getattr(score, "pointwise", True)
+    percentage = getattr(score, "percentage", None)  # the configuration's percentageOfNodesToScore
+    if percentage is not None:
+        want = configured_nodes_to_find(percentage, len(names))
     while scanned < total:
         scored: dict[float, list[str]] = {}
         found = 0
+        found_nodes: list[tuple[str, NodeState, dict[str, int]]] = []
+        allocated: dict[str, dict[str, dict[str, Any]]] = {}
         while scanned < total and found < want:
             name = order[scanned]
             scanned += 1
@@ -108,9 +120,26 @@ def schedule_pod(cycle: Cycle, pod: PodState, filters: tuple[FilterPlugin, ...],
             if status is not None:
                 reasons[status.message] += 1
                 continue
+            if rank is not None:
+                if setwise:
+                    ok, allocated[name] = pick({0.0: [name]}, reasons, dra_nodes)
+                    if ok is None:
+                        continue
+                found_nodes.append((name, node, node_used))
+                found += 1
+                continue
             scored.setdefault(score(pod, node, node_used), []).append(name)
             found += 1
         cycle.cursor[0] = start + scanned
+        if rank is not None and not setwise:
+            scored = rank(found_nodes)
+        elif rank is not None:
+            if not found_nodes:
+                continue
+            ranked = rank(found_nodes)
+            best = ranked[max(ranked)]
+            chosen = pick({0.0: best}, reasons, dra_nodes)[0]  # selectHost's draw (claims already filtered)
+            return chosen, reasons, allocated[str(chosen)], []
         chosen, allocations = pick(scored, reasons, dra_nodes)
         if chosen is not None:
             return chosen, reasons, allocations, []

@@ -46,6 +46,7 @@ from .placement import AntiIndex, depends
 from .plain import attempt
 from .plugins.composite_pod_group import Tree, invalid, root_of, schedule_composite
 from .plugins.dra_binding import DEFAULT_BINDING_TIMEOUT_MS, PreBind, PreBindWaits, needs_wait, prebind, waits_enabled
+from .plugins.dra_binding import check_args as check_dra_args
 from .plugins.dra_extended import plan as extended_plan
 from .plugins.dra_extended import schedule_extended
 from .plugins.dynamic_resources import DraPlugin
@@ -56,6 +57,7 @@ from .plugins.scheduling_gates import SCHEDULING_GATED, gated
 from .preemption import PodPreemption
 from .profile import WAITING, DynamicResources, default_profile
 from .queue import NOT_READY, due, group_due
+from .scoring import Scoring
 
 SCORE_POLICIES = (*SCORERS, "fragmentation")  # plugins/fragmentation.py: needs the decision's device counts
 
@@ -67,6 +69,8 @@ class Scheduler(NodeSearch):
     feature_gates: dict[str, bool] = field(default_factory=dict)
     # the run configuration's `kubernetes` entry (core/kube/versions.py profile_config); None: legacy 1.35
     kubernetes: dict[str, Any] | None = None
+    # the effective scheduler configuration (config.py; run configuration `scheduler.config`); None: `score` alone
+    config: dict[str, Any] | None = None
     name: str = "scheduler"
     pdbs: list[dict[str, Any]] = field(default_factory=list)  # PodDisruptionBudgets (kube/pdb.py), for preemption
     trigger: Trigger = "events"
@@ -86,6 +90,12 @@ class Scheduler(NodeSearch):
         # the release emulated, with the scheduler's own gates on top (FieldError if they do not fit it)
         self.profile = merge_gates(profile_from_config(self.kubernetes), self.feature_gates, path="scheduler")
         self._dra = DraPlugin(allocator_features(self.profile))
+        if self.config is not None and self.score == "fragmentation":
+            raise ValueError("the fragmentation score is dralab's own: not with a scheduler configuration")
+        self._scoring = Scoring(self.config) if self.config is not None else None  # scoring.py
+        dra_args = ((self.config or {}).get("args") or {}).get("DynamicResources")
+        if dra_args is not None:  # pluginConfig's DynamicResourcesArgs (plugins/dra_binding.py)
+            self.binding_timeout_ms = check_dra_args(dra_args, "config.args.DynamicResources")["bindingTimeout"]
         self._claims = DynamicResources(self._dra)  # its PreFilter and PostFilter (profile.py)
         self._demand: dict[str, int] = {}  # pod key -> devices it asks for (a cache; see plugins/fragmentation.py)
         # static shape -> node -> (manifest, ready, static filter answer): a cache (see _static)

@@ -14,6 +14,7 @@ ephemeral-storage, then scalar resources); a request of 0 is never short.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ...state.cluster import NodeState, PodState
 from ..framework import ExtensionPoint, ScorePlugin, Status, unschedulable
@@ -103,3 +104,145 @@ SCORERS: dict[str, ScorePlugin] = {
     "most-allocated": utilisation,
     "least-allocated": lambda pod, node, used: 1.0 - utilisation(pod, node, used),
 }
+
+
+# --- Score with upstream's arithmetic (the scheduler configuration's NodeResourcesFit, scoring.py) -----------
+# noderesources/resource_allocation.go: per resource of the strategy's list, the node's allocatable and its
+# requested amount with the pod's added; an extended resource the pod does not request, or one the node does
+# not have, is left out. cpu and memory count a container that requests none as 100m / 200Mi
+# (schedutil.DefaultMilliCPURequest, DefaultMemoryRequest: NonZeroRequested), in scoring only.
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+_NON_ZERO = (("cpu", DEFAULT_MILLI_CPU_REQUEST), ("memory", DEFAULT_MEMORY_REQUEST))
+_NATIVE = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def go_div(a: int, b: int) -> int:
+    """Go's int64 division: truncated toward zero (Python's // floors)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def nonzero_extra(pod: PodState) -> tuple[int, int]:
+    """What NonZeroRequested adds to the pod's cpu and memory: the default for each regular container that
+    requests none (a limit stands in for a missing request, as API defaulting does); none when pod-level
+    resources set it (PodRequests reads those)."""
+    spec = pod.manifest.get("spec") or {}
+    pod_level = (spec.get("resources") or {}).get("requests") or (spec.get("resources") or {}).get("limits") or {}
+    out = [0, 0]
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        given = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for i, (name, default) in enumerate(_NON_ZERO):
+            if name not in given and name not in pod_level:
+                out[i] += default
+    return out[0], out[1]
+
+
+def weighted(scores: list[tuple[int, int]]) -> int:
+    """leastResourceScorer / mostResourceScorer: the weighted mean of the resources' scores, int64 division."""
+    total = weights = 0
+    for score, weight in scores:
+        total += score * weight
+        weights += weight
+    return total // weights if weights else 0
+
+
+def least_requested(requested: int, capacity: int) -> int:
+    """least_allocated.go leastRequestedScore."""
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * 100 // capacity
+
+
+def most_requested(requested: int, capacity: int) -> int:
+    """most_allocated.go mostRequestedScore (a node over capacity counts as full)."""
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * 100 // capacity
+
+
+def broken_linear(shape: list[tuple[int, int]], p: int) -> int:
+    """helper.BuildBrokenLinearFunction over (utilization, score) points, Go's integer arithmetic."""
+    for i, (u, s) in enumerate(shape):
+        if p <= u:
+            if i == 0:
+                return s
+            u0, s0 = shape[i - 1]
+            return s0 + go_div((s - s0) * (p - u0), u - u0)
+    return shape[-1][1]
+
+
+def go_round(x: float) -> int:
+    """math.Round: half away from zero."""
+    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
+
+
+def ratio_scorer(shape_points: list[dict[str, int]]) -> Any:
+    """requested_to_capacity_ratio.go: the shape's scores scaled to MaxNodeScore (x 100/10), a resource over
+    capacity scored at 100% utilization, only resources scoring above 0 weighed, the mean rounded."""
+    shape = [(p["utilization"], p["score"] * 10) for p in shape_points]
+
+    def score(scores: list[tuple[int, int, int]]) -> int:
+        total = weights = 0
+        for requested, capacity, weight in scores:
+            value = broken_linear(shape, 100 if requested > capacity else requested * 100 // capacity)
+            if value > 0:
+                total += value * weight
+                weights += weight
+        return go_round(total / weights) if weights else 0
+    return score
+
+
+def allocation(resources: list[tuple[str, int]], pod: PodState, node: NodeState, used: dict[str, int],
+               extra: tuple[int, int] | None, node_extra: tuple[int, int]) -> list[tuple[int, int, int]]:
+    """(requested with the pod, allocatable, weight) per resource scored (resource_allocation.go score and
+    calculateResourceAllocatableRequest). `extra`: the pod's NonZeroRequested additions (None: actual
+    requests, BalancedAllocation's useRequested); `node_extra` the node's."""
+    out = []
+    alloc = node.allocatable
+    for name, weight in resources:
+        request = pod.requests.get(name, 0)
+        if extra is not None and name in ("cpu", "memory"):
+            i = 0 if name == "cpu" else 1
+            request += extra[i]
+            requested = used.get(name, 0) + node_extra[i] + request
+        else:
+            if request == 0 and name not in _NATIVE:
+                continue  # an extended resource the pod does not ask for
+            requested = used.get(name, 0) + request
+        capacity = alloc.get(name, 0)
+        if capacity == 0:
+            continue
+        out.append((requested, capacity, weight))
+    return out
+
+
+class NodeResourcesFitScore:
+    """NodeResourcesFit's Score with the configured strategy (LeastAllocated, MostAllocated,
+    RequestedToCapacityRatio); its scores do not depend on the other nodes (no normalization)."""
+
+    NAME = NAME
+    POINTWISE = True
+
+    def __init__(self, args: dict[str, Any], nonzero: Any) -> None:
+        strategy = args.get("scoringStrategy") or {"type": "LeastAllocated"}
+        self.kind = strategy.get("type", "LeastAllocated")
+        self.resources = [(r["name"], int(r["weight"])) for r in strategy.get("resources") or
+                          [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]]
+        self.ratio = (ratio_scorer(strategy["requestedToCapacityRatio"]["shape"])
+                      if self.kind == "RequestedToCapacityRatio" else None)
+        self.nonzero = nonzero  # the node's NonZeroRequested additions (scoring.NonZero)
+
+    def pre_score(self, cycle: Any, pod: PodState, nodes: list[NodeState]) -> Any | None:
+        return nonzero_extra(pod)
+
+    def score(self, state: Any, pod: PodState, node: NodeState, used: dict[str, int]) -> int:
+        parts = allocation(self.resources, pod, node, used, state, self.nonzero.of(node))
+        if self.ratio is not None:
+            return int(self.ratio(parts))
+        per = least_requested if self.kind == "LeastAllocated" else most_requested
+        return weighted([(per(req, cap), w) for req, cap, w in parts])
+
+    def normalize(self, state: Any, scores: dict[str, int]) -> None:
+        return None
