@@ -24,7 +24,7 @@ def _summary(total: int, counts: Counter[str]) -> str:
 
 
 # the failures of the closest nodes that get explained (explanations cost a few more searches)
-_EXPLAIN = ("capacity", "topology", "taint", "not-ready", "missing")
+_EXPLAIN = ("capacity", "topology", "taint", "device-taint", "not-ready", "missing")
 
 
 class Shape:

@@ -35,19 +35,19 @@ _DRA_REASON = {
     "capacity": "capacity",
     "counters": "capacity",
     "consumable-capacity": "capacity",
-    "taint": "taint",
+    "taint": "device-taint",  # KEP-5055 device taints (issue 21: apart from node taints, `taint`)
     "incomplete-pool": "not-ready",
     "invalid-pool": "not-ready",
     "no-class": "missing",
 }
 # how far DRA got on a node (higher is closer): a topology failure means enough devices are there
-_DRA_PROGRESS = {"topology": 3, "capacity": 2, "taint": 1, "not-ready": 1, "missing": 0}
+_DRA_PROGRESS = {"topology": 3, "capacity": 2, "device-taint": 1, "not-ready": 1, "missing": 0}
 _DONE = ("Succeeded", "Failed")
 
 
 @dataclass
 class Failure:
-    reason: str  # not-ready | selector | taint | resources | capacity | topology | missing
+    reason: str  # not-ready | selector | taint | resources | capacity | topology | device-taint | missing
     message: str
 
 
