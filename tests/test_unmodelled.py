@@ -167,3 +167,21 @@ def test_the_docs_list_what_is_modelled_as_the_table_says() -> None:
     assert start in doc and end in doc, "docs/scenario-format.md lost its 'What dralab models' markers"
     assert doc.split(start, 1)[1].split(end, 1)[0] == render_markdown(), \
         "docs/scenario-format.md is stale: paste render_markdown() between the markers"
+
+
+def test_whatif_simulates_a_dump_with_unmodelled_fields_and_says_so(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`dralab whatif` reads a dump too: its pods' unmodelled fields are simulated as if absent, and said."""
+    whatif_dir = ROOT / "tests" / "fixtures" / "whatif"
+    dump = yaml.safe_load((whatif_dir / "topology-dump.yaml").read_text())  # a kind: List
+    for d in dump["items"]:
+        if d.get("kind") == "Pod":
+            d["spec"]["runtimeClassName"] = "nvidia"
+    path = tmp_path / "dump.yaml"
+    path.write_text(yaml.safe_dump(dump))
+    args = ["whatif", "-f", str(path), "--node-groups", str(whatif_dir / "groups.yaml"), "--policy", "dra"]
+    assert main([*args, "-o", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["not_modelled"]
+    assert (row["field"], row["count"]) == ("spec.runtimeClassName", sum(d["kind"] == "Pod" for d in dump["items"]))
+    assert main(args) == 0
+    assert row["line"] in capsys.readouterr().out
