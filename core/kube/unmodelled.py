@@ -78,7 +78,7 @@ _VOLUMES_READ = {
     "vsphereVolume": "counts against the node's attach limit (NodeVolumeLimits, CSI migration)",
     "portworxVolume": "counts against the node's attach limit (NodeVolumeLimits, CSI migration)",
 }
-_VOLUMES_FREE = ("emptyDir", "configMap", "secret", "downwardAPI", "projected", "hostPath", "image", "nfs",
+_VOLUMES_FREE = ("configMap", "secret", "downwardAPI", "projected", "image", "nfs",
                  "gitRepo", "cephfs", "glusterfs", "flexVolume", "fc", "flocker", "quobyte", "scaleIO", "storageos",
                  "photonPersistentDisk", "azureFile")
 _CONTAINER_FREE = ("image", "command", "args", "workingDir", "env", "envFrom", "volumeMounts", "volumeDevices",
@@ -95,6 +95,12 @@ def _pod() -> list[Field]:
     rows = [
         Field("Pod", "metadata.labels", MODELLED, "matched by selectors (gangs, Kueue, affinity and spread)"),
         Field("Pod", "metadata.ownerReferences", MODELLED, "the pod's controller: scale-down drains, replacements"),
+        Field("Pod", "metadata.annotations", MODELLED, "cluster-autoscaler's safe-to-evict annotations, Kueue's"),
+        Field("Pod", "spec.volumes[].name", MODELLED, "named by safe-to-evict-local-volumes"),
+        Field("Pod", "spec.volumes[].emptyDir", MODELLED, "local storage: blocks cluster-autoscaler's scale-down drain "
+              "unless in memory or declared safe (utils/drain HasBlockingLocalStorage)"),
+        Field("Pod", "spec.volumes[].hostPath", MODELLED, "local storage: blocks cluster-autoscaler's scale-down drain "
+              "unless declared safe"),
         Field("Pod", "spec.containers[].resources", MODELLED, "requests and limits (NodeResourcesFit), claims (DRA)"),
         Field("Pod", "spec.initContainers[].resources", MODELLED, "requests as PodRequests counts init containers"),
         Field("Pod", "spec.initContainers[].restartPolicy", MODELLED, "a sidecar's requests add to the pod's"),
@@ -140,6 +146,9 @@ def _pod() -> list[Field]:
         Field("Pod", "status.nominatedNodeName", MODELLED, "a preemptor's nominated node" + ISSUE_21),
         Field("Pod", "status.resourceClaimStatuses", MODELLED, "the claims generated for the pod (dumps)"),
         Field("Pod", "status.phase", MODELLED, "a finished pod holds nothing (dumps)"),
+        Field("Pod", "status.conditions", MODELLED, "DisruptionTarget of a terminating pod; PodScheduled's message "
+              "(audit, dumps)"),
+        Field("Pod", "metadata.deletionTimestamp", MODELLED, "a terminating pod still holds its node (dumps)"),
     ]
     rows += [Field("Pod", f"spec.volumes[].{k}", REFUSED, why, _VOLUME_UNCHECKED) for k, why in _VOLUMES_READ.items()]
     rows += [Field("Pod", f"spec.volumes[].{k}", NO_EFFECT, "no scheduler plugin reads it") for k in _VOLUMES_FREE]
