@@ -16,6 +16,7 @@ from dralab.cli import main
 from dralab.core.analysis.audit import audit
 from dralab.core.dra import claims
 from dralab.core.dra.api import parse_documents
+from dralab.core.kube import podgroup_convert
 from dralab.core.kube.fields import FieldError
 from dralab.core.kube.manifests import check_node, check_pod
 from dralab.core.kube.unmodelled import FIELDS, MODELLED, NO_EFFECT, REFUSED, render_markdown, unmodelled_uses
@@ -146,6 +147,12 @@ def test_the_table_covers_every_field_the_closed_dra_and_gang_lists_accept() -> 
     assert _spec_fields("Workload", "spec.") == {"controllerRef"}
     assert _spec_fields("Workload", "spec.podGroups[].") == {"name", "policy"}
     assert _spec_fields("PodGroup", "spec.") == {"minMember", "minResources", "scheduleTimeoutSeconds"}
+    assert _spec_fields("PodGroup (1.36+)", "spec.") == set(podgroup_convert._POD_GROUP) | set(
+        podgroup_convert._V1ALPHA2_POD_GROUP)
+    assert _spec_fields("CompositePodGroup (1.37)", "spec.") == {"parentCompositePodGroupName", "workloadRef",
+                                                                 "schedulingPolicy", "priorityClassName", "priority"}
+    assert _spec_fields("Workload (1.36+)", "spec.") == {"controllerRef", "podGroupTemplates",
+                                                         "compositePodGroupTemplates"}
 
 
 def test_issue_21_fields_are_modelled_not_refused() -> None:

@@ -207,6 +207,29 @@ def _dra() -> list[Field]:
     return rows
 
 
+# scheduling.k8s.io v1alpha2/v1alpha3/v1beta1 (1.36, 1.37): core/kube/podgroup_convert.py reads them
+_PG, _CPG, _WL = "PodGroup (1.36+)", "CompositePodGroup (1.37)", "Workload (1.36+)"
+_GROUPS_136 = (
+    (_PG, "schedulingPolicy", "basic or gang (minCount)"),
+    (_PG, "schedulingConstraints", "topology (TopologyAwareWorkloadScheduling)"),
+    (_PG, "resourceClaims", "claims shared by the group (DRAWorkloadResourceClaims)"),
+    (_PG, "disruptionMode", "workload-aware preemption"),
+    (_PG, "priorityClassName", "the group's priority"),
+    (_PG, "priority", "the group's priority, as admitted"),
+    (_PG, "preemptionPolicy", "workload-aware preemption (Never: preempts nobody)"),
+    (_PG, "workloadRef", "the Workload and template it comes from"),
+    (_PG, "podGroupTemplateRef", "v1alpha2's reference to its Workload's template"),
+    (_PG, "parentCompositePodGroupName", "the CompositePodGroup above it"),
+    (_CPG, "schedulingPolicy", "basic or gang (minGroupCount)"),
+    (_CPG, "priorityClassName", "the tree's priority"),
+    (_CPG, "priority", "the tree's priority, as admitted"),
+    (_CPG, "workloadRef", "the Workload it comes from"),
+    (_CPG, "parentCompositePodGroupName", "the CompositePodGroup above it"),
+    (_WL, "podGroupTemplates", "the templates of its PodGroups, fields as a PodGroup's"),
+    (_WL, "compositePodGroupTemplates", "the templates of its CompositePodGroups"),
+)
+
+
 def _groups() -> list[Field]:
     w, pg = "Workload", "PodGroup"
     return [
@@ -216,11 +239,8 @@ def _groups() -> list[Field]:
         Field(pg, "spec.minMember", MODELLED, "Coscheduling: pods placed all-or-nothing"),
         Field(pg, "spec.minResources", MODELLED, "Coscheduling PreFilter: resources free in the cluster"),
         Field(pg, "spec.scheduleTimeoutSeconds", MODELLED, "Permit's wait for the rest of the group"),
-        Field("PodGroup (1.36+)", "spec.schedulingPolicy", MODELLED, "basic or gang (minCount)"),
-        Field("PodGroup (1.36+)", "spec.schedulingConstraints", MODELLED, "topology (TopologyAwareWorkloadScheduling)"),
-        Field("PodGroup (1.36+)", "spec.priorityClassName", MODELLED, "the group's priority"),
-        Field("PodGroup (1.36+)", "spec.disruptionMode", MODELLED, "workload-aware preemption"),
-        Field("PodGroup (1.36+)", "spec.resourceClaims", MODELLED, "claims shared by the group"),
+        *(Field(g, f"spec.{k}", MODELLED, why) for g, k, why in _GROUPS_136),
+        Field(_WL, "spec.controllerRef", NO_EFFECT, "names the object that made the Workload"),
     ]
 
 
