@@ -177,3 +177,25 @@ def test_the_audit_table_explains_the_reasons_present(tmp_path: Path, capsys: py
     assert main(["audit", "-f", str(path)]) == 0
     out = capsys.readouterr().out
     assert "reasons:\n" + explain_lines(["preemption"])[0] in out
+
+
+def test_the_html_report_explains_the_pending_reasons_it_plots() -> None:
+    """`dralab report`: under the pending plot, one note per reason seen in the runs (a new cause included)."""
+    from dralab.core.log.events import decode_record
+    from dralab.core.run.config import policies, run_config
+    from dralab.inputs import load_scenario_input
+    from dralab.replay.logs.logfile import make_header
+    from dralab.replay.report.report_data import extract
+    from dralab.replay.report.report_html import render
+    from dralab.replay.simulation.sim import Simulator
+
+    scenario = load_scenario_input(str(ROOT / "scenarios" / "topology-mismatch.yaml"), "count")
+    seed = scenario.seed if scenario.seed is not None else 0
+    entries = Simulator(scenario, seed).run().entries
+    header = make_header(scenario=scenario.name, seed=seed, policy=policies(run_config(scenario)), mode="sim")
+    run = extract("x.dralog", header, [(o, decode_record(p, o)) for o, p in entries])
+    run.pending.columns["spread"] = [1.0] * len(run.pending.t)
+    page = render([run], [("pending", "Pending pods", "<svg></svg>")])
+    for cause in ("topology", "spread"):
+        assert explain_lines([cause], indent="")[0].replace("'", "&#x27;") in page
+    assert explain_lines(["gated"], indent="")[0] not in page  # not seen: not explained
