@@ -81,7 +81,7 @@ _VOLUMES_READ = {
 _VOLUMES_FREE = ("configMap", "secret", "downwardAPI", "projected", "image", "nfs",
                  "gitRepo", "cephfs", "glusterfs", "flexVolume", "fc", "flocker", "quobyte", "scaleIO", "storageos",
                  "photonPersistentDisk", "azureFile")
-_CONTAINER_FREE = ("image", "command", "args", "workingDir", "env", "envFrom", "volumeMounts", "volumeDevices",
+_CONTAINER_FREE = ("command", "args", "workingDir", "env", "envFrom", "volumeMounts", "volumeDevices",
                    "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
                    "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty",
                    "resizePolicy")
@@ -104,11 +104,13 @@ def _pod() -> list[Field]:
         Field("Pod", "spec.containers[].resources", MODELLED, "requests and limits (NodeResourcesFit), claims (DRA)"),
         Field("Pod", "spec.initContainers[].resources", MODELLED, "requests as PodRequests counts init containers"),
         Field("Pod", "spec.initContainers[].restartPolicy", MODELLED, "a sidecar's requests add to the pod's"),
+        *(Field("Pod", f"spec.{c}[].image", MODELLED, "ImageLocality scoring, with the nodes' status.images" + ISSUE_21)
+          for c in ("containers", "initContainers")),
         *(Field("Pod", f"spec.{c}[].ports[].hostPort", REFUSED, "takes the port on the node: two pods asking for "
                 "the same host port never share a node (NodePorts)", "their host ports were not checked (NodePorts)")
           for c in ("containers", "initContainers")),
         Field("Pod", "spec.hostNetwork", REFUSED,
-              "makes every container port a host port (API defaulting), which NodePorts keeps apart on a node",
+              "with container ports, makes each a host port (API defaulting), which NodePorts keeps apart on a node",
               "their host ports were not checked (NodePorts)", when=_has_ports),
         Field("Pod", "spec.resources", MODELLED, "pod-level requests (PodRequests)"),
         Field("Pod", "spec.overhead", MODELLED, "added to the pod's requests"),
