@@ -62,12 +62,12 @@ def render_table(report: dict[str, Any]) -> str:
     d = report["devices"]
     lines.append(f"devices: {d['total']} total, {d['allocated']} allocated, {d['free']} free, "
                  f"{d['stranded']} stranded")
+    reasons = explain_lines(p["reason"] for p in report["pods"] if p["node"] is None and p["reason"])
+    if reasons:  # what each reason means and what to do (core/analysis/causes.py)
+        lines += ["reasons:", *reasons]
+    lines += [row["line"] for row in report.get("not_modelled") or []]  # fields the audit could not check
     if report.get("pod_groups"):
         lines += ["", *render_groups(report["pod_groups"])]
-    reasons = [p["reason"] for p in report["pods"] if p["node"] is None and p["reason"]]
-    if reasons:  # what each reason means and what to do (core/analysis/causes.py)
-        lines += ["", "reasons:", *explain_lines(reasons)]
-    lines += [row["line"] for row in report.get("not_modelled") or []]  # fields the audit could not check
     return "\n".join(lines)
 
 

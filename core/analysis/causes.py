@@ -29,8 +29,9 @@ class Cause:
 CAUSES: dict[str, Cause] = {
     "capacity": Cause("no node the pod may use has enough free devices matching its claims",
                       "free devices, add nodes with such devices, or ask for fewer"),
-    "topology": Cause("a node has enough free matching devices, but none that meet the claim's constraints",
-                      "make room in one topology domain, or relax matchAttribute/distinctAttribute"),
+    "topology": Cause("the room is there, but not together: no node's free matching devices meet the claim's "
+                      "constraints, or no topology domain fits the whole PodGroup",
+                      "make room in one domain (an NVLink domain, a rack), or relax the constraint"),
     "fragmentation": Cause("enough free matching devices in all, but not on one node",
                            "consolidate small consumers, split the workload, or pack (most-allocated)"),
     "resources": Cause("cpu, memory, pods or an extended resource is short",
