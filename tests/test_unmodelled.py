@@ -192,3 +192,20 @@ def test_whatif_simulates_a_dump_with_unmodelled_fields_and_says_so(tmp_path: Pa
     assert (row["field"], row["count"]) == ("spec.runtimeClassName", sum(d["kind"] == "Pod" for d in dump["items"]))
     assert main(args) == 0
     assert row["line"] in capsys.readouterr().out
+
+
+def test_every_way_a_scenario_makes_pods_refuses_the_field() -> None:
+    """A Job's pod template and a ProvisioningRequest's PodTemplate are pods dralab will run: the same rule."""
+    volume = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    job_doc = scenario(POD)
+    job_doc["spec"]["workload"] = [{"at": "0s", "job": {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+        "spec": {"parallelism": 1, "template": {"spec": {**copy.deepcopy(POD["spec"]), "restartPolicy": "Never",
+                                                         "volumes": volume}}}}}]
+    with pytest.raises(ScenarioError, match=r"spec\.volumes\[0\]\.persistentVolumeClaim.*not modelled by dralab"):
+        parse_scenario(job_doc, "s.yaml")
+    template_doc = scenario(POD)
+    template_doc["spec"]["objects"] = [{"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
+                                        "template": {"spec": {**copy.deepcopy(POD["spec"]), "volumes": volume}}}]
+    with pytest.raises(ScenarioError, match=r"persistentVolumeClaim.*not modelled by dralab"):
+        parse_scenario(template_doc, "s.yaml")
