@@ -199,3 +199,16 @@ def test_the_html_report_explains_the_pending_reasons_it_plots() -> None:
     for cause in ("topology", "spread"):
         assert explain_lines([cause], indent="")[0].replace("'", "&#x27;") in page
     assert explain_lines(["gated"], indent="")[0] not in page  # not seen: not explained
+
+
+def test_schedule_leaves_pending_what_the_dump_says_is_blocked() -> None:
+    """`dralab schedule` applies the same evidence: a pod kube-scheduler found blocked by spread is not bound."""
+    from dralab.core.analysis.audit import schedule
+
+    dump = docs("taint.yaml")
+    tolerant = next(d for d in dump if d["metadata"]["name"] == "tolerant")
+    assert [b["name"] for b in schedule(parse_documents(copy.deepcopy(dump), "d.yaml"))["bindings"]] == ["tolerant"]
+    tolerant["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "message": FIT_ERROR}]}
+    result = schedule(parse_documents(dump, "d.yaml"))
+    assert result["bindings"] == []
+    assert [(p["name"], p["reason"]) for p in result["pending"]] == [("intolerant", "taint"), ("tolerant", "spread")]

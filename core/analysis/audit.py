@@ -163,7 +163,7 @@ def schedule(inv: Inventory, version: str | None = None) -> dict[str, Any]:
             bindings += placed
             pending += [v.to_json() for v in waiting]
             continue
-        verdict = placer.evaluate(pod)
+        verdict = refine(pod, placer.evaluate(pod))  # the dump's own evidence (audit_causes.py), as audit does
         if verdict.reason is not None:
             pending.append(verdict.to_json())
             continue
