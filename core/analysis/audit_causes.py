@@ -42,6 +42,8 @@ _UNCHECKED = {"spread": "topology spread constraints", "affinity": "inter-pod af
 
 def refine(pod: dict[str, Any], verdict: PodVerdict) -> PodVerdict:
     """``verdict`` (of a pending pod, from the audit's filters) with the dump's evidence applied, if any."""
+    if verdict.reason == "binding-conditions":  # already found (by evaluate, when it checks PreBind itself)
+        return verdict
     waiting = _binding_conditions(verdict)
     if waiting is not None:
         return dataclasses.replace(verdict, reason="binding-conditions", message=waiting)
