@@ -35,7 +35,7 @@ _DRA_REASON = {
     "capacity": "capacity",
     "counters": "capacity",
     "consumable-capacity": "capacity",
-    "taint": "device-taint",  # KEP-5055 device taints (issue 21: apart from node taints, `taint`)
+    "taint": "device-taint",  # the devices' taints (the slices' and DeviceTaintRules'), as the scheduler says
     "incomplete-pool": "not-ready",
     "invalid-pool": "not-ready",
     "no-class": "missing",
@@ -47,7 +47,7 @@ _DONE = ("Succeeded", "Failed")
 
 @dataclass
 class Failure:
-    reason: str  # not-ready | selector | taint | resources | capacity | topology | device-taint | missing
+    reason: str  # not-ready | selector | taint | resources | capacity | topology | missing
     message: str
 
 
