@@ -15,6 +15,8 @@ import argparse
 import sys
 from typing import Any
 
+from dralab.core.analysis.causes import explain_lines
+
 from .dump_release import dump_profile_input
 from .inputs import add_profile_flags, emit, load_inventory, profile_flags
 
@@ -60,6 +62,10 @@ def render_table(report: dict[str, Any]) -> str:
     d = report["devices"]
     lines.append(f"devices: {d['total']} total, {d['allocated']} allocated, {d['free']} free, "
                  f"{d['stranded']} stranded")
+    reasons = explain_lines(p["reason"] for p in report["pods"] if p["node"] is None and p["reason"])
+    if reasons:  # what each reason means and what to do (core/analysis/causes.py)
+        lines += ["reasons:", *reasons]
+    lines += [row["line"] for row in report.get("not_modelled") or []]  # fields the audit could not check
     if report.get("pod_groups"):
         lines += ["", *render_groups(report["pod_groups"])]
     return "\n".join(lines)

@@ -90,6 +90,7 @@ def render_table(report: dict[str, Any]) -> str:
             lines.append(f"  {pod['namespace']}/{pod['name']}  {pod['reason']}  {pod['message']}")
         if len(still) > SHOWN:
             lines.append(f"  ... and {len(still) - SHOWN} more (-o json lists every pod)")
+    lines += [row["line"] for row in report.get("not_modelled") or []]  # fields simulated as if absent
     return "\n".join(lines)
 
 

@@ -137,6 +137,9 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
         "default    spread  fragmentation  node-a   the claims need 3 device(s): 4 matching devices are free "
         "across 2 node(s), but at most 2 on one node",
         "devices: 7 total, 2 allocated, 5 free, 1 stranded",
+        "reasons:",  # what each reason means and what to do (core/analysis/causes.py, issue 21)
+        "  fragmentation: enough free matching devices in all, but not on one node; consolidate small consumers, "
+        "split the workload, or pack (most-allocated)",
     ]
 
 

@@ -14,7 +14,11 @@ gang or a scheduler-plugins PodGroup: fewer than ``minCount``/``minMember`` pods
 PodGroup's ``minResources`` are not free, or no room for ``minCount`` of them at once; see
 :mod:`dralab.core.analysis.audit_gang`), ``gated`` (the pod has scheduling gates, e.g. Kueue's
 ``kueue.x-k8s.io/admission``: the scheduler does not try it, and cluster-autoscaler does not scale up for
-it, until they are removed), ``preemption`` (the pod's 1.36+ PodGroup waits for its preemption victims to go).
+it, until they are removed), ``preemption`` (the pod's 1.36+ PodGroup waits for its preemption victims to go, or
+the pod, nominated to a node, waits for its own), ``device-taint`` (the devices it could use carry taints its claims
+do not tolerate), and, from the dump's own evidence (:mod:`dralab.core.analysis.audit_causes`):
+``binding-conditions``, ``spread``, ``affinity``. The report's ``not_modelled`` lists the fields the dump uses that
+change scheduling and that dralab does not model (their constraints were not checked).
 A pending pod that fits somewhere has reason None.
 
 1.36/1.37 PodGroups (pods with ``spec.schedulingGroup``) are placed as the scheduler's PodGroup cycle places
@@ -29,6 +33,8 @@ import dataclasses
 from typing import Any
 
 from ..dra.model import Inventory
+from ..kube.unmodelled import unmodelled_uses
+from .audit_causes import refine
 from .audit_gang import GangIndex, audit_gang, schedule_gang
 from .audit_podgroups import Group, GroupIndex, Outcome, conditions
 from .audit_pods import Placer, PodVerdict, device_totals, evaluate, gated, pod_names, queue_order
@@ -47,8 +53,8 @@ def audit(inv: Inventory, version: str | None = None) -> dict[str, Any]:
     memo: dict[tuple[str, str], Shape] = {}
     for key, pod in inv.pods.items():
         if is_pending(pod):
-            verdicts[key] = gated(pod) or gangs.held(snap, pod) or evaluate(snap, groups.member(pod), memo,
-                                                                            share_nodes=True)
+            verdicts[key] = refine(pod, gated(pod) or gangs.held(snap, pod)
+                                   or evaluate(snap, groups.member(pod), memo, share_nodes=True))
         else:
             ns, name = pod_names(pod)
             node = (pod.get("spec") or {}).get("nodeName")
@@ -63,7 +69,18 @@ def audit(inv: Inventory, version: str | None = None) -> dict[str, Any]:
     out = {"pods": [v.to_json() for v in ordered], "devices": device_totals(snap, ordered)}
     if rows is not None:
         out["pod_groups"] = rows
+    unmodelled = not_modelled(inv)
+    if unmodelled:
+        out["not_modelled"] = unmodelled
     return out
+
+
+def not_modelled(inv: Inventory) -> list[dict[str, Any]]:
+    """The fields of the dump's pods and nodes that change scheduling and that dralab does not model: a dump is a
+    real cluster, so they are reported (what the audit could not check), where a scenario would be refused
+    (core/kube/unmodelled.py)."""
+    return (unmodelled_uses("Pod", list(inv.pods.values()))
+            + unmodelled_uses("Node", [n.manifest for n in inv.nodes.values()]))
 
 
 def _place_unit(groups: GroupIndex, placer: Placer, key: str) -> list[Outcome]:
@@ -146,7 +163,7 @@ def schedule(inv: Inventory, version: str | None = None) -> dict[str, Any]:
             bindings += placed
             pending += [v.to_json() for v in waiting]
             continue
-        verdict = placer.evaluate(pod)
+        verdict = refine(pod, placer.evaluate(pod))  # the dump's own evidence (audit_causes.py), as audit does
         if verdict.reason is not None:
             pending.append(verdict.to_json())
             continue

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks.invariants import Violation
 from ..run.config import policies
 from ..state.cluster import ClusterState
+from .causes import explain_lines
 from .podgroups import render_lines, summarize_groups
 from .waits import pending_cause, schedule_waits, time_to_schedule
 
@@ -74,6 +75,7 @@ def render_text(summary: dict[str, Any]) -> str:
         f"pods       {pods['scheduled']}/{pods['total']} scheduled, {pods['pending']} pending"
         + (f" ({', '.join(f'{k}: {v}' for k, v in pods['pending_by_reason'].items())})" if pods["pending"] else "")
         + (f", {pods['failed']} failed" if pods.get("failed") else ""),
+        *explain_lines(pods["pending_by_reason"], indent=" " * 11),  # what each cause means, what to do
         *([f"gangs      {summary['gangs']['bound']}/{summary['gangs']['total']} bound, "
            f"{summary['gangs']['waiting']} waiting at Permit, {summary['gangs']['timeouts']} member(s) timed out"]
           if summary.get("gangs", {}).get("total") else []),

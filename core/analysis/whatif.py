@@ -43,6 +43,7 @@ from ..scenario.load import NodeGroup, _node_groups
 from ..scheduler.queue import MAX_BACKOFF_MS
 from ..scheduler.reactor import Scheduler
 from ..state.cluster import ClusterState
+from .audit import not_modelled
 from .dump import dump_record
 
 __all__ = ["EXPANDERS", "MAX_LOOPS", "POLICIES", "parse_node_groups", "whatif"]
@@ -226,9 +227,13 @@ def whatif(inv: Inventory, groups: Sequence[NodeGroup], *, policies: Sequence[st
     if expander not in EXPANDERS:
         raise ValueError(f"unknown expander {expander!r}; expected one of {list(EXPANDERS)}")
     base = _base(inv, groups, seed, kubernetes)
-    return {
+    out = {
         "pending_before": len(base.pending),
         "fits_now": [_short(k) for k in base.fits_now],
         "policies": [_policy(base, p, seed, expander, max_loops, kubernetes) for p in dict.fromkeys(policies)],
     }
+    unmodelled = not_modelled(inv)  # simulated as if absent: said, as `dralab audit` says it (issue 21)
+    if unmodelled:
+        out["not_modelled"] = unmodelled
+    return out
 

@@ -238,7 +238,7 @@ def _constraint(item: object, path: str, names: RequestNames) -> Constraint:
 def convert_pod(obj: dict[str, Any], path: str) -> tuple[str, str]:
     """Check a v1 Pod (as :func:`dralab.core.kube.manifests.check_pod` does, plus ``spec.resourceClaims`` and the
     containers' ``resources.claims``); return its (namespace, name). ``obj`` is not modified."""
-    pod = check_pod(obj, path)  # checks a copy
+    pod = check_pod(obj, path, refuse_unmodelled=False)  # checks a copy; a dump's unmodelled fields: audit reports
     spec_path = join(path, "spec")
     spec = pod["spec"]
     claims_path = join(spec_path, "resourceClaims")

@@ -1,6 +1,7 @@
 """v1 Pod and Node manifests: the checks dralab applies to what it reads, and resource arithmetic.
 
-A manifest is kept as the plain dict it was loaded as (unknown Kubernetes fields are allowed and kept).
+A manifest is kept as the plain dict it was loaded as (unknown Kubernetes fields are allowed and kept, except
+the fields that change scheduling and are not modelled: core/kube/unmodelled.py).
 What dralab reads is checked as the API server's validation would check it: names, labels, resource
 quantities, priority, nodeSelector, tolerations and taints. Defaults the API server would fill and
 dralab relies on (``apiVersion``, ``kind``, ``metadata.namespace``) are filled in.
@@ -46,6 +47,7 @@ from .resources import (
     node_allocatable,
     pod_requests,
 )
+from .unmodelled import check_unmodelled
 from .versions import Profile
 from .workloads import check_workload_ref
 
@@ -213,10 +215,13 @@ def _check_tolerations(value: object, path: str) -> None:
                 raise FieldError(join(t_path, "effect"), "must be `NoExecute` when `tolerationSeconds` is set")
 
 
-def _check_pod(pod: object, path: str, profile: Profile | None = None) -> dict[str, Any]:
+def _check_pod(pod: object, path: str, profile: Profile | None = None, *, refuse_unmodelled: bool = True
+               ) -> dict[str, Any]:
     """Check ``pod`` (already plain data, see :func:`sanitize`) and fill its defaults in place. With a
     ``profile``, how the pod names its group is checked against that release (``spec.workloadRef`` in 1.35,
-    ``spec.schedulingGroup`` from 1.36); without one, as dralab always has (1.35's ``workloadRef``)."""
+    ``spec.schedulingGroup`` from 1.36); without one, as dralab always has (1.35's ``workloadRef``).
+    ``refuse_unmodelled``: a field that changes scheduling and is not modelled is refused (a scenario's pod);
+    False for a dump's pod, whose such fields ``dralab audit`` reports instead (core/kube/unmodelled.py)."""
     obj = expect_map(pod, path)
     _check_type_meta(obj, path, "Pod")
     if "metadata" not in obj:
@@ -260,13 +265,16 @@ def _check_pod(pod: object, path: str, profile: Profile | None = None) -> dict[s
     for name, amount in pod_requests(obj).items():
         if amount > INT64_MAX:
             raise FieldError(spec_path, f"the pod's total request of {name} exceeds 2^63-1 {_unit(name)}")
+    if refuse_unmodelled:
+        check_unmodelled("Pod", obj, path)
     return obj
 
 
-def check_pod(pod: object, path: str = "", *, profile: Profile | None = None) -> dict[str, Any]:
+def check_pod(pod: object, path: str = "", *, profile: Profile | None = None, refuse_unmodelled: bool = True
+              ) -> dict[str, Any]:
     """Check a v1 Pod manifest (under ``profile``'s release when given); return a plain copy with ``apiVersion``,
     ``kind`` and ``metadata.namespace`` filled in. Raises :class:`~dralab.core.kube.fields.FieldError`."""
-    return _check_pod(sanitize(pod), path, profile)
+    return _check_pod(sanitize(pod), path, profile, refuse_unmodelled=refuse_unmodelled)
 
 
 # --- Node -----------------------------------------------------------------------------------------------
@@ -327,6 +335,7 @@ def _check_node(node: object, path: str) -> dict[str, Any]:
             join(join(status_path, field), "pods"),
             "missing required field: a Node without allocatable pods runs no pod (kubelet's default is 110)",
         )
+    check_unmodelled("Node", obj, path)  # a scenario's node template (a dump's nodes: core/dra/convert.py)
     return obj
 
 

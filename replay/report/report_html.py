@@ -12,6 +12,8 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
+from dralab.core.analysis.causes import explain_lines
+
 from .report_data import RunData, headline
 
 CSS = """
@@ -89,5 +91,8 @@ def render(runs: Sequence[RunData], plots: Sequence[tuple[str, str, str]], *, ti
         parts.append(f'<h2 id="{html.escape(name)}">{html.escape(plot_title)}</h2>')
         parts.append(f'<p class="note">{html.escape(NOTES.get(name, ""))}</p>')
         parts.append(f'<figure class="plot" data-plot="{html.escape(name)}">{svg}</figure>')
+        if name == "pending":  # what each reason seen means, what to do (core/analysis/causes.py)
+            seen = [str(k) for run in runs for k, col in run.pending.columns.items() if any(col)]
+            parts += [f'<p class="note cause">{html.escape(line)}</p>' for line in explain_lines(seen, indent="")]
     parts.append("</body></html>\n")
     return "\n".join(parts)
