@@ -36,10 +36,11 @@ from ..controllers.claims import ClaimController
 from ..dra.model import Inventory
 from ..engine.contract import Reactor, decide
 from ..kube.fields import FieldError, check_fields, sanitize, type_name
-from ..kube.versions import Profile
+from ..kube.versions import Profile, profile_from_config
 from ..log.events import AnyEvent, NodeCreated, NodeGroupDefined, NodeReady, Record, ScaleUpRequested
 from ..scenario.gates import check_group
 from ..scenario.load import NodeGroup, _node_groups
+from ..scheduler.config import default_config
 from ..scheduler.queue import MAX_BACKOFF_MS
 from ..scheduler.reactor import Scheduler
 from ..state.cluster import ClusterState
@@ -152,12 +153,20 @@ def _short(key: str) -> str:
     return key.split("/", 1)[1]
 
 
+def _scheduler(kubernetes: dict[str, Any] | None, pdbs: list[dict[str, Any]]) -> Scheduler:
+    """The scheduler a what-if runs: in a release profile, kube-scheduler's default configuration of that release
+    (scoring as a real cluster's default profile does: core/scheduler/config.py); under the legacy model, dralab's
+    most-allocated as before."""
+    config = default_config(profile_from_config(kubernetes).version) if kubernetes is not None else None
+    return Scheduler(kubernetes=kubernetes, pdbs=pdbs, config=config)
+
+
 def _base(inv: Inventory, groups: Sequence[NodeGroup], seed: int, kubernetes: dict[str, Any] | None) -> _Base:
     dump = dump_record(inv)
     records = [dump.record, _groups_record(groups)]
     log = _Log(records, seed)
     pdbs = [o for o in inv.other if o.get("kind") == "PodDisruptionBudget"]
-    records += log.settle(0, ClaimController(), Scheduler(kubernetes=kubernetes, pdbs=pdbs))
+    records += log.settle(0, ClaimController(), _scheduler(kubernetes, pdbs))
     fits = tuple(k for k in dump.pending if log.state.pods[k].node is not None)
     return _Base(tuple(records), dump.pending, fits, tuple(pdbs))
 
@@ -182,7 +191,7 @@ def _policy(base: _Base, policy: str, seed: int, expander: str, max_loops: int,
     # budgets for the autoscaler in release profiles only, as a run's config records them (run/config.py)
     autoscaler = Autoscaler(policy=policy, expander=expander, kubernetes=kubernetes,
                             pdbs=list(base.pdbs) if kubernetes is not None else [])
-    claims, scheduler = ClaimController(), Scheduler(kubernetes=kubernetes, pdbs=list(base.pdbs))
+    claims, scheduler = ClaimController(), _scheduler(kubernetes, list(base.pdbs))
     step = max(autoscaler.scan_interval_ms, MAX_BACKOFF_MS)
     now = 0
     scale_ups: list[dict[str, Any]] = []
