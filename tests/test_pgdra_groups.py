@@ -104,3 +104,29 @@ def test_a_failed_trial_placement_leaves_no_special_claim_nor_wait() -> None:
     assert [e for _, e in evs if isinstance(e, PodBound)] == []
     reasons = {e.reason for _, e in evs if isinstance(e, PodUnschedulable)}
     assert reasons == {"Unschedulable"}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_a_topology_placement_chosen_among_alike_domains_waits_in_prebind_too(seed: int) -> None:
+    """Two domains of one node each: the group is tried in each (rolled back), then the chosen placement is
+    replayed (`Placement.rebind`, pod_group.choose); its members wait in PreBind in one domain, none bound at once."""
+    doc = grouped("binding-conditions.yaml", "1.37", "scheduling.k8s.io/v1beta1", 2)
+    spec = doc["spec"]
+    spec["seed"] = seed
+    spec["kubernetes"]["featureGates"]["TopologyAwareWorkloadScheduling"] = True
+    spec["objects"][-1]["spec"]["schedulingConstraints"] = {"topology": [{"key": "example.com/fabric"}]}
+    group_a = spec["nodeGroups"][0]
+    group_a["template"]["metadata"] = {"labels": {"example.com/fabric": "a"}}
+    group_b = copy.deepcopy(group_a)
+    group_b["name"] = "fabric-b"
+    group_b["template"]["metadata"]["labels"]["example.com/fabric"] = "b"
+    spec["nodeGroups"].append(group_b)
+    spec["nodes"].append({"group": "fabric-b", "count": 1})
+    spec["duration"] = "1m"
+    result = run_doc(doc)
+    starts = [(t, e.node) for t, e in events(result) if isinstance(e, PodBindingStarted)]
+    # at 0 s or, when the claim controller's record comes after the scheduler's, at the next decision (1 s)
+    t0 = starts[0][0]
+    assert [t for t, _ in starts] == [t0, t0] and t0 in (0, 1_000)
+    assert len({node for _, node in starts}) == 1  # one domain: the group's placement
+    assert [t for t, e in events(result) if isinstance(e, PodBound)] == [t0 + 45_000]  # train-a's device attaches
