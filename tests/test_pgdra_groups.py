@@ -107,7 +107,7 @@ def test_a_failed_trial_placement_leaves_no_special_claim_nor_wait() -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_a_topology_placement_chosen_among_alike_domains_waits_in_prebind_too(seed: int) -> None:
+def test_a_topology_placement_chosen_among_domains_waits_in_prebind_too(seed: int) -> None:
     """Two domains of one node each: the group is tried in each (rolled back), then the chosen placement is
     replayed (`Placement.rebind`, pod_group.choose); its members wait in PreBind in one domain, none bound at once."""
     doc = grouped("binding-conditions.yaml", "1.37", "scheduling.k8s.io/v1beta1", 2)
