@@ -163,5 +163,5 @@ class Placer:
         snap.commit(best.allocations, by_key)
         snap.add_pod(node, pod)
         claims = [{"name": name, "allocation": best.allocations.get(c.key, c.allocation)}
-                  for name, c in verdict.claims.claims]
+                  for name, c in snap.extended.on_node(verdict.claims.claims, node)]  # no special claim there
         return {"namespace": verdict.namespace, "name": verdict.name, "node": node, "claims": claims}

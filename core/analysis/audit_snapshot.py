@@ -28,6 +28,7 @@ from ..kube.resources import node_allocatable, pod_requests
 from ..scheduler.plugins.node_resources_fit import lacking
 from ..scheduler.reactor import tolerates
 from .audit_devices import DeviceCatalog
+from .audit_extended import POD_CLAIM, ExtendedResources, is_special
 from .audit_journal import ChangeJournal, Checkpoint
 
 # DRA explanation kinds -> pending reason
@@ -99,6 +100,7 @@ class Snapshot:
         self.node_index = {name: i for i, name in enumerate(self.nodes)}  # position in node order
         self.allocatable = {name: node_allocatable(n.manifest) for name, n in self.nodes.items()}
         self.used: dict[str, dict[str, int]] = {name: {} for name in self.nodes}
+        self.extended = ExtendedResources(inv, self.allocatable)  # DRA-served extended resources (KEP-5004)
         for pod in inv.pods.values():
             node = (pod.get("spec") or {}).get("nodeName")
             if node in self.used and (pod.get("status") or {}).get("phase") not in _DONE:
@@ -312,6 +314,9 @@ class Snapshot:
                             out.missing.append(f"DeviceClass {sub.device_class} (claim {claim.key}, "
                                                f"request {request.name})")
             out.claims.append((name, claim))
+        special = self.extended.claim(pod, self.claims)
+        if special is not None:
+            out.claims.append((POD_CLAIM, special))
         return out
 
     # ------------------------------------------------------------------ filters
@@ -365,7 +370,7 @@ class Snapshot:
 
     def resource_failures(self, pod: dict[str, Any], node: str, *,
                           requests: dict[str, int] | None = None) -> list[Failure]:
-        checks = sorted((pod_requests(pod) if requests is None else requests).items())
+        checks = sorted(self.extended.fit_requests(pod_requests(pod) if requests is None else requests, node).items())
         missing = lacking(checks, self.used[node], self.allocatable[node], every=True)
         if not missing:
             return []
@@ -373,6 +378,7 @@ class Snapshot:
 
     def dra(self, claims: list[tuple[str, Claim]], node: Node, *, explain: bool) -> NodeResult:
         result = NodeResult(node.name)
+        claims = self.extended.on_node(claims, node.name)
         if not claims:
             return result
         for _, claim in claims:
@@ -437,6 +443,8 @@ class Snapshot:
         another node with the same `node_signature` (then ``allocations`` name that node's devices, and
         messages that node)."""
         where: str | None = None
+        if share_nodes and self.extended.mixed and any(is_special(c) for _, c in claims):
+            share_nodes = False  # the special claim is left out on nodes that list its resources
         if share_nodes and all(c.allocation is None for _, c in claims):
             sig = self.node_signature(node.name)
             where = None if sig is None else "\x00" + sig  # never a node name

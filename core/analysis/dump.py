@@ -33,6 +33,7 @@ from typing import Any
 
 from ..cluster.pod_claims import POD_CLAIM_ANNOTATION
 from ..dra.api import scheduling_objects
+from ..dra.extended import POD_CLAIM
 from ..dra.model import Claim, Inventory
 from ..dra.taint_rules import inventory_rules
 from ..log.events import (
@@ -92,11 +93,15 @@ def _creation_order(pods: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str
 
 
 def _claim_owners(inv: Inventory) -> dict[str, tuple[str, str]]:
-    """Generated claim "ns/name" -> (pod key, pod claim name), for claims made from a pod's template."""
+    """Generated claim "ns/name" -> (pod key, pod claim name), for claims made from a pod's template, and a pod's
+    special claim for DRA-served extended resources (status.extendedResourceClaimStatus: dralab's POD_CLAIM)."""
     owners: dict[str, tuple[str, str]] = {}
     by_pod: dict[str, dict[str, str]] = {}  # "ns/pod" -> {pod claim name: template name}
     for key, pod in inv.pods.items():
         ns, name = _names(pod)
+        special = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if isinstance(special, str) and f"{ns}/{special}" in inv.claims:  # DRA extended resources (KEP-5004)
+            owners[f"{ns}/{special}"] = (pod_key(ns, name), POD_CLAIM)
         entries = {str(e.get("name")): str(e.get("resourceClaimTemplateName"))
                    for e in (pod.get("spec") or {}).get("resourceClaims") or []
                    if isinstance(e, dict) and e.get("resourceClaimTemplateName")}

@@ -40,15 +40,25 @@ from .filters import pending_cause as pending_cause
 from .filters import static_shape as static_shape
 from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
-from .framework import Status, unresolvable
+from .framework import Status, unresolvable, unschedulable
 from .node_search import NodeSearch
 from .placement import AntiIndex, depends
 from .plain import attempt
 from .plugins.composite_pod_group import Tree, invalid, root_of, schedule_composite
-from .plugins.dra_binding import DEFAULT_BINDING_TIMEOUT_MS, PreBind, PreBindWaits, needs_wait, prebind, waits_enabled
+from .plugins.dra_binding import CAUSE as BINDING_CAUSE
+from .plugins.dra_binding import (
+    DEFAULT_BINDING_TIMEOUT_MS,
+    UNAVAILABLE,
+    PreBind,
+    PreBindWaits,
+    blocked,
+    needs_wait,
+    prebind,
+    waits_enabled,
+)
 from .plugins.dra_binding import check_args as check_dra_args
+from .plugins.dra_extended import Path, created, schedule_extended, search
 from .plugins.dra_extended import plan as extended_plan
-from .plugins.dra_extended import schedule_extended
 from .plugins.dynamic_resources import DraPlugin
 from .plugins.gang_scheduling import GangCycle, Placed
 from .plugins.node_resources_fit import SCORERS
@@ -126,7 +136,8 @@ class Scheduler(NodeSearch):
             waits.run(cycle, now)
             busy = busy | waits.busy
             wake = waits.wake if wake is None or (waits.wake is not None and waits.wake < wake) else wake
-        by_group = self._pod_groups(queue, view)  # 1.36+: the PodGroups' pods, queued as one entry each
+        # 1.36+: the PodGroups' pods, queued as one entry each (not those waiting in PreBind or at Permit)
+        by_group = self._pod_groups([p for p in queue if p.key not in busy] if busy else queue, view)
         group_of = view.gang.group_of if by_group else None
         groups: PodGroupCycle | None = None  # this decision's PodGroup cycles (and their caches), once needed
         for pod in queue:
@@ -184,7 +195,7 @@ class Scheduler(NodeSearch):
             del by_group[group]
             later = group_due(view, members, now)
             if later is None:
-                schedule_group(cycle, groups, group, members, partial(self._place, cycle))
+                schedule_group(cycle, groups, group, members, partial(self._place, cycle, now=now))
             return later
         leaves = {group: members} if why is not None else {
             leaf: by_group[leaf] for leaf in Tree.of(groups, root).leaves() if leaf in by_group}
@@ -196,7 +207,7 @@ class Scheduler(NodeSearch):
             if why is not None:
                 invalid(cycle, groups, root, pods, why)
             else:
-                schedule_composite(cycle, groups, root, leaves, partial(self._place, cycle))
+                schedule_composite(cycle, groups, root, leaves, partial(self._place, cycle, now=now))
         return later
 
     def _group_settings(self) -> tuple[str, bool, bool]:
@@ -207,9 +218,12 @@ class Scheduler(NodeSearch):
         preemption = gates.get("WorkloadAwarePreemption", False) if version == "1.36" else version == "1.37"
         return version, bool(gates.get("TopologyAwareWorkloadScheduling", False)), bool(preemption)
 
-    def _place(self, cycle: Cycle, pod: PodState, nodes: tuple[str, ...] | None) -> Placement | Status:
+    def _place(self, cycle: Cycle, pod: PodState, nodes: tuple[str, ...] | None, now: int = 0) -> Placement | Status:
         """One pod of a PodGroup's cycle through PreFilter, Filter and Score (restricted to `nodes` when the
-        group has a topology domain), bound in the cycle when it fits; else why not."""
+        group has a topology domain), bound in the cycle when it fits; else why not. DynamicResources as for any
+        pod: the special claim of DRA-served extended resources (KEP-5004) and the PreBind wait for binding
+        conditions (KEP-5007), since upstream runs each placed member's own binding cycle (PreBind, Bind) once the
+        group is feasible (schedule_one_podgroup.go: runBindingCycle per pod)."""
         state = Attempt(cycle, pod)
         status = self._claims.pre_filter(state, pod)  # DynamicResources
         if status is not None:
@@ -217,12 +231,30 @@ class Scheduler(NodeSearch):
                 return unresolvable("waiting for the pod's ResourceClaims to be created", "missing",
                                     "DynamicResources")
             return status
-        node_name, reasons, allocations, state.dra_nodes = self.schedule_one(
-            cycle, pod, state.claims, state.allocator, restrict=nodes)
+        ext = extended_plan(cycle.view, self.profile, pod)
+        path: Path | None = None
+        if ext is None:
+            node_name, reasons, allocations, state.dra_nodes = self.schedule_one(
+                cycle, pod, state.claims, state.allocator, restrict=nodes)
+        else:
+            path, node_name, allocations, reasons = search(self, cycle, pod, state, ext, nodes)
         if node_name is None:
             return self._claims.post_filter(state, pod, reasons)
-        cycle.bind(pod, node_name, state.claims, allocations)
-        return Placement(pod, node_name, state.claims, allocations)
+        why = blocked(cycle.view, pod, state.claims) if waits_enabled(self.profile) else None
+        if why is not None:
+            return unschedulable(UNAVAILABLE, BINDING_CAUSE, "DynamicResources", why)
+        commit = partial(self._commit, cycle, pod, path, node_name, state.claims, allocations, now)
+        commit()
+        return Placement(pod, node_name, state.claims, allocations, commit)
+
+    def _commit(self, cycle: Cycle, pod: PodState, path: Path | None, node: str, claims: Any,
+                allocations: dict[str, dict[str, Any]], now: int) -> None:
+        """A PodGroup member's binding in the cycle: its special claim created, then PreBind's wait or the binding."""
+        fit_pod = pod if path is None else path.fit_pod
+        if path is not None and path.manifest is not None:
+            cycle.events.append(created(pod, path.manifest))
+        if not self._prebind(cycle, fit_pod, node, claims, allocations, now=now):
+            cycle.bind(fit_pod, node, claims, allocations)
 
     def _prebind(self, cycle: Cycle, pod: PodState, node: str, claims: Any, allocations: dict[str, dict[str, Any]],
                  *, now: int) -> bool:

@@ -18,7 +18,10 @@ the claims released (deallocated when the pod was their only consumer: the PostF
 into the same record) and the pod's condition `SchedulerError` with dralab cause `binding-conditions`.
 Only for release profiles (the legacy profile binds at once, as it always did).
 
-Not modelled: PodGroup / gang members with binding conditions bind as before (their Permit path is apart).
+PodGroup members (1.36, 1.37) wait as any pod: upstream runs each placed member's own binding cycle once the
+group's cycle succeeds (schedule_one_podgroup.go, runBindingCycle per pod), so each waits, binds or fails alone
+(the reactor's `_place`; a failed member goes back to the queue and its group's next cycle places it again).
+Not modelled: 1.35 gang members (Workload API, GangCycle.finish) with binding conditions bind at Permit.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ DEFAULT_BINDING_TIMEOUT_MS = 600_000  # DynamicResourcesArgs.bindingTimeout defa
 DEFAULT_FILTER_TIMEOUT_MS = 10_000  # DynamicResourcesArgs.filterTimeout default (not modelled: no wall clock)
 CAUSE = "binding-conditions"
 WAITING_MESSAGE = "waiting for binding conditions"
+UNAVAILABLE = "resourceclaim not available on the node"
 ARGS = ("filterTimeout", "bindingTimeout")
 
 
@@ -183,21 +187,27 @@ class PreBindWaits:
                                              detail=why))
 
 
+def blocked(view: ClusterState, pod: PodState, claims: Any) -> str | None:
+    """Why an already allocated claim of the pod is not available (a failure condition True while other
+    consumers use it: Filter's "resourceclaim not available on the node"), else None. A failed claim only this
+    pod uses is left to PreBind's first poll, which fails it and deallocates it (upstream: Filter, then
+    PostFilter)."""
+    for key, allocation in claims.allocated:
+        outcome, _ = claim_binding(view, key, allocation)
+        if outcome.startswith("failed") and set(view.dra.claims[key].reserved_for) - {"", pod.key}:
+            return f"claim {key[6:]}: {outcome[len('failed: '):]}"
+    return None
+
+
 def prebind(cycle: Any, pod: PodState, node: str, claims: Any, allocations: dict[str, dict[str, Any]], now: int,
             timeout_ms: int, nominate: bool) -> None:
     """Reserve and PreBind a pod whose devices have binding conditions: the claims written as `Cycle.bind`
     writes them, then the wait (PodBindingStarted) in place of the binding. `nominate`: the scheduler sets
     status.nominatedNodeName for the binding cycle (KEP-5278, NominatedNodeNameForExpectation)."""
-    view: ClusterState = cycle.view
-    for key, allocation in claims.allocated:
-        outcome, _ = claim_binding(view, key, allocation)
-        state = view.dra.claims[key]
-        if outcome.startswith("failed") and not set(state.reserved_for) - {"", pod.key}:
-            continue  # PreBind's first poll fails it and deallocates it (upstream: Filter, then PostFilter)
-        if outcome.startswith("failed"):  # others use it: not available, and not ours to deallocate
-            cycle.pending(pod, "Unschedulable", "resourceclaim not available on the node", CAUSE,
-                          f"claim {key[6:]}: {outcome[len('failed: '):]}")
-            return
+    why = blocked(cycle.view, pod, claims)
+    if why is not None:
+        cycle.pending(pod, "Unschedulable", UNAVAILABLE, CAUSE, why)
+        return
     start = len(cycle.events)
     cycle.bind(pod, node, claims, allocations)
     bound = cycle.events.pop(start)

@@ -97,29 +97,40 @@ def served_on(state: ClusterState, node: NodeState) -> dict[str, int]:
     return out
 
 
-def schedule_extended(sched: Any, cycle: Any, pod: PodState, state: Any, ext: ExtendedPlan, now: int,
-                      prebind: Any) -> None:
-    """One attempt of a pod with DRA-served extended resources (the reactor's `_schedule` from PreFilter on): each
-    path in turn, its special claim allocated with the pod's other claims; bound (through `prebind(cycle, pod,
-    node, claims, allocations)` when it waits for binding conditions, else `Cycle.bind`) or pending with
-    PostFilter's reason."""
+def search(sched: Any, cycle: Any, pod: PodState, state: Any, ext: ExtendedPlan,
+           restrict: tuple[str, ...] | None = None) -> tuple[Path | None, str | None, dict[str, dict[str, Any]], Any]:
+    """PreFilter on for a pod with DRA-served extended resources: each path in turn (within `restrict`, a PodGroup's
+    topology domain, when given), its special claim allocated with the pod's other claims. Returns the path, node
+    and allocations of the first fit (path None, node None when none fits) and the failure reasons so far."""
     claims = state.claims
     own = list(claims.to_allocate)
     reasons: Any = None
+    allowed = set(restrict) if restrict is not None else None
     for path in ext.paths:
         claims.to_allocate = own if path.claim is None else [*own, path.claim]
         allocator = state.allocator if path.claim is None else (
             state.allocator or sched._dra.allocator(cycle.view, cycle.allocated))
-        node, why, allocations, dra_nodes = sched.schedule_one(cycle, path.fit_pod, claims, allocator,
-                                                               restrict=path.nodes)
+        nodes = path.nodes if allowed is None else tuple(n for n in path.nodes if n in allowed)
+        node, why, allocations, dra_nodes = sched.schedule_one(cycle, path.fit_pod, claims, allocator, restrict=nodes)
         reasons = why if reasons is None else reasons + why
         state.dra_nodes += dra_nodes
         if node is not None:
-            if path.manifest is not None:
-                cycle.events.append(created(pod, path.manifest))
-            if prebind is None or not prebind(cycle, path.fit_pod, node, claims, allocations):
-                cycle.bind(path.fit_pod, node, claims, allocations)
-            return
+            return path, node, allocations, reasons
         state.allocator = allocator or state.allocator
+    return None, None, {}, reasons
+
+
+def schedule_extended(sched: Any, cycle: Any, pod: PodState, state: Any, ext: ExtendedPlan, now: int,
+                      prebind: Any) -> None:
+    """One attempt of a pod with DRA-served extended resources (the reactor's `_schedule` from PreFilter on): the
+    paths (`search`); bound (through `prebind(cycle, pod, node, claims, allocations)` when it waits for binding
+    conditions, else `Cycle.bind`) or pending with PostFilter's reason."""
+    path, node, allocations, reasons = search(sched, cycle, pod, state, ext)
+    if path is not None and node is not None:
+        if path.manifest is not None:
+            cycle.events.append(created(pod, path.manifest))
+        if prebind is None or not prebind(cycle, path.fit_pod, node, state.claims, allocations):
+            cycle.bind(path.fit_pod, node, state.claims, allocations)
+        return
     status = sched._claims.post_filter(state, pod, reasons)
     cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)

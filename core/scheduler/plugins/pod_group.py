@@ -67,6 +67,8 @@ class Placement:
     node: str
     claims: PodClaims
     allocations: dict[str, dict[str, Any]]
+    # binds it in the cycle again (the chosen placement replayed): the special claim and PreBind wait too (reactor)
+    rebind: Callable[[], None] | None = field(default=None, compare=False)
 
 
 # One pod's attempt restricted to some nodes (in the view's order; None: all): its placement (already bound in
@@ -431,7 +433,7 @@ def choose(cycle: Cycle, groups: PodGroupCycle, group: PodGroupState, pods: list
     best, domain = best_ones[0] if len(best_ones) == 1 else cycle.rng.choice(best_ones)
     if domain == best.domain:
         for p in best.placed:  # the chosen placement again, as it was found (same order, same state)
-            cycle.bind(p.pod, p.node, p.claims, p.allocations)
+            p.rebind() if p.rebind is not None else cycle.bind(p.pod, p.node, p.claims, p.allocations)
         return best, trials
     again = groups.trial(cycle, group, pods, place, domain, need)  # a domain like the one tried: the same answer
     return again, trials
