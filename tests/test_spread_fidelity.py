@@ -77,3 +77,15 @@ def test_legacy_model_counts_ready_nodes_only(policy: str | None) -> None:
     cycle = Cycle(lg.state, random.Random(0))
     assert [n.name for n in cycle_pods(cycle).domain_nodes()] == ["a1"]
     assert decide(lg, release=False) == {key: "a1"}
+
+
+@pytest.mark.parametrize("release", [True, False])
+def test_liveness_check_counts_the_same_domains_as_the_scheduler(release: bool) -> None:
+    """The liveness invariant's own scheduling pass (checks/liveness.py) must not call a pod fitting that the
+    release profile's scheduler keeps pending (a NotReady zone holds the minimum at 0)."""
+    from dralab.core.checks.liveness import Liveness
+
+    lg, key = cluster(web("new"))
+    scheduler = Scheduler(kubernetes=profile_config(make_profile("1.37")) if release else None)
+    assert Liveness(scheduler=scheduler).fitting(lg.state) == ([] if release else [key])
+    assert decide(lg, release) == ({} if release else {key: "a1"})
