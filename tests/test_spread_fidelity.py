@@ -5,6 +5,7 @@ controller's not-ready taint; the legacy model keeps counting the Ready nodes on
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -89,3 +90,30 @@ def test_liveness_check_counts_the_same_domains_as_the_scheduler(release: bool) 
     scheduler = Scheduler(kubernetes=profile_config(make_profile("1.37")) if release else None)
     assert Liveness(scheduler=scheduler).fitting(lg.state) == ([] if release else [key])
     assert decide(lg, release) == ({} if release else {key: "a1"})
+
+
+class _Sim:
+    """capacity.SimNode as SimPlacement sees it."""
+
+    def __init__(self, node: Any) -> None:
+        self.node, self.pods = node, []
+
+
+@pytest.mark.parametrize("release", [True, False])
+def test_autoscaler_snapshot_counts_not_ready_nodes_as_cluster_autoscaler(release: bool) -> None:
+    """CA's snapshot holds all nodes but the NotStarted ones it replaces by upcoming templates: a NotReady node
+    that is not an upcoming template (here: of no node group) is a domain of the simulation's spread counts in
+    release profiles; the legacy model leaves it out."""
+    from dralab.core.autoscaler.simulation.sim_pods import SimPlacement
+
+    lg, key = cluster(web("new"))
+    view = lg.state
+    incoming = view.pods[key]
+    cs = pts.constraints(incoming, "DoNotSchedule")
+    placement = SimPlacement(view, lambda n: n.ready, None, release)
+    assert placement.spread_counts(incoming, cs) == [{"a": 1, "b": 0} if release else {"a": 1}]
+    # once b1 is an upcoming template (its group live), the template stands for it, as CA's NotStarted rule
+    replaced = SimPlacement(view, lambda n: n.ready, None, release)
+    upcoming = dataclasses.replace(view.nodes["b1"], name="upcoming-b1")
+    replaced.register(_Sim(upcoming))  # type: ignore[arg-type]
+    assert [n.name for n in replaced.snapshot_nodes()] == ["a1", "upcoming-b1"]
