@@ -38,7 +38,7 @@ def cluster() -> Log:
 def recount(cycle: Cycle, incoming: object) -> tuple[object, object]:
     pods = cycle_pods(cycle)
     cs = pts.constraints(incoming, "DoNotSchedule")  # type: ignore[arg-type]
-    full = pts.domain_counts(incoming, cs, pods.ready(), pods)  # type: ignore[arg-type]
+    full = pts.domain_counts(incoming, cs, pods.domain_nodes(), pods)  # type: ignore[arg-type]
     return pods.spread_counts(incoming, cs), full  # type: ignore[arg-type]
 
 

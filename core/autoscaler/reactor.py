@@ -114,7 +114,8 @@ class Autoscaler:
 
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
-                             virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes)
+                             virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
+                             release=self.kubernetes is not None)
             return sim, sim_ready_nodes(view, sim, nominated)
 
         def scale_down() -> list[AnyEvent]:
@@ -135,7 +136,8 @@ class Autoscaler:
         if not unschedulable and not provreq_mode and not watch_bookings:
             return Decision(tuple(events + scale_down()), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
-                             virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes)
+                             virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
+                             release=self.kubernetes is not None)
         ready_nodes = sim_ready_nodes(view, sim, nominated)
         upcoming = sim_upcoming_nodes(view, sim, given_up, blocked)
         self._fits.sync(view, ready_nodes)

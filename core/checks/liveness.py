@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from ..engine.contract import decision_rng
 from ..log.events import PodBound
 from ..scheduler.cycle import Cycle
+from ..scheduler.placement import cycle_pods
 from ..scheduler.plugins.gang_scheduling import GangCycle
 from ..scheduler.reactor import Scheduler
 from ..state.cluster import ClusterState
@@ -105,6 +106,8 @@ class Liveness:
         gangs = GangCycle(state, state.t, self.scheduler.gang_timeout_ms)
         rng = decision_rng(0, "liveness", state.offset, state.t)  # ties only: which node, not whether
         cycle = Cycle(state, rng, list(state.gang.reservations.values()))
+        if self.scheduler.kubernetes is not None:  # as the scheduler's own cycles (reactor.py react)
+            cycle_pods(cycle, upstream=True)
         for pod in pending:
             self.scheduler._schedule(cycle, pod, gangs)
         return [e.pod for e in cycle.events if isinstance(e, PodBound)]

@@ -63,6 +63,10 @@ class CyclePods:
         self._epoch = cycle.moves_epoch
         self._applied = {"pods": 0, "anti": 0}
         self._ready: list[NodeState] | None = None
+        # upstream's rules (release profiles, set by the scheduler): every node of the snapshot is a topology
+        # domain (`domain_nodes`), and nominated pods count per node, filters run with and without them
+        # (`attempt_filter`); False: the legacy model (Ready nodes only, nominated pods count everywhere)
+        self.upstream = False
         # PodTopologySpread's counts per (namespace, selector, key, keys, inclusion): [node -> value, value ->
         # count, moves applied]
         self._spread: dict[tuple[Any, ...], list[Any]] = {}
@@ -99,10 +103,17 @@ class CyclePods:
         self._applied["pods"] = len(moves)
         return self._pods
 
-    def ready(self) -> list[NodeState]:
-        """The decision's Ready nodes (readiness does not change within a decision)."""
+    def domain_nodes(self) -> list[NodeState]:
+        """The nodes whose pods and labels the two plugins count (readiness does not change within a decision).
+        Upstream counts every node of the scheduler's snapshot (podtopologyspread/filtering.go calPreFilterState
+        and scoring.go initPreScoreState walk `nodeInfos` = snapshot.NodeInfos().List(); interpodaffinity's
+        PreFilter/PreScore likewise): a NotReady node is in it and is a spread domain unless the constraint's
+        nodeTaintsPolicy is Honor and the pod does not tolerate the lifecycle controller's not-ready taint
+        (pod_topology_spread.included). The legacy model (no `kubernetes` entry) counts only the Ready nodes,
+        kept so that its logs never change."""
         if self._ready is None:
-            self._ready = [n for n in self.cycle.view.nodes.values() if n.ready]
+            nodes = self.cycle.view.nodes.values()
+            self._ready = list(nodes) if self.upstream else [n for n in nodes if n.ready]
         return self._ready
 
     def spread_counts(self, pod: PodState, cs: list[Constraint]) -> list[dict[str, int]]:
@@ -116,7 +127,7 @@ class CyclePods:
             entry = self._spread.get(key)
             moves = self.cycle.moves
             if entry is None:
-                eligible = {n.name: n.labels[c.key] for n in self.ready()
+                eligible = {n.name: n.labels[c.key] for n in self.domain_nodes()
                             if pod_topology_spread.has_keys(n.labels, cs) and pod_topology_spread.included(c, pod, n)}
                 node_pods = self._node_pods()
                 counts = dict.fromkeys(eligible.values(), 0)
@@ -133,6 +144,13 @@ class CyclePods:
                 entry[2] = len(moves)
             out.append(counts)
         return out
+
+    def eligible(self, pod: PodState, cs: list[Constraint], c: Constraint) -> dict[str, str]:
+        """The constraint's eligible nodes (node -> its value), as spread_counts made them for this pod."""
+        keys = tuple(x.key for x in cs)
+        found: dict[str, str] = self._spread[(pod_namespace(pod.manifest), c.selector, c.key, keys,
+                                              _inclusion(pod, c))][0]
+        return found
 
     def existing(self, pod: PodState) -> dict[inter_pod_affinity.Pair, int]:
         """existingAntiAffinityCounts for pods of this namespace and labels, kept for the decision."""
@@ -164,7 +182,7 @@ class CyclePods:
         if entry is None:
             node_pods = self._node_pods()
             counts = inter_pod_affinity.own_counts(affinity, anti, (
-                (p, n) for n in self.ready() for p in node_pods.get(n.name, {}).values()))
+                (p, n) for n in self.domain_nodes() for p in node_pods.get(n.name, {}).values()))
             entry = self._own[key] = [counts, len(moves)]
         elif entry[1] < len(moves):
             placed = [(other, nodes[node], sign) for other, node, sign in moves[entry[1]:] if node in nodes]
@@ -175,10 +193,10 @@ class CyclePods:
         return out
 
     def everywhere(self, pod: PodState, cs: list[Constraint]) -> bool:
-        """Whether every Ready node is eligible for each constraint (has all the keys, passes the inclusion
+        """Whether every domain node is eligible for each constraint (has all the keys, passes the inclusion
         policies): read from spread_counts' entries, made for this pod just before."""
         namespace, keys = pod_namespace(pod.manifest), tuple(c.key for c in cs)
-        ready = len(self.ready())
+        ready = len(self.domain_nodes())
         for c in cs:
             entry = self._spread.get((namespace, c.selector, c.key, keys, _inclusion(pod, c)))
             if entry is None or len(entry[0]) != ready:
@@ -213,11 +231,15 @@ def _inclusion(pod: PodState, c: Constraint) -> tuple[str, str]:
             repr(pod.tolerations) if c.taints_honor else "")
 
 
-def cycle_pods(cycle: Cycle, memo: AntiIndex | None = None) -> CyclePods:
-    """The decision's pod view, made once per cycle (kept in the cycle)."""
+def cycle_pods(cycle: Cycle, memo: AntiIndex | None = None, upstream: bool | None = None) -> CyclePods:
+    """The decision's pod view, made once per cycle (kept in the cycle). `upstream`: set by the scheduler
+    when it makes the cycle (True in release profiles: `CyclePods.upstream`)."""
     pods = cycle.pod_view
     if pods is None:
         pods = cycle.pod_view = CyclePods(cycle, memo)
+    if upstream is not None:
+        assert isinstance(pods, CyclePods)
+        pods.upstream, pods._ready = upstream, None
     assert isinstance(pods, CyclePods)
     return pods
 
@@ -232,24 +254,98 @@ def depends(cycle: Cycle, pod: PodState, memo: AntiIndex | None = None) -> bool:
 
 def attempt_filter(cycle: Cycle, pod: PodState, memo: AntiIndex | None = None) -> NodeFilter | None:
     """PodTopologySpread's and InterPodAffinity's PreFilter for this attempt, as one node filter (spread
-    first, upstream's order); None when both Skip."""
+    first, upstream's order); None when both Skip. In release profiles with pods nominated in the decision:
+    upstream's nominated-pod rule (`_per_node_nominated`)."""
     if not depends(cycle, pod, memo):
         return None
     pods = cycle_pods(cycle)
-    ready = pods.ready()
+    if pods.upstream and cycle.nominated:
+        return _per_node_nominated(pods, pod)
+    ready = pods.domain_nodes()
     spread = pod_topology_spread.pre_filter(pod, ready, pods, pods.spread_counts)
     if spread is not None and spread.rejects_nothing(pods.everywhere(pod, spread.constraints)):
         spread = None  # no node can fail it in this attempt: the node search keeps its fast paths
-    affinity = inter_pod_affinity.pre_filter(pod, ready, pods, (), pods, pods.terms)
-    if spread is None:
-        return affinity
-    if affinity is None:
-        return spread
+    return _both(spread, inter_pod_affinity.pre_filter(pod, ready, pods, (), pods, pods.terms))
+
+
+def _both(spread: NodeFilter | None, affinity: NodeFilter | None) -> NodeFilter | None:
+    if spread is None or affinity is None:
+        return spread or affinity
 
     def both(node: NodeState) -> Status | None:
         status = spread(node)
         return status if status is not None else affinity(node)
     return both
+
+
+Change = tuple[PodState, NodeState, int]
+
+
+class _Adjusted:
+    """The decision's kept counts with `changes` (pod, node, +1/-1) applied to copies: what upstream's
+    PreFilter state is after its AddPod/RemovePod extensions (podtopologyspread's and interpodaffinity's
+    updateWithPod), for one node's filters."""
+
+    def __init__(self, pods: CyclePods, changes: list[Change]) -> None:
+        self.pods, self.changes = pods, changes
+
+    def spread_counts(self, pod: PodState, cs: list[Constraint]) -> list[dict[str, int]]:
+        counts = [dict(c) for c in self.pods.spread_counts(pod, cs)]
+        namespace = pod_namespace(pod.manifest)
+        for i, c in enumerate(cs):
+            eligible = self.pods.eligible(pod, cs, c)
+            for other, node, sign in self.changes:
+                value = eligible.get(node.name)
+                if value is not None and pod_topology_spread.count_matching((other,), c.selector, namespace):
+                    counts[i][value] += sign
+        return counts
+
+    def existing(self, pod: PodState) -> dict[inter_pod_affinity.Pair, int]:
+        counts = dict(self.pods.existing(pod))
+        for other, node, sign in self.changes:
+            if inter_pod_affinity.has_required_anti(other):
+                inter_pod_affinity.existing_anti(pod, ((other, node),), self.pods.terms, sign, counts)
+        return counts
+
+    def own(self, affinity: list[inter_pod_affinity.Term], anti: list[inter_pod_affinity.Term]
+            ) -> tuple[dict[inter_pod_affinity.Pair, int], dict[inter_pod_affinity.Pair, int]]:
+        aff, anti_counts = (dict(c) for c in self.pods.own(affinity, anti))
+        for other, node, sign in self.changes:
+            inter_pod_affinity.own_counts(affinity, anti, ((other, node),), sign, (aff, anti_counts))
+        return aff, anti_counts
+
+    def filter(self, pod: PodState) -> NodeFilter | None:
+        ready, pods = self.pods.domain_nodes(), self.pods
+        return _both(pod_topology_spread.pre_filter(pod, ready, pods, self.spread_counts),
+                     inter_pod_affinity.pre_filter(pod, ready, pods, (), self, pods.terms))
+
+
+def _per_node_nominated(pods: CyclePods, pod: PodState) -> NodeFilter:
+    """Upstream's RunFilterPluginsWithNominatedPods (pkg/scheduler/framework/runtime/framework.go): for the node
+    being filtered, the pods nominated to THAT node with a priority at least the pod's (not the pod itself:
+    addGENominatedPods) are added to the PreFilter state (AddPod) and the filters run; if they were added and
+    passed, the filters run again without them, and the node must pass both. So a nominated pod counts for
+    spread and affinity only where it is nominated and only while that node is filtered (not in the global
+    minimum, not for its zone's other nodes), and a pod's affinity cannot be met by a nominated pod alone.
+    dralab's decision counts every kept nomination as placed (Cycle.moves): all of them are taken off for the
+    second pass, and the counted ones of the node put back for the first."""
+    view, nodes = pods.cycle.view, pods.cycle.view.nodes
+    gone: list[Change] = [(view.pods[k], nodes[n], -1) for k, n in pods.cycle.nominated.items() if n in nodes]
+    counted: dict[str, list[Change]] = {}
+    for other, node, _ in gone:
+        if other.key != pod.key and other.priority >= pod.priority:
+            counted.setdefault(node.name, []).append((other, node, 1))
+    without = _Adjusted(pods, gone).filter(pod)
+
+    def per_node(node: NodeState) -> Status | None:
+        added = counted.get(node.name)
+        if added:
+            with_them = _Adjusted(pods, gone + added).filter(pod)
+            status = None if with_them is None else with_them(node)
+            if status is not None:
+                return status
+        return None if without is None else without(node)
+    return per_node
 
 
 class PlacementFilter:

@@ -42,7 +42,7 @@ from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
 from .framework import Status, unresolvable, unschedulable
 from .node_search import NodeSearch
-from .placement import AntiIndex, depends
+from .placement import AntiIndex, cycle_pods, depends
 from .plain import attempt
 from .plugins.composite_pod_group import Tree, invalid, root_of, schedule_composite
 from .plugins.dra_binding import CAUSE as BINDING_CAUSE
@@ -126,6 +126,8 @@ class Scheduler(NodeSearch):
         queue = sorted(view.pending_pods(), key=lambda p: (-p.priority, p.created_offset))
         gangs = GangCycle(view, now, self.gang_timeout_ms, self.profile.enabled("NominatedNodeNameForExpectation"))
         cycle = Cycle(view, rng, gangs.held, view.gang.nominated)
+        if self.kubernetes is not None:  # release profiles: upstream's domains and nominated rule (placement.py)
+            cycle_pods(cycle, self._anti_memo, upstream=True)
         if self._preemption is not None:
             self._preemption.budgets_for(view, self.pdbs)
         gangs.expire(cycle)

@@ -96,7 +96,7 @@ class Simulation:
 
     def __init__(self, view: ClusterState, policy: str, dra: DraPlugin, templates: dict[tuple[str, str], list[Slice]],
                  statics: StaticMemo | None = None, *, virtual_claims: bool = True,
-                 shapes: ShapeMemo | None = None):
+                 shapes: ShapeMemo | None = None, release: bool = False):
         self.view = view
         self.virtual_claims = virtual_claims  # claims of virtual pods made in memory (virtual_claims.py)
         self.policy = policy
@@ -116,7 +116,7 @@ class Simulation:
         self._shapes: dict[str, tuple[object, ...]] = {}  # pod key -> shape(pod)
         self._static_shape = ShapeMemo() if shapes is None else shapes  # static_shape, kept across loops or not
         # PodTopologySpread, InterPodAffinity (sim_pods.py); its anti-affinity memo kept with the static memo
-        self.placement = SimPlacement(view, self.ready, self._statics.setdefault(ANTI_MEMO, {}))
+        self.placement = SimPlacement(view, self.ready, self._statics.setdefault(ANTI_MEMO, {}), release)
 
     # ------------------------------------------------------------------ nodes
 

@@ -47,8 +47,9 @@ class SimPlacement:
     placements changed."""
 
     def __init__(self, view: ClusterState, ready: Callable[[NodeState], bool],
-                 memo: dict[str, tuple[dict[str, Any], bool]] | None = None) -> None:
+                 memo: dict[str, tuple[dict[str, Any], bool]] | None = None, release: bool = False) -> None:
         self.view = view
+        self.release = release  # release profiles: the view's other NotReady nodes are domains (snapshot_nodes)
         # the scheduler's AntiIndex (each pod looked at once), kept across loops in `memo` when given
         memo = {} if memo is None else memo
         entry = memo.get(INDEX)
@@ -102,10 +103,18 @@ class SimPlacement:
         self._spread.clear()
 
     def snapshot_nodes(self) -> list[NodeState]:
-        """The snapshot's nodes: the view's ready ones and the simulation's own (upcoming, templates)."""
+        """The snapshot's nodes: the view's ready ones and the simulation's own (upcoming, templates). In release
+        profiles also the view's nodes that are neither ready nor replaced by an upcoming template (a group in
+        backoff, a node given up on or timed out, a node of no group), with their bound pods: CA builds its
+        snapshot from all nodes (static_autoscaler.go initializeClusterSnapshot(allNodes, ...)) and removes only
+        the registered upcoming (NotStarted) ones, which it replaces by templates as dralab does; such a node
+        takes no pod here (FirstFit never walks it) but is a topology domain, as in the scheduler
+        (scheduler/placement.py CyclePods.domain_nodes). The legacy model leaves them out."""
         if self._nodes is None:
-            self._nodes = [n for n in self.view.nodes.values() if self._ready(n)]
-            self._nodes += [sim.node for name, sim in self.nodes.items() if name not in self.view.nodes]
+            view, sims = self.view.nodes, self.nodes
+            self._nodes = [n for n in view.values() if self._ready(n) or (
+                self.release and f"upcoming-{n.name}" not in sims and n.name not in sims)]
+            self._nodes += [sim.node for name, sim in sims.items() if name not in view]
         return self._nodes
 
     def spread_counts(self, pod: PodState, cs: list[Constraint]) -> list[dict[str, int]]:

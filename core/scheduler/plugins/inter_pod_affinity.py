@@ -49,7 +49,7 @@ from ...kube.affinity import (
 from ...kube.fields import check_fields, expect_bool, expect_int, expect_map, join
 from ...state.cluster import NodeState, PodState
 from ..framework import ExtensionPoint, Status, unresolvable, unschedulable
-from .pod_topology_spread import MAX_NODE_SCORE, NodePods
+from .pod_topology_spread import MAX_NODE_SCORE, DomainPods, NodePods
 
 NAME = "InterPodAffinity"
 EXTENSION_POINTS = (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER, ExtensionPoint.PRE_SCORE,
@@ -247,7 +247,7 @@ class AffinityScore:
     NAME = NAME
 
     def __init__(self, args: Mapping[str, Any] | None = None,
-                 node_pods: Callable[[Any], NodePods] | None = None) -> None:
+                 node_pods: Callable[[Any], DomainPods] | None = None) -> None:
         args = args or {}
         self.hard_weight = int(args.get("hardPodAffinityWeight", 1))
         self.ignore_existing = bool(args.get("ignorePreferredTermsOfExistingPods", False))
@@ -270,8 +270,8 @@ class AffinityScore:
                         by_value = scores.setdefault(t.key, {})
                         by_value[value] = by_value.get(value, 0) + (t.weight if weight is None else weight) * sign
 
-        for node in cycle.view.nodes.values():
-            if not node.ready or not node.labels:
+        for node in pods.domain_nodes():  # the Ready ones (legacy model) or all (placement.py domain_nodes)
+            if not node.labels:
                 continue
             for other in pods.on(node.name):
                 process(affinity, other, node, 1)

@@ -16,17 +16,26 @@ score framework takes (pre_score / score / normalize): per node the sum over con
 normalized as `100 * (max + min - s) / max` (0 for nodes missing a key, 100 for all when max is 0).
 
 Cluster default constraints (args defaultConstraints, defaultingType System | List; plugin.go, common.go
-buildDefaultConstraints): they apply only to a pod without constraints of its own, with the selector of the
-Services, ReplicationControllers, ReplicaSets and StatefulSets selecting it (helper.DefaultSelector). dralab
-has none of these objects (a pod's controller reference names its controller, not its selector), so that
-selector is always empty and, as upstream with an empty selector, no default constraint applies to any pod:
-the System defaults (hostname maxSkew 3, zone maxSkew 5, ScheduleAnyway) never change a dralab score.
-`check_args` still checks the arguments as upstream's validation does.
+buildDefaultConstraints): they apply only to a pod without constraints of its own, with the selector
+helper.DefaultSelector (plugins/helper/spread.go) builds: the selectors of the Services in the pod's namespace
+that select it, plus that of its controller (metav1.GetControllerOf) when the reference is a v1
+ReplicationController or an apps/v1 ReplicaSet or StatefulSet AND the lister finds that object by name (a
+missing object adds nothing); an empty selector means no default constraint. Why this never applies in dralab,
+exactly as upstream would on the same cluster: a scenario holds no Service, ReplicationController, ReplicaSet
+or StatefulSet objects (the loader has no such kinds), so a pod's controller reference of those kinds names an
+object upstream's lister would not find either; the one controller dralab keeps objects for, Job
+(kube/jobs.py), is not a kind DefaultSelector looks at; the workload controllers' replacement pods
+(cluster/workload_controllers.py) keep the failed pod's reference, no selector. Building a selector from the
+pod's own labels would be a guess upstream does not make (a ReplicaSet's selector is usually a subset of its
+pods' labels). So the System defaults (hostname maxSkew 3, zone maxSkew 5, ScheduleAnyway) never change a
+dralab score. `check_args` still checks the arguments as upstream's validation does.
 
 Pods counted: those on the node in the decision (bound before it, bound or held earlier in it, minus those a
 preemption dry run took off: the pod view of scheduler/placement.py), in the pod's namespace, not terminating
-(metadata.deletionTimestamp; common.go countPodsMatchSelector). Nodes looked at: the Ready ones (a node that
-is not Ready is treated as not registered yet).
+(metadata.deletionTimestamp; common.go countPodsMatchSelector). Nodes looked at: in release profiles every node, Ready
+or not, as upstream's snapshot (a NotReady node is a domain unless nodeTaintsPolicy Honor and the pod does
+not tolerate the not-ready taint: `included`); the legacy model counts the Ready ones only (placement.py
+CyclePods.domain_nodes).
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from ...kube.fields import FieldError, check_fields, expect_enum, expect_int, ex
 from ...state.cluster import NodeState, PodState
 from ..framework import ExtensionPoint, Status, unresolvable, unschedulable
 from .node_affinity import node_selector
-from .taint_toleration import taints
+from .taint_toleration import taints, tolerates
 
 NAME = "PodTopologySpread"
 EXTENSION_POINTS = (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER, ExtensionPoint.PRE_SCORE,
@@ -50,6 +59,7 @@ CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 LABEL_NOT_MATCH = CONSTRAINTS_NOT_MATCH + " (missing required label)"
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 MAX_NODE_SCORE = 100
 _NOT_MATCH = unschedulable(CONSTRAINTS_NOT_MATCH, "spread", NAME)
 # missing label: only another node (or other labels) can help, as NodeAffinity's mismatch ("selector")
@@ -62,6 +72,12 @@ class NodePods(Protocol):
     """The pods on each node in the decision (scheduler/placement.py)."""
 
     def on(self, node: str, /) -> Iterable[PodState]: ...
+
+
+class DomainPods(NodePods, Protocol):
+    """The decision's pod view with the nodes it counts (placement.py CyclePods.domain_nodes)."""
+
+    def domain_nodes(self) -> list[NodeState]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +127,20 @@ def count_matching(pods: Iterable[PodState], selector: Selector, namespace: str)
 
 
 def included(c: Constraint, pod: PodState, node: NodeState) -> bool:
-    """matchNodeInclusionPolicies: the pod's node affinity (Honor) and its tolerations (Honor)."""
+    """matchNodeInclusionPolicies: the pod's node affinity (Honor) and its tolerations (Honor). Upstream
+    checks the node's NoSchedule/NoExecute taints (helper.DoNotScheduleTaintsFilterFunc); a NotReady node
+    carries the node lifecycle controller's `node.kubernetes.io/not-ready:NoSchedule` (TaintNodesByCondition),
+    which dralab's node manifests do not show, so it is added here: such a node is a domain under Honor only
+    for a pod tolerating it (the admission-added NoExecute tolerations do not). Under Ignore (the default) it
+    is a domain."""
     empty: dict[str, int] = {}
     if c.affinity_honor and node_selector(pod, node, empty) is not None:
         return False
-    return not (c.taints_honor and taints(pod, node, empty) is not None)
+    if not c.taints_honor:
+        return True
+    if not node.ready and not tolerates(NOT_READY_TAINT, pod.tolerations):
+        return False
+    return taints(pod, node, empty) is None
 
 
 def has_keys(labels: Mapping[str, str], cs: list[Constraint]) -> bool:
@@ -212,7 +237,7 @@ class SpreadScore:
     NAME = NAME
 
     def __init__(self, args: Mapping[str, Any] | None = None,
-                 node_pods: Callable[[Any], NodePods] | None = None) -> None:
+                 node_pods: Callable[[Any], DomainPods] | None = None) -> None:
         args = args or {}
         self.system_defaulted = args.get("defaultingType", "System") == "System"
         self.node_pods = node_pods  # cycle -> its pod view (scheduler/placement.py); set by the caller
@@ -238,9 +263,7 @@ class SpreadScore:
         weights = [math.log((len(nodes) - len(ignored) if c.key == HOSTNAME else len(counts[i])) + 2)
                    for i, c in enumerate(cs)]
         namespace = pod_namespace(pod.manifest)
-        for node in cycle.view.nodes.values():
-            if not node.ready:
-                continue
+        for node in pods.domain_nodes():  # the Ready ones (legacy model) or all (placement.py domain_nodes)
             labels = node.labels
             if require_all and not has_keys(labels, cs):
                 continue
