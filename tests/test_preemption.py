@@ -253,3 +253,22 @@ def test_the_preemption_gpu_scenario_tells_its_story() -> None:
     assert any("pod/default/train-b" in pods for _, pods in scale_ups)
     train_b = [e.message for _, _, e in sourced_events(result.entries, PodUnschedulable) if e.pod.endswith("train-b")]
     assert train_b[0].endswith("preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
+
+
+def test_a_victim_whose_run_ends_with_its_grace_period_ends_once() -> None:
+    """A preemption victim whose own run time ends at the very moment its grace period does (two deadlines due
+    in one decision) is ended once: found by tests/test_sim_properties.py (seed 0), where the second PodEvicted
+    made the fold report 'finished but was not running'."""
+    from builders import arrival, group, node_template, pod, simulated
+
+    from dralab.core.log.events import PodEvicted
+
+    doc = {"apiVersion": "dralab.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "twice"},
+           "spec": {"duration": "96s", "nodeGroups": [group("g", max=1, delay=0, template=node_template(gpu=8))],
+                    "nodes": [{"group": "g", "count": 1}],
+                    "workload": [arrival(0, pod("keep", gpu=1)), arrival(0, pod("victim", gpu=2), run_for="91s"),
+                                 arrival("61s", pod("urgent", gpu=6, priority=10))]}}
+    result = simulated(doc, seed=0)  # asserts that no invariant was violated
+    evicted = [e.pod for _, _, e in sourced_events(result.entries, PodEvicted)]
+    terminating = [(t, e.pod) for t, _, e in sourced_events(result.entries, PodTerminating)]
+    assert terminating == [(61_000, "pod/default/victim")] and evicted == ["pod/default/victim"]
