@@ -60,6 +60,7 @@ class CyclePods:
         self._index = AntiIndex() if index is None else index
         self._pods: dict[str, dict[str, PodState]] | None = None
         self._anti: dict[str, tuple[PodState, str]] | None = None  # pod key -> (pod, node)
+        self._affinity: dict[str, dict[str, PodState]] | None = None  # node -> its pods with pod (anti-)affinity
         self._epoch = cycle.moves_epoch
         self._applied = {"pods": 0, "anti": 0}
         self._ready: list[NodeState] | None = None
@@ -78,6 +79,7 @@ class CyclePods:
         """A rollback cut the journal: build again from the view."""
         if self._epoch != self.cycle.moves_epoch:
             self._pods = self._anti = None
+            self._affinity = None
             self._spread.clear()
             self._existing.clear()
             self._own.clear()
@@ -187,6 +189,27 @@ class CyclePods:
 
     def on(self, node: str) -> list[PodState]:
         return list(self._node_pods().get(node, {}).values())
+
+    def with_affinity(self) -> dict[str, dict[str, PodState]]:
+        """node -> its pods in the decision that have pod affinity or anti-affinity terms (upstream's
+        HavePodsWithAffinityList): InterPodAffinity's PreScore of a pod without preferred terms of its own reads
+        only these (the other pods add nothing to any score), kept up to date with the moves like `on`."""
+        node_pods = self._node_pods()
+        moves = self.cycle.moves
+        if self._affinity is None:
+            self._affinity = {}
+            for name, on in node_pods.items():
+                found = {k: p for k, p in on.items() if inter_pod_affinity.has_pod_affinity(p)}
+                if found:
+                    self._affinity[name] = found
+        else:
+            for pod, node, sign in moves[self._applied.get("affinity", 0):]:
+                if sign > 0 and inter_pod_affinity.has_pod_affinity(pod):
+                    self._affinity.setdefault(node, {})[pod.key] = pod
+                elif sign < 0 and node in self._affinity:
+                    self._affinity[node].pop(pod.key, None)
+        self._applied["affinity"] = len(moves)
+        return self._affinity
 
     def with_anti(self) -> list[tuple[PodState, NodeState]]:
         self._restart()
