@@ -34,10 +34,13 @@ class AntiIndex:
     affinity never changes (an update may not add one), so each decision looks only at the pods created since
     the last (another view object: start over)."""
 
-    def __init__(self) -> None:
+    def __init__(self, predicate: Callable[[PodState], bool] | None = None) -> None:
         self._view: ClusterState | None = None
         self._seen = 0
         self.keys: list[str] = []
+        self._predicate = inter_pod_affinity.has_required_anti if predicate is None else predicate
+        # the pods with pod (anti-)affinity of any kind, indexed alike (InterPodAffinity's PreScore)
+        self.affinity = None if predicate is not None else AntiIndex(inter_pod_affinity.has_pod_affinity)
 
     def of(self, view: ClusterState) -> list[str]:
         pods = view.pods
@@ -45,7 +48,7 @@ class AntiIndex:
             self._view, self._seen, self.keys = view, 0, []
         if len(pods) > self._seen:
             self.keys += [p.key for p in islice(pods.values(), self._seen, None)
-                          if inter_pod_affinity.has_required_anti(p)]
+                          if self._predicate(p)]
             self._seen = len(pods)
         return self.keys
 
@@ -194,20 +197,22 @@ class CyclePods:
         """node -> its pods in the decision that have pod affinity or anti-affinity terms (upstream's
         HavePodsWithAffinityList): InterPodAffinity's PreScore of a pod without preferred terms of its own reads
         only these (the other pods add nothing to any score), kept up to date with the moves like `on`."""
-        node_pods = self._node_pods()
-        moves = self.cycle.moves
-        if self._affinity is None:
-            self._affinity = {}
-            for name, on in node_pods.items():
-                found = {k: p for k, p in on.items() if inter_pod_affinity.has_pod_affinity(p)}
-                if found:
-                    self._affinity[name] = found
-        else:
-            for pod, node, sign in moves[self._applied.get("affinity", 0):]:
-                if sign > 0 and inter_pod_affinity.has_pod_affinity(pod):
-                    self._affinity.setdefault(node, {})[pod.key] = pod
-                elif sign < 0 and node in self._affinity:
-                    self._affinity[node].pop(pod.key, None)
+        self._restart()
+        view, moves = self.cycle.view, self.cycle.moves
+        if self._affinity is None:  # as _node_pods: the view's placements (node.pods), then every move
+            self._affinity, self._applied["affinity"] = {}, 0
+            index = self._index.affinity or AntiIndex(inter_pod_affinity.has_pod_affinity)
+            for k in index.of(view):
+                p = view.pods[k]
+                node = view.nodes.get(p.node) if p.node is not None else None
+                if node is not None and k in node.pods:
+                    self._affinity.setdefault(node.name, {})[k] = p
+        for pod, name, sign in moves[self._applied["affinity"]:]:
+            if sign > 0:
+                if inter_pod_affinity.has_pod_affinity(pod):
+                    self._affinity.setdefault(name, {})[pod.key] = pod
+            elif name in self._affinity:
+                self._affinity[name].pop(pod.key, None)
         self._applied["affinity"] = len(moves)
         return self._affinity
 
