@@ -4,6 +4,7 @@ profiled, so every benchmark times exactly the same span (`sim.run()`, nothing b
 from __future__ import annotations
 
 import cProfile
+import gc
 import re
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ def timed_run(sim: Simulator, profile: bool) -> tuple[SimResult, float, cProfile
     `last_cpu_s()` then gives the CPU seconds of the same span: on a shared machine the wall clock
     counts the other jobs' time too, CPU time (one thread) much less so."""
     global _cpu_s
+    gc.collect()  # the garbage of the scenario's build and of earlier runs in the process is not this run's cost
     prof = cProfile.Profile() if profile else None
     cpu = time.process_time()
     start = time.perf_counter()

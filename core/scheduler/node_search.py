@@ -22,7 +22,7 @@ from .config import num_feasible_nodes_to_find as configured_nodes_to_find
 from .cycle import Attempt, Cycle, Used
 from .feasibility_cache import FeasibilityCache
 from .filters import STATIC_FILTERS, ShapeMemo, first_failure, num_feasible_nodes_to_find, static_shape
-from .placement import AntiIndex, attempt_filter
+from .placement import AntiIndex, attempt_filter, cycle_pods
 from .plain import Pick
 from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
 from .plugins.fragmentation import fragmentation_score, pod_demand
@@ -233,6 +233,7 @@ class NodeSearch:
         """The score function for this pod (called per node: the plain function where there is one); with a
         scheduler configuration, the pod's PodScore after PreScore."""
         if self._scoring is not None:
+            cycle_pods(cycle, self._anti_memo)  # the decision's pod view on the indexes kept across decisions
             return self._scoring.prepare(cycle, pod)
         if self.score != "fragmentation":
             return SCORERS[self.score]

@@ -34,10 +34,26 @@ class AntiIndex:
     affinity never changes (an update may not add one), so each decision looks only at the pods created since
     the last (another view object: start over)."""
 
-    def __init__(self) -> None:
+    def __init__(self, predicate: Callable[[PodState], bool] | None = None) -> None:
         self._view: ClusterState | None = None
         self._seen = 0
         self.keys: list[str] = []
+        self._predicate = inter_pod_affinity.has_required_anti if predicate is None else predicate
+        self._answers: dict[str, tuple[dict[str, Any], bool]] = {}  # pod key -> (manifest, predicate's answer)
+        # the pods with pod (anti-)affinity of any kind, indexed alike (InterPodAffinity's PreScore)
+        self.affinity = None if predicate is not None else AntiIndex(inter_pod_affinity.has_pod_affinity)
+
+    def has(self, pod: PodState) -> bool:
+        """The predicate's answer for the pod, kept while its manifest object is the same: a decision's moves
+        are replayed after every rollback (a PodGroup's trials), each asking it again."""
+        hit = self._answers.get(pod.key)
+        if hit is not None and hit[0] is pod.manifest:
+            return hit[1]
+        if len(self._answers) > 262_144:
+            self._answers.clear()
+        out = self._predicate(pod)
+        self._answers[pod.key] = (pod.manifest, out)
+        return out
 
     def of(self, view: ClusterState) -> list[str]:
         pods = view.pods
@@ -45,7 +61,7 @@ class AntiIndex:
             self._view, self._seen, self.keys = view, 0, []
         if len(pods) > self._seen:
             self.keys += [p.key for p in islice(pods.values(), self._seen, None)
-                          if inter_pod_affinity.has_required_anti(p)]
+                          if self._predicate(p)]
             self._seen = len(pods)
         return self.keys
 
@@ -60,6 +76,7 @@ class CyclePods:
         self._index = AntiIndex() if index is None else index
         self._pods: dict[str, dict[str, PodState]] | None = None
         self._anti: dict[str, tuple[PodState, str]] | None = None  # pod key -> (pod, node)
+        self._affinity: dict[str, dict[str, PodState]] | None = None  # node -> its pods with pod (anti-)affinity
         self._epoch = cycle.moves_epoch
         self._applied = {"pods": 0, "anti": 0}
         self._ready: list[NodeState] | None = None
@@ -74,14 +91,14 @@ class CyclePods:
         self._own: dict[tuple[Any, ...], list[Any]] = {}  # InterPodAffinity's, per set of terms
         self.terms: inter_pod_affinity.TermMemo = {}
 
-    @staticmethod
-    def _has_anti(pod: PodState) -> bool:
-        return inter_pod_affinity.has_required_anti(pod)
+    def _has_anti(self, pod: PodState) -> bool:
+        return self._index.has(pod)
 
     def _restart(self) -> None:
         """A rollback cut the journal: build again from the view."""
         if self._epoch != self.cycle.moves_epoch:
             self._pods = self._anti = None
+            self._affinity = None
             self._spread.clear()
             self._existing.clear()
             self._own.clear()
@@ -205,6 +222,32 @@ class CyclePods:
 
     def on(self, node: str) -> list[PodState]:
         return list(self._node_pods().get(node, {}).values())
+
+    def with_affinity(self) -> dict[str, dict[str, PodState]]:
+        """node -> its pods in the decision that have pod affinity or anti-affinity terms (upstream's
+        HavePodsWithAffinityList): InterPodAffinity's PreScore of a pod without preferred terms of its own reads
+        only these (the other pods add nothing to any score), kept up to date with the moves like `on`."""
+        self._restart()
+        view, moves = self.cycle.view, self.cycle.moves
+        index = self._index.affinity
+        if index is None:  # an index made for another predicate (not the scheduler's)
+            index = self._index.affinity = AntiIndex(inter_pod_affinity.has_pod_affinity)
+        if self._affinity is None:  # as _node_pods: the view's placements (node.pods), then every move
+            self._affinity, self._applied["affinity"] = {}, 0
+            for k in index.of(view):
+                p = view.pods[k]
+                node = view.nodes.get(p.node) if p.node is not None else None
+                if node is not None and k in node.pods:
+                    self._affinity.setdefault(node.name, {})[k] = p
+        has = index.has
+        for pod, name, sign in moves[self._applied["affinity"]:]:
+            if sign > 0:
+                if has(pod):
+                    self._affinity.setdefault(name, {})[pod.key] = pod
+            elif name in self._affinity:
+                self._affinity[name].pop(pod.key, None)
+        self._applied["affinity"] = len(moves)
+        return self._affinity
 
     def with_anti(self) -> list[tuple[PodState, NodeState]]:
         self._restart()

@@ -168,6 +168,14 @@ def select_victims(cycle: Cycle, pod: PodState, node: str, fits: Fits | None, bu
     if fits is None:
         used = dict(cycle.used[node])
         allocatable, requests = view.nodes[node].allocatable, sorted(pod.requests.items())
+        # _reprieve's first answer (every potential victim off, the pod must fit) on the resources the fit
+        # reads only: most nodes of a preemption that cannot help end here (Unschedulable: 5,000 a preemptor)
+        off = {resource: used.get(resource, 0) - sum(v.requests.get(resource, 0) for v in potential)
+               for resource, _ in requests}
+        off["pods"] = used.get("pods", 0) - len(potential)
+        missing = lacking(requests, off, allocatable)
+        if missing:
+            return failure_message(missing[0])
 
         def move(victim: PodState, sign: int) -> None:
             for resource, amount in victim.requests.items():

@@ -120,6 +120,12 @@ def has_required_anti(pod: PodState) -> bool:
     return bool((((pod.manifest.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(REQUIRED))
 
 
+def has_pod_affinity(pod: PodState) -> bool:
+    """Whether the pod has pod affinity or anti-affinity of any kind (upstream's NodeInfo.PodsWithAffinity)."""
+    affinity = (pod.manifest.get("spec") or {}).get("affinity") or {}
+    return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
+
+
 def has_required(pod: PodState) -> bool:
     """Whether the pod's own required affinity or anti-affinity makes its Filter depend on other pods."""
     affinity = (pod.manifest.get("spec") or {}).get("affinity") or {}
@@ -270,10 +276,21 @@ class AffinityScore:
                         by_value = scores.setdefault(t.key, {})
                         by_value[value] = by_value.get(value, 0) + (t.weight if weight is None else weight) * sign
 
-        for node in pods.domain_nodes():  # the Ready ones (legacy model) or all (placement.py domain_nodes)
+        # scoring.go PreScore: unless the incoming pod has preferred terms, only the nodes hosting pods with
+        # affinity are processed (HavePodsWithAffinityList): a pod without any adds nothing. Same sums either way.
+        # The nodes counted are the pod view's domain nodes: the Ready ones (legacy model) or all (domain_nodes).
+        with_affinity = getattr(pods, "with_affinity", None)
+        if own or with_affinity is None:
+            placed: Iterable[tuple[NodeState, Iterable[PodState]]] = (
+                (node, pods.on(node.name)) for node in pods.domain_nodes())
+        else:
+            view_nodes, every = cycle.view.nodes, bool(getattr(pods, "upstream", False))
+            placed = ((view_nodes[name], on.values()) for name, on in with_affinity().items()
+                      if on and name in view_nodes and (every or view_nodes[name].ready))
+        for node, on_node in placed:
             if not node.labels:
                 continue
-            for other in pods.on(node.name):
+            for other in on_node:
                 process(affinity, other, node, 1)
                 process(anti, other, node, -1)
                 if self.hard_weight > 0:
