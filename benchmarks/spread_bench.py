@@ -16,6 +16,15 @@ Workloads, restated from kubernetes/kubernetes test/integration/scheduler_perf (
 - affinity: affinity/performance-config.yaml SchedulingPodAffinity/5000Nodes_5000Pods, threshold 35: 5000
   default nodes all in zone1, 5000 pods in sched-0 then 5000 measured in sched-1, each with required affinity
   on the zone to `color: blue` in namespaces sched-0 and sched-1 (templates/pod-with-pod-affinity.yaml).
+- preferred-spread: PreferredTopologySpreading/5000Nodes_5000Pods, threshold 340: as spread, the measured pods'
+  constraint `ScheduleAnyway` (templates/pod-with-preferred-topology-spreading.yaml): a score only.
+- preferred-affinity: SchedulingPreferredPodAffinity/5000Nodes_5000Pods, threshold 90: 5000 default nodes, 5000
+  pods in sched-0 then 5000 measured in sched-1, each with a preferred pod affinity (weight 1) on
+  kubernetes.io/hostname to `color: red` in sched-0 and sched-1 (templates/pod-with-preferred-pod-affinity.yaml).
+
+Every workload scores with the release's default KubeSchedulerConfiguration (1.37: LeastAllocated,
+BalancedAllocation, TaintToleration, NodeAffinity, PodTopologySpread, InterPodAffinity, ImageLocality), as
+upstream's scheduler_perf runs the default profile.
 
 The figure is upstream's SchedulingThroughput for the measured pods: measured pods scheduled per second of the
 scheduler reactor's own CPU time in the decisions after the initial pods are placed (the init pods arrive at
@@ -42,6 +51,8 @@ TABLE: dict[str, tuple[int, int, int, int]] = {
     "spread": (5000, 5000, 5000, 460),
     "anti-affinity": (5000, 1000, 2000, 60),
     "affinity": (5000, 5000, 5000, 35),
+    "preferred-spread": (5000, 5000, 5000, 340),
+    "preferred-affinity": (5000, 5000, 5000, 90),
 }
 
 
@@ -52,6 +63,15 @@ def _pod(name: str, ns: str, labels: dict[str, str], extra: dict[str, Any]) -> d
 
 
 def measured_pod(case: str) -> dict[str, Any]:
+    if case == "preferred-spread":
+        return _pod("spreading-pod", "default", {"color": "blue"}, {"topologySpreadConstraints": [
+            {"maxSkew": 5, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+             "labelSelector": {"matchLabels": {"color": "blue"}}}]})
+    if case == "preferred-affinity":
+        return _pod("preferred-affinity-pod", "sched-1", {"color": "red"}, {"affinity": {"podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"color": "red"}}, "topologyKey": HOSTNAME,
+                "namespaces": ["sched-1", "sched-0"]}}]}}})
     if case == "spread":
         return _pod("spreading-pod", "default", {"color": "blue"}, {"topologySpreadConstraints": [
             {"maxSkew": 5, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
@@ -67,7 +87,7 @@ def measured_pod(case: str) -> dict[str, Any]:
 
 
 def init_pod(case: str) -> dict[str, Any]:
-    if case == "spread":
+    if case in ("spread", "preferred-spread"):
         return _pod("default-pod", "default", {}, {})
     pod = measured_pod(case)
     pod["metadata"] = {**pod["metadata"], "name": f"init-{pod['metadata']['name']}", "namespace": "sched-0"}
@@ -75,7 +95,7 @@ def init_pod(case: str) -> dict[str, Any]:
 
 
 def scenario(case: str, nodes: int, init: int, measure: int) -> dict[str, Any]:
-    zones = ("moon-1", "moon-2", "moon-3") if case == "spread" else ("zone1",)
+    zones = ("moon-1", "moon-2", "moon-3") if case in ("spread", "preferred-spread") else ("zone1",)
     groups = [{"name": z, "min": 0, "max": nodes // len(zones) + (1 if i < nodes % len(zones) else 0),
                "template": {"apiVersion": "v1", "kind": "Node", "metadata": {"labels": {ZONE: z}},
                             "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}}}
@@ -85,7 +105,6 @@ def scenario(case: str, nodes: int, init: int, measure: int) -> dict[str, Any]:
         "spec": {
             "duration": "10m",
             "kubernetes": {"version": "1.37"},
-            "scheduler": {"score": "least-allocated"},
             "nodeGroups": groups,
             "nodes": [{"group": g["name"], "count": g["max"]} for g in groups],
             "workload": [{"at": "0s", "count": init, "pod": init_pod(case)},
