@@ -263,6 +263,17 @@ class SpreadScore:
         weights = [math.log((len(nodes) - len(ignored) if c.key == HOSTNAME else len(counts[i])) + 2)
                    for i, c in enumerate(cs)]
         namespace = pod_namespace(pod.manifest)
+        kept: Counter | None = getattr(pods, "spread_counts", None)
+        if all(c.key == HOSTNAME for c in cs):
+            return ScoreState(cs, ignored, counts, weights, namespace, pods)  # counted per node in `score`
+        if kept is not None:
+            # the Filter side's counts (placement.py CyclePods.spread_counts: the same eligible domain nodes,
+            # has_keys over every constraint + `included`, kept incrementally within the decision) restricted
+            # to the filtered nodes' values: the walk below gives these, at one pass over every pod per pod
+            for i, full in enumerate(kept(pod, cs)):
+                if cs[i].key != HOSTNAME:
+                    counts[i] = {value: full.get(value, 0) for value in counts[i]}
+            return ScoreState(cs, ignored, counts, weights, namespace, pods)
         for node in pods.domain_nodes():  # the Ready ones (legacy model) or all (placement.py domain_nodes)
             labels = node.labels
             if require_all and not has_keys(labels, cs):
