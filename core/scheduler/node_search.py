@@ -135,6 +135,13 @@ class NodeSearch:
         if framework is not None and not setwise and every and extra is None:
             cached = self._feasibility.index(key, pod.requests, framework.node)
             cached.sync(view, every, cycle, cycle.changed, own or {})
+        part: dict[str, float] | None = None  # setwise: the found nodes' pointwise sums (PodScore.part), cached
+        if setwise and every:
+            assert framework is not None
+            cached = self._feasibility.index((shape, tuple(pod.requests.items()), framework.part_key),
+                                             pod.requests, framework.part)
+            cached.sync(view, every, cycle, cycle.changed, own or {})
+            part = {}
         total = len(order)
         while scanned < total:
             scored: dict[float, list[str]] = {}
@@ -147,6 +154,21 @@ class NodeSearch:
                 scanned += 1
                 if failure is None and cached is not None:
                     value, failure = cached.answer(name)  # fit and score as below, kept per shape
+                    if part is not None and failure is None:  # setwise: the loop's filters after the fit
+                        node = nodes_of[name]
+                        if extra is not None and (status := extra(node)) is not None:
+                            failure = status.message
+                        else:
+                            allocations = self._dra_filter(cycle, claims, allocator, name, reasons, dra_nodes)
+                            if allocations is None:
+                                continue
+                            mine = None if own is None else own.get(name)
+                            found_nodes.append((name, node, used[name] if own is None else
+                                                node.used if mine is None else mine))
+                            found_allocations[name] = allocations
+                            part[name] = value
+                            found += 1
+                            continue
                 elif failure is None:
                     node = nodes_of[name]
                     if own is None:
@@ -196,7 +218,7 @@ class NodeSearch:
                 if not found_nodes:
                     continue
                 assert framework is not None
-                ranked = framework.rank(found_nodes)
+                ranked = framework.rank(found_nodes, part)
                 best = next(self._draw(cycle, ranked[max(ranked)]))  # selectHost
                 return best, reasons, found_allocations[best], []
             chosen, allocations = self._pick(cycle, scored, reasons, dra_nodes, claims=claims, allocator=allocator)

@@ -121,7 +121,7 @@ class PodScore:
     """One pod's scoring after PreScore: the plugins that did not skip, with their weights and states.
     Callable as dralab's ScorePlugin (pod, node, used) for the node-by-node loops when `pointwise`."""
 
-    __slots__ = ("pod", "active", "pointwise", "key", "percentage")
+    __slots__ = ("pod", "active", "pointwise", "key", "percentage", "part_key", "_part")
 
     def __init__(self, pod: PodState, active: list[tuple[ScorePlugin, int, Any]], extra: tuple[int, int],
                  percentage: int) -> None:
@@ -132,24 +132,42 @@ class PodScore:
         # what a pointwise total depends on besides the node and the pod's requests (the feasibility
         # cache's key): the plugins in play and the pod's NonZeroRequested additions
         self.key = (tuple(p.NAME for p, _, _ in active), extra)
+        # a set-wise pod: its pointwise plugins (normalize a no-op) apart, their weighted sum cached per shape
+        # as a pointwise pod's total (`part_key`: the key that pod would have), the rest scored per pod (`rank`)
+        self._part = [a for a in active if getattr(a[0], "POINTWISE", False)]
+        self.part_key = (tuple(p.NAME for p, _, _ in self._part), extra)
 
     def node(self, node: NodeState, used: dict[str, int]) -> int:
         """The weighted sum on one node (pointwise plugins: no normalization to wait for)."""
+        return self._sum(self.active, node, used)
+
+    def part(self, node: NodeState, used: dict[str, int]) -> int:
+        """The pointwise plugins' weighted sum on one node (`node` for a pod whose plugins are all pointwise)."""
+        return self._sum(self._part, node, used)
+
+    def _sum(self, plugins: list[tuple[ScorePlugin, int, Any]], node: NodeState, used: dict[str, int]) -> int:
         total = 0
         pod = self.pod
-        for plugin, weight, state in self.active:
+        for plugin, weight, state in plugins:
             total += plugin.score(state, pod, node, used) * weight
         return total
 
     def __call__(self, pod: PodState, node: NodeState, used: dict[str, int]) -> float:
         return self.node(node, used)
 
-    def rank(self, found: list[tuple[str, NodeState, dict[str, int]]]) -> dict[float, list[str]]:
+    def rank(self, found: list[tuple[str, NodeState, dict[str, int]]], part: dict[str, float] | None = None
+             ) -> dict[float, list[str]]:
         """prioritizeNodes over the found nodes: each plugin scores them, normalizes, is weighted; the totals
-        summed; nodes grouped by total in the order found (the caller breaks ties at random)."""
-        totals = dict.fromkeys((name for name, _, _ in found), 0)
+        summed; nodes grouped by total in the order found (the caller breaks ties at random). `part`: the
+        found nodes' `part` (pointwise plugins' sum, from the per-shape cache): then only the others score."""
         pod = self.pod
-        for plugin, weight, state in self.active:
+        if part is None:
+            totals: dict[str, float] = dict.fromkeys((name for name, _, _ in found), 0)
+            active = self.active
+        else:
+            totals = {name: part[name] for name, _, _ in found}
+            active = [a for a in self.active if not getattr(a[0], "POINTWISE", False)]
+        for plugin, weight, state in active:
             scores = {name: plugin.score(state, pod, node, used) for name, node, used in found}
             plugin.normalize(state, scores)
             for name, score in scores.items():
