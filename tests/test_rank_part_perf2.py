@@ -6,7 +6,9 @@ pods and its nodes, soft taints, preferred node affinity, images, finished pods,
 given cached sums must group the nodes exactly as the rank that scores every plugin on every found node.
 
 Seen to fail on deliberate breaks: the cached sum taken as 0 (node_search's `part[name] = value`), and the
-cache key without the pod's NonZeroRequested additions (PodScore.part_key)."""
+cache key without the pod's NonZeroRequested additions (PodScore.part_key). The same rounds compare the fast
+paths with the plain loop (plain.py): a pointwise pod with a DoNotSchedule constraint reads its fit and score
+from the cache and then its spread filter; seen to fail with that filter skipped."""
 
 from __future__ import annotations
 

@@ -132,7 +132,7 @@ class NodeSearch:
         # (the same answers the loop computes, recomputed only where usage changed), DRA still lazy below.
         cached = None
         # synced over every node, read for those scanned
-        if framework is not None and not setwise and every and extra is None:
+        if framework is not None and not setwise and every:  # `extra`: applied after the cached fit, as below
             cached = self._feasibility.index(key, pod.requests, framework.node)
             cached.sync(view, every, cycle, cycle.changed, own or {})
         part: dict[str, float] | None = None  # setwise: the found nodes' pointwise sums (PodScore.part), cached
@@ -154,7 +154,10 @@ class NodeSearch:
                 scanned += 1
                 if failure is None and cached is not None:
                     value, failure = cached.answer(name)  # fit and score as below, kept per shape
-                    if part is not None and failure is None:  # setwise: the loop's filters after the fit
+                    if part is None and failure is None and extra is not None \
+                            and (status := extra(nodes_of[name])) is not None:
+                        failure = status.message
+                    elif part is not None and failure is None:  # setwise: the loop's filters after the fit
                         node = nodes_of[name]
                         if extra is not None and (status := extra(node)) is not None:
                             failure = status.message
