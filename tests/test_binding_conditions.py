@@ -138,6 +138,8 @@ def test_default_driver_sets_conditions_at_once_and_the_pod_binds_at_the_next_po
 def test_poll_ticks_and_args() -> None:
     assert [next_poll(1_000, t) for t in (0, 1_000, 1_001, 6_000, 6_001)] == [1_000, 6_000, 6_000, 6_000, 11_000]
     assert check_args({}, "args") == {"bindingTimeout": 600_000, "filterTimeout": 10_000}
+    with pytest.raises(FieldError, match=r"a\.filterTimeout: .*not modelled"):
+        check_args({"filterTimeout": "2s"}, "a")
     assert check_args({"bindingTimeout": "30s", "filterTimeout": 0}, "a") == {"bindingTimeout": 30_000,
                                                                                "filterTimeout": 0}
     with pytest.raises(FieldError, match="args.bindingTimeout"):

@@ -61,7 +61,14 @@ def check_args(args: dict[str, Any], path: str) -> dict[str, int]:
     if args.get("bindingTimeout") is not None:
         out["bindingTimeout"] = expect_duration(args["bindingTimeout"], join(path, "bindingTimeout"), positive=True)
     if args.get("filterTimeout") is not None:
-        out["filterTimeout"] = expect_duration(args["filterTimeout"], join(path, "filterTimeout"))
+        timeout = expect_duration(args["filterTimeout"], join(path, "filterTimeout"))
+        # Upstream aborts a node's allocation after filterTimeout of wall time; dralab's allocator has no wall
+        # clock and never aborts, which is what 0 (off) asks for and what the default almost always amounts to.
+        # Any other value would change which pods fit on a slow allocation: refused, not silently ignored.
+        if timeout not in (0, DEFAULT_FILTER_TIMEOUT_MS):
+            raise FieldError(join(path, "filterTimeout"), "only 0 (off) or the default 10s: a Filter timeout on "
+                             "allocation wall time is not modelled by dralab (its allocator has no wall clock)")
+        out["filterTimeout"] = timeout
     return out
 
 
