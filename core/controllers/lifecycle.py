@@ -53,8 +53,7 @@ class Lifecycle:
                 else:
                     wake.append(node.ready_at)
         done, later = view.finishing(now)  # running pods with a run time, in running order
-        # a terminating pod has two deadlines (its run's end and its grace period's): both may be due at once
-        for key in dict.fromkeys(done):
+        for key in done:
             pod = view.pods[key]
             if terminating(pod.manifest):  # its grace period (or its run) is over: the kubelet ends it
                 events.append(PodEvicted(pod=key, node=str(pod.node), reason="terminated: grace period over"))

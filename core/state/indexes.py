@@ -111,7 +111,8 @@ class ClusterIndexes:
             stack.append(2 * i + 1)
             stack.append(2 * i + 2)
         due.sort()
-        return [key for _, key in due], nxt
+        # once each: a terminating pod has two deadlines (its run's end, its grace period's) that may both be due
+        return list(dict.fromkeys(key for _, key in due)), nxt
 
     def gang_running(self, gang: str) -> int:
         """Members of a gang that are bound and not finished (upstream's AssignedPods: the scheduler's
