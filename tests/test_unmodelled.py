@@ -74,6 +74,7 @@ def test_a_scenario_pod_with_an_unmodelled_field_is_refused_naming_it(manifest: 
 @pytest.mark.parametrize("manifest", [
     pod(volumes=[{"name": "cfg", "configMap": {"name": "x"}}, {"name": "tmp", "emptyDir": {}}]),
     pod(hostNetwork=True),  # no ports: no host port taken
+    pod(os={"name": "linux"}),  # dralab's emulated kubelets are linux: admitted, as upstream would
     pod(containers=[{"name": "c", "ports": [{"containerPort": 80, "hostPort": 0}]}]),  # 0: no host port
     pod(volumes=[], hostNetwork=False, readinessGates=[{"conditionType": "x"}], restartPolicy="Never"),
     pod(affinity={"podAntiAffinity": {}}, topologySpreadConstraints=[], priorityClassName="high",

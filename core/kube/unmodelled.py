@@ -57,6 +57,14 @@ def _has_ports(pod: dict[str, Any]) -> bool:
                for c in (spec or {}).get(f) or [] if isinstance(c, dict))
 
 
+def _not_linux(pod: dict[str, Any]) -> bool:
+    """spec.os names another system than linux: dralab's emulated kubelets are linux nodes (GPU clusters), so a
+    linux pod is admitted as upstream would admit it; another OS would be rejected there (PodOSNotSupported)."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    os = (spec or {}).get("os")
+    return not (isinstance(os, dict) and os.get("name") == "linux")
+
+
 _VOLUME_FILTERS = "VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits"
 _VOLUME_UNCHECKED = "their volume constraints (binding, zone, conflicts, attach limits) were not checked"
 # Volume sources kube-scheduler's volume plugins read (pkg/scheduler/framework/plugins/volumebinding,
@@ -140,8 +148,9 @@ def _pod() -> list[Field]:
               "tolerations to the pod (RuntimeClass admission)", "their RuntimeClass overhead and node selection "
               "were not checked"),
         Field("Pod", "spec.os", REFUSED,
-              "makes the kubelet reject the pod on a node of another operating system (admission, PodOSNotSupported)",
-              "their operating system was not checked against the nodes'"),
+              "other than `linux` (dralab's nodes are linux), makes the kubelet reject the pod "
+              "(admission, PodOSNotSupported)",
+              "their operating system was not checked against the nodes'", when=_not_linux),
         Field("Pod", "spec.activeDeadlineSeconds", REFUSED,
               "makes the kubelet fail the pod after that many seconds, freeing its node and devices (use `runFor`)",
               "their deadline was not taken into account"),
