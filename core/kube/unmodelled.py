@@ -148,7 +148,7 @@ def _pod() -> list[Field]:
               "tolerations to the pod (RuntimeClass admission)", "their RuntimeClass overhead and node selection "
               "were not checked"),
         Field("Pod", "spec.os", REFUSED,
-              "other than `linux` (dralab's nodes are linux), makes the kubelet reject the pod "
+              "an operating system other than `linux` (dralab's nodes are linux) makes the kubelet reject the pod "
               "(admission, PodOSNotSupported)",
               "their operating system was not checked against the nodes'", when=_not_linux),
         Field("Pod", "spec.activeDeadlineSeconds", REFUSED,
