@@ -61,8 +61,8 @@ def _not_linux(pod: dict[str, Any]) -> bool:
     """spec.os names another system than linux: dralab's emulated kubelets are linux nodes (GPU clusters), so a
     linux pod is admitted as upstream would admit it; another OS would be rejected there (PodOSNotSupported)."""
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    os = (spec or {}).get("os")
-    return not (isinstance(os, dict) and os.get("name") == "linux")
+    system = (spec or {}).get("os")
+    return not (isinstance(system, dict) and system.get("name") == "linux")
 
 
 _VOLUME_FILTERS = "VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits"
