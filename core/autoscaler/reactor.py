@@ -92,7 +92,9 @@ class Autoscaler:
         self._shapes = ShapeMemo()  # static_shape per pod, a cache (filters.py)
         self._fits = FitMemo()  # resource fit on the view's usage across loops, a cache (capacity.py)
         self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
-        self._scale_down = ScaleDown(**self.scale_down)
+        # autoscaler#3886 (core/kube/bugs.py): the bug is the missing re-check before delete
+        race = {"recheck_before_delete": False} if self.profile.bug("autoscaler#3886") else {}
+        self._scale_down = ScaleDown(**{**self.scale_down, **race})
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms

@@ -20,9 +20,10 @@ made by dralab's model of 1.35 (:data:`LEGACY_VERSION`), and are read as such.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from .bugs import BUGS, DEFAULT_KUEUE_VERSION, KUEUE_VERSIONS, present
 from .fields import FieldError, join
 
 VERSIONS = ("1.34", "1.35", "1.36", "1.37")
@@ -139,6 +140,20 @@ class Profile:
     gates: Mapping[str, bool] = field(default_factory=dict)
     overrides: Mapping[str, bool] = field(default_factory=dict)  # as the user set them (recorded in logs)
     runtime_config: frozenset[str] = frozenset()
+    # upstream-bug switches set by the scenario or the command (core/kube/bugs.py); the others follow the release
+    bugs: Mapping[str, bool] = field(default_factory=dict)
+    kueue: str = DEFAULT_KUEUE_VERSION  # Kueue's release (spec.kubernetes.kueue)
+    bugs_by_release: bool = True  # False only for the legacy profile: its logs were made without any bug
+
+    def bug(self, name: str) -> bool:
+        """Whether the upstream bug `name` (core/kube/bugs.py) is in the cluster emulated: as set, else as the
+        release of its component has it."""
+        spec = BUGS.get(name)
+        if spec is None:
+            raise KeyError(f"unknown upstream bug {name!r}")
+        if name in self.bugs:
+            return bool(self.bugs[name])
+        return self.bugs_by_release and present(spec, self.version, self.kueue)
 
     def enabled(self, gate: str) -> bool:
         if gate not in GATES:
@@ -182,7 +197,8 @@ class Profile:
 
 
 def make_profile(version: str | None = None, overrides: Mapping[str, bool] | None = None,
-                 runtime_config: Mapping[str, bool] | None = None, *, path: str = "spec.kubernetes") -> Profile:
+                 runtime_config: Mapping[str, bool] | None = None, *, path: str = "spec.kubernetes",
+                 bugs: Mapping[str, bool] | None = None, kueue: str | None = None) -> Profile:
     """The profile of `version` (default 1.37) with `overrides` applied, checked as kube-apiserver checks
     `--feature-gates`: an unknown gate, a gate this release does not have (or has removed) and a locked gate
     set against its lock are refused with the path of the offending entry."""
@@ -217,7 +233,26 @@ def make_profile(version: str | None = None, overrides: Mapping[str, bool] | Non
                                      f"{', '.join(API_VERSIONS)}")
         if on:
             enabled.add(api_version)
-    return Profile(version, gates, given, frozenset(enabled))
+    return Profile(version, gates, given, frozenset(enabled), check_bugs(bugs or {}, join(path, "bugs")),
+                   check_kueue(kueue, join(path, "kueue")))
+
+
+def check_bugs(bugs: Mapping[str, bool], path: str) -> dict[str, bool]:
+    """Bug switches as given, each naming a bug of core/kube/bugs.py."""
+    for name in bugs:
+        if name not in BUGS:
+            known = ", ".join(sorted(BUGS))
+            raise FieldError(join(path, name), f"unknown upstream bug `{name}`; dralab models {known} "
+                                               "(docs/upstream-bugs.md)")
+    return {name: bool(on) for name, on in sorted(bugs.items())}
+
+
+def check_kueue(kueue: str | None, path: str) -> str:
+    if kueue is None:
+        return DEFAULT_KUEUE_VERSION
+    if kueue not in KUEUE_VERSIONS:
+        raise FieldError(path, f"unsupported Kueue version `{kueue}`; expected one of {', '.join(KUEUE_VERSIONS)}")
+    return kueue
 
 
 def _runtime_map(profile: Profile) -> dict[str, bool]:
@@ -230,13 +265,16 @@ def merge_gates(profile: Profile, gates: Mapping[str, bool], *, path: str) -> Pr
     if not gates:
         return profile
     make_profile(profile.version, gates, path=path)  # errors name the entry where it was given
-    return make_profile(profile.version, {**profile.overrides, **gates}, _runtime_map(profile))
+    merged = make_profile(profile.version, {**profile.overrides, **gates}, _runtime_map(profile), bugs=profile.bugs,
+                          kueue=profile.kueue)
+    return replace(merged, bugs_by_release=profile.bugs_by_release)
 
 
 def same_profile(a: Profile, b: Profile) -> bool:
     """Whether two profiles emulate the same cluster: release, effective gates and enabled APIs (how the
     gates were spelled, default or set, does not matter)."""
-    return a.version == b.version and dict(a.gates) == dict(b.gates) and a.runtime_config == b.runtime_config
+    return (a.version == b.version and dict(a.gates) == dict(b.gates) and a.runtime_config == b.runtime_config
+            and dict(a.bugs) == dict(b.bugs) and a.kueue == b.kueue)
 
 
 # --- the profile dralab emulated before profiles existed ---------------------------------------------------
@@ -257,7 +295,7 @@ LEGACY_GATES: dict[str, bool] = {
     "DRAExtendedResource": True,
 }
 LEGACY_RUNTIME_CONFIG: dict[str, bool] = {"scheduling.k8s.io/v1alpha1": True}
-LEGACY_PROFILE = make_profile(LEGACY_VERSION, LEGACY_GATES, LEGACY_RUNTIME_CONFIG)
+LEGACY_PROFILE = replace(make_profile(LEGACY_VERSION, LEGACY_GATES, LEGACY_RUNTIME_CONFIG), bugs_by_release=False)
 
 
 def profile_config(profile: Profile) -> dict[str, object] | None:
@@ -267,7 +305,10 @@ def profile_config(profile: Profile) -> dict[str, object] | None:
     if same_profile(profile, LEGACY_PROFILE):
         return None
     return {"version": profile.version, "feature_gates": dict(sorted(profile.overrides.items())),
-            "runtime_config": sorted(profile.runtime_config)}
+            "runtime_config": sorted(profile.runtime_config),
+            # only when set, so that runs without them record what they recorded before bugs were modelled
+            **({"bugs": dict(profile.bugs)} if profile.bugs else {}),
+            **({"kueue": profile.kueue} if profile.kueue != DEFAULT_KUEUE_VERSION else {})}
 
 
 def profile_from_config(entry: Mapping[str, object] | None, *, path: str = "config.kubernetes") -> Profile:
@@ -280,15 +321,21 @@ def profile_from_config(entry: Mapping[str, object] | None, *, path: str = "conf
     runtime = entry.get("runtime_config") or []
     if not isinstance(version, str) or not isinstance(gates, Mapping) or not isinstance(runtime, (list, tuple)):
         raise FieldError(path, "expected {version: str, feature_gates: {name: bool}, runtime_config: [str]}")
+    bugs = entry.get("bugs") or {}
+    kueue = entry.get("kueue")
+    if not isinstance(bugs, Mapping) or not (kueue is None or isinstance(kueue, str)):
+        raise FieldError(path, "expected bugs: {name: bool} and kueue: str")
     return make_profile(version, {str(k): bool(v) for k, v in gates.items()}, {str(r): True for r in runtime},
-                        path=path)
+                        path=path, bugs={str(k): bool(v) for k, v in bugs.items()}, kueue=kueue)
 
 
 def summary(profile: Profile) -> dict[str, object]:
     """What a run's summary says about the cluster emulated: the release and the gates not at their default."""
+    active = sorted(name for name in BUGS if profile.bug(name))
     return {"version": profile.version,
             "featureGates": {name: on for name, on in sorted(profile.gates.items())
-                             if on != GATES[name][profile.version].default}}
+                             if on != GATES[name][profile.version].default},
+            **({"upstreamBugs": active} if active else {})}
 
 
 # --- the upstream flag syntax ------------------------------------------------------------------------------

@@ -6,6 +6,8 @@
         version: "1.35"                                  # 1.34 .. 1.37; default 1.37
         featureGates: {GenericWorkload: true, GangScheduling: true}
         runtimeConfig: {scheduling.k8s.io/v1alpha1: true}
+        kueue: "0.19"                                    # Kueue's release (core/kube/bugs.py KUEUE_VERSIONS)
+        bugs: {autoscaler#3886: true}                    # upstream-bug switches; unset: as the releases have them
 
 Two profiles come out: the scenario's own (spec.kubernetes and the flags; recorded in the run configuration's
 `kubernetes` entry) and the effective one, with spec.scheduler.featureGates on top (recorded, as before
@@ -42,7 +44,9 @@ def check_kubernetes(value: object, scheduler_gates: dict[str, bool], *, profile
     replaces spec.kubernetes altogether (benchmarks force the legacy profile); `flags` override it entry by
     entry, and a gate they set is taken out of the scheduler's gates (a flag wins)."""
     m = {} if value is None else expect_map(value, PATH)
-    check_fields(m, PATH, ("version", "featureGates", "runtimeConfig"))
+    check_fields(m, PATH, ("version", "featureGates", "runtimeConfig", "bugs", "kueue"))
+    bugs = _bools(m.get("bugs"), join(PATH, "bugs"))
+    kueue = _version(m.get("kueue"), join(PATH, "kueue"))
     version = _version(m.get("version"), join(PATH, "version"))
     gates = _bools(m.get("featureGates"), join(PATH, "featureGates"))
     runtime = _bools(m.get("runtimeConfig"), join(PATH, "runtimeConfig"))
@@ -58,7 +62,7 @@ def check_kubernetes(value: object, scheduler_gates: dict[str, bool], *, profile
             gates = {**gates, **flags.gates}
             runtime = {**runtime, **flags.runtime_config}
             scheduler_gates = {k: v for k, v in scheduler_gates.items() if k not in flags.gates}
-        profile = make_profile(version, gates, runtime, path=PATH)
+        profile = make_profile(version, gates, runtime, path=PATH, bugs=bugs, kueue=kueue)
     for name in scheduler_gates:
         if name not in GATES:
             raise FieldError(join("spec.scheduler.featureGates", name),
