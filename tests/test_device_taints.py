@@ -24,6 +24,7 @@ from dralab.core.log.events import (
     DeviceTaintRuleStatus,
     PodBound,
     PodEvicted,
+    PodTerminating,
     PodUnschedulable,
     ScaleUpRequested,
     decode_record,
@@ -49,10 +50,14 @@ def run(doc: dict[str, Any], seed: int = 7) -> Any:
 
 def test_the_scenario_tells_its_story() -> None:
     result = run(DOC)
-    evicted = {e.pod.rsplit("/", 1)[1]: (t, e.reason) for t, e in events(result, PodEvicted)}
+    # deleted by the controller (graceful: the pod's 30 s grace period), gone 30 s later
+    evicted = {e.pod.rsplit("/", 1)[1]: (t, e.reason) for t, e in events(result, PodTerminating)
+               if e.condition == "DeletionByDeviceTaintManager"}
     assert {k: t for k, (t, _) in evicted.items()} == {"web": 600_000, "web-b": 600_000, "batch": 660_000}
     assert all(r.startswith("DeletionByDeviceTaintManager: NoExecute taint of DeviceTaintRule pool-ecc")
                for _, r in evicted.values())
+    gone = {e.pod.rsplit("/", 1)[1]: t for t, e in events(result, PodEvicted)}
+    assert gone == {"web": 630_000, "web-b": 630_000, "batch": 690_000}
     # `late` waits for the NoSchedule rule's GPU: cause taint, the rule's taint named
     late = [e for t, e in events(result, PodUnschedulable) if e.pod.endswith("/late") and t == 30_000]
     assert late and late[0].cause == "device-taint" and "example.com/maintenance=planned:NoSchedule" in late[0].detail
@@ -263,7 +268,7 @@ def test_a_no_execute_taint_in_a_slice_template_evicts_after_its_toleration() ->
     doc["spec"]["nodeGroups"][0]["resourceSlices"][0]["spec"]["devices"][1]["taints"] = [
         {"key": "example.com/ecc-error", "effect": "NoExecute"}]
     result = run(doc)
-    evicted = [(t, e.pod.rsplit("/", 1)[1], e.reason) for t, e in events(result, PodEvicted)]
+    evicted = [(t, e.pod.rsplit("/", 1)[1], e.reason) for t, e in events(result, PodTerminating)]
     assert evicted == [(60_000, "batch", "DeletionByDeviceTaintManager: NoExecute taint of ResourceSlice "
                                          "gpu-4x-0-gpu.example.com-0")]
     assert events(result, DeviceTaintRuleStatus) == []

@@ -15,9 +15,14 @@ is attributed to every rule that would evict the pod, the later ones too (upstre
 cases).
 
 dralab's model: the taints that evict are those of DeviceTaintRules (core/dra/taint_rules.py; their `timeAdded`
-is when the rule was created in the run). An evicted pod gets `PodEvicted` with the reason (the fold writes the
-pod Failed); the claim controller then takes it out of the claims' reservedFor and deallocates them, and its
-workload controller makes a replacement, as for any eviction. A pod waiting for its time wakes this reactor then.
+is when the rule was created in the run). Upstream deletes the pod (addConditionAndDeletePod: `Delete` with empty
+DeleteOptions, so the pod's own terminationGracePeriodSeconds applies) and remembers its uid so that it never
+deletes it twice. So, in release profiles, an evicted pod gets `PodTerminating` with its grace period and the
+DisruptionTarget reason DeletionByDeviceTaintManager (core/state/termination.py): it keeps its node and devices
+until the grace period is over, then the lifecycle reactor ends it; a pod already terminating is left alone. The
+legacy model (logs without a release) evicts at once with `PodEvicted`. Either way the claim controller then
+takes the pod out of the claims' reservedFor and deallocates them, and its workload controller makes a
+replacement, as for any eviction. A pod waiting for its time wakes this reactor then.
 
 The rule's status (1.35+, where DeviceTaintRuleStatus exists): the EvictionInProgress condition as
 maybeUpdateRuleStatus writes it: for a NoExecute rule True with reason PodsPendingEviction while pods wait for
@@ -47,11 +52,12 @@ from ..dra.prepare import tolerates
 from ..dra.taint_rules import TaintRule
 from ..engine.contract import Decision, Trigger
 from ..kube.versions import profile_from_config
-from ..log.events import AnyEvent, DeviceTaintRuleStatus, PodEvicted
+from ..log.events import AnyEvent, DeviceTaintRuleStatus, PodEvicted, PodTerminating
 from ..state.cluster import FAILED, SUCCEEDED, ClusterState, PodState
 from ..state.device_taints import taint_key
 from ..state.dra import ClaimState
 from ..state.objects import controller_ref
+from ..state.termination import grace_ms, terminating
 
 REASON = "DeletionByDeviceTaintManager"  # the pod's DisruptionTarget condition reason, upstream's
 SLICE = "\x00slice/"  # the name prefix of a slice's own taint as a rule (no rule name can start so)
@@ -273,12 +279,20 @@ class DeviceTaintEviction:
         wakes: list[int] = []
         evicted: dict[str, int] = {}
         pending: dict[str, dict[str, None]] = {}  # rule -> the pods it evicts, now or later, as the view has them
+        graceful = self.kubernetes is not None  # release profiles; the legacy model deletes at once
         for key in sorted(due):
             when, names = due[key]
+            pod = view.pods[key]
+            if graceful and terminating(pod.manifest):
+                continue  # deleted already: upstream remembers the pod's uid (evictedPods) and leaves it be
             for name in names:
                 pending.setdefault(name, {})[key] = None
+            if when <= now and graceful:  # a pod deletion: the pod's own grace period (DeleteOptions{})
+                events.append(PodTerminating(pod=key, node=str(pod.node), grace_ms=grace_ms(pod.manifest),
+                                             reason=_reason(names), condition=REASON))
             if when <= now:
-                events.append(PodEvicted(pod=key, node=str(view.pods[key].node), reason=_reason(names)))
+                if not graceful:
+                    events.append(PodEvicted(pod=key, node=str(pod.node), reason=_reason(names)))
                 for name in names:
                     evicted[name] = evicted.get(name, 0) + 1
             else:

@@ -202,7 +202,7 @@ class PodEvicted(Event, tag="PodEvicted", frozen=True):
         return (self.pod,)
 
 
-class PodTerminating(Event, tag="PodTerminating", frozen=True):
+class PodTerminating(Event, tag="PodTerminating", frozen=True, omit_defaults=True):
     """Graceful deletion of a running pod (the scheduler deleting a preemption victim with the pod's own
     terminationGracePeriodSeconds, as DefaultPreemption's DeleteOptions do): the pod gets its
     deletionTimestamp and the DisruptionTarget condition but keeps its node's resources and devices for
@@ -214,6 +214,10 @@ class PodTerminating(Event, tag="PodTerminating", frozen=True):
     node: str
     grace_ms: int
     reason: str = ""
+    # the DisruptionTarget condition's reason: "" is the scheduler's PreemptionByScheduler; the device taint
+    # eviction controller writes DeletionByDeviceTaintManager. Omitted when empty (omit_defaults), so the events
+    # written before it existed encode as they did.
+    condition: str = ""
 
     def touched(self) -> tuple[str, ...]:
         return (self.pod,)

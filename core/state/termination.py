@@ -1,5 +1,5 @@
-"""The fold of graceful pod deletion (`PodTerminating`): a preemption victim keeps its node until its grace
-period is over.
+"""The fold of graceful pod deletion (`PodTerminating`): a preemption victim, or a pod the device taint eviction
+controller deletes, keeps its node until its grace period is over.
 
 Upstream, deleting a pod with a grace period sets `metadata.deletionTimestamp` (the time by which it must be
 gone: now + grace), `metadata.deletionGracePeriodSeconds`, and, for the scheduler's preemption victims, the
@@ -78,8 +78,8 @@ def on_pod_terminating(state: _Fold, offset: int, t: int, event: PodTerminating)
     status = dict(pod.manifest.get("status") or {})
     conditions = [c for c in status.get("conditions") or [] if not (isinstance(c, dict)
                                                                      and c.get("type") == DISRUPTION_TARGET)]
-    conditions.append({"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
-                       "message": event.reason})
+    reason = event.condition or PREEMPTION_BY_SCHEDULER
+    conditions.append({"type": DISRUPTION_TARGET, "status": "True", "reason": reason, "message": event.reason})
     status["conditions"] = conditions
     pod.manifest = {**pod.manifest, "metadata": meta, "status": status}
     state.runs += 1
