@@ -88,7 +88,8 @@ def dump_profile_input(files: Sequence[str], flags: Any) -> Any:
 
     def profile(gates: dict[str, bool]) -> Any:
         try:
-            return dump_profile(seen, flags.version, gates or None, flags.runtime_config or None)
+            return dump_profile(seen, flags.version, gates or None, flags.runtime_config or None,
+                                bugs=flags.bugs or None, kueue=flags.kueue)
         except FieldError as exc:
             raise InputError(f"{', '.join(files)}: {exc}") from None
 

@@ -41,17 +41,24 @@ def add_profile_flags(p: Any, *, dump: bool = False) -> None:
                    help="feature gates, as kube-apiserver takes them: Name=true,Other=false (docs/versions.md)")
     p.add_argument("--runtime-config", metavar="APIS", default="",
                    help="alpha/beta API versions to serve: scheduling.k8s.io/v1alpha1=true,...")
+    p.add_argument("--bugs", metavar="BUGS", default="",
+                   help="upstream-bug switches: autoscaler#3886=true,... (default: as the release has them; "
+                        "docs/upstream-bugs.md)")
+    p.add_argument("--kueue-version", metavar="VERSION", choices=["0.14", "0.15", "0.16", "0.17", "0.18", "0.19"],
+                   help="Kueue release to emulate, 0.14 to 0.19 (default 0.19)")
 
 
 def profile_flags(args: Any) -> Any:
     """The ProfileFlags of `args` (add_profile_flags), or InputError naming the flag."""
     from dralab.core.kube.fields import FieldError
-    from dralab.core.kube.versions import ProfileFlags, parse_feature_gates, parse_runtime_config
+    from dralab.core.kube.versions import ProfileFlags, parse_bugs, parse_feature_gates, parse_runtime_config
 
     try:
         return ProfileFlags(getattr(args, "kubernetes_version", None),
                             parse_feature_gates(getattr(args, "feature_gates", "") or ""),
-                            parse_runtime_config(getattr(args, "runtime_config", "") or ""))
+                            parse_runtime_config(getattr(args, "runtime_config", "") or ""),
+                            parse_bugs(getattr(args, "bugs", "") or ""),
+                            getattr(args, "kueue_version", None))
     except FieldError as exc:
         raise InputError(str(exc)) from None
 

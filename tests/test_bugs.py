@@ -93,3 +93,39 @@ def test_the_3886_switch_is_the_recheck_setting() -> None:
     fixed = simulate(parse_scenario(doc, "race.yaml"), 1)
     assert not any(b"NodeDeleted" in payload for _, payload in fixed.entries)
     assert any(b"NodeDeleted" in payload for _, payload in original.entries)
+
+
+def test_the_command_line_sets_switches_over_the_scenario() -> None:
+    from dralab.core.kube.versions import ProfileFlags, parse_bugs
+    from dralab.core.scenario.kubernetes import check_kubernetes
+
+    assert parse_bugs("autoscaler#3886=true") == {"autoscaler#3886": True}
+    with pytest.raises(FieldError, match=r"--bugs: unknown upstream bug `autoscaler#1`"):
+        parse_bugs("autoscaler#1=true")
+    flags = ProfileFlags(bugs={"autoscaler#3886": False}, kueue="0.15")
+    assert flags.given()
+    profile, _, _ = check_kubernetes({"bugs": {"autoscaler#3886": True}}, {}, flags=flags)
+    assert not profile.bug("autoscaler#3886") and profile.kueue == "0.15"
+
+
+def test_run_takes_bugs_flag(tmp_path: Path) -> None:
+    """`dralab sim --bugs autoscaler#3886=true` on scale-down-race with the re-check on: the node is deleted."""
+    import json
+    import subprocess
+    import sys
+
+    doc = yaml.safe_load((ROOT / "scenarios" / "scale-down-race.yaml").read_text())
+    doc["spec"]["autoscaler"]["scaleDown"]["recheckBeforeDelete"] = True
+    path = tmp_path / "race.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = {}
+    for bugs in ("", "autoscaler#3886=true"):
+        proc = subprocess.run([sys.executable, "-m", "dralab.cli", "sim", str(path), "-o", "json", "--bugs", bugs],
+                              capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        out[bugs] = json.loads(proc.stdout)
+    assert out["autoscaler#3886=true"]["kubernetes"]["upstreamBugs"] == ["autoscaler#3886"]
+    assert "upstreamBugs" not in out[""]["kubernetes"]
+    bad = subprocess.run([sys.executable, "-m", "dralab.cli", "sim", str(path), "--bugs", "nope#1=true"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and "--bugs: unknown upstream bug `nope#1`" in bad.stderr

@@ -388,21 +388,30 @@ class ProfileFlags:
     version: str | None = None
     gates: Mapping[str, bool] = field(default_factory=dict)
     runtime_config: Mapping[str, bool] = field(default_factory=dict)
+    bugs: Mapping[str, bool] = field(default_factory=dict)  # --bugs (core/kube/bugs.py)
+    kueue: str | None = None  # --kueue-version
 
     def given(self) -> bool:
-        return self.version is not None or bool(self.gates) or bool(self.runtime_config)
+        return (self.version is not None or bool(self.gates) or bool(self.runtime_config) or bool(self.bugs)
+                or self.kueue is not None)
+
+
+def parse_bugs(text: str, path: str = "--bugs") -> dict[str, bool]:
+    """`autoscaler#3886=true,kueue#2445=false`: upstream-bug switches (core/kube/bugs.py), as gates are given."""
+    return _pairs(text, path, "upstream bug", sorted(BUGS), " (docs/upstream-bugs.md)")
 
 
 def flag_profile(version: str | None, gates: Mapping[str, bool] | None,
-                 runtime_config: Mapping[str, bool] | None) -> Profile:
+                 runtime_config: Mapping[str, bool] | None, bugs: Mapping[str, bool] | None = None,
+                 kueue: str | None = None) -> Profile:
     """make_profile for values given on the command line: an error names the flag (`--feature-gates`) and
     the entry, not a scenario path."""
     try:
-        return make_profile(version, gates, runtime_config, path="flags")
+        return make_profile(version, gates, runtime_config, path="flags", bugs=bugs, kueue=kueue)
     except FieldError as e:
         flag, _, entry = e.path.removeprefix("flags.").partition(".")
         option = {"version": "--kubernetes-version", "featureGates": "--feature-gates",
-                  "runtimeConfig": "--runtime-config"}.get(flag, "flags")
+                  "runtimeConfig": "--runtime-config", "bugs": "--bugs", "kueue": "--kueue-version"}.get(flag, "flags")
         raise FieldError(option, f"{entry}: {e.message}" if entry else e.message) from None
 
 
@@ -411,7 +420,8 @@ def flag_profile(version: str | None, gates: Mapping[str, bool] | None,
 
 def dump_profile(api_versions_seen: Iterable[tuple[str, str]], version: str | None = None,
                  gates: Mapping[str, bool] | None = None, runtime_config: Mapping[str, bool] | None = None,
-                 *, path: str = "the dump") -> Profile:
+                 *, path: str = "the dump", bugs: Mapping[str, bool] | None = None,
+                 kueue: str | None = None) -> Profile:
     """The profile of the cluster a dump (`kubectl get ... -o yaml`) was taken from, given the (apiVersion,
     kind) of its objects. The release: `version` (`--kubernetes-version`), else the only release that serves
     every versioned API in the dump (scheduling.k8s.io/v1alpha1 objects come from 1.35), else 1.37. An
@@ -439,7 +449,8 @@ def dump_profile(api_versions_seen: Iterable[tuple[str, str]], version: str | No
                 implied_gates[gate] = True
         if api.stage != "ga":
             implied_runtime[api_version] = True
-    profile = flag_profile(version, {**implied_gates, **(gates or {})}, {**implied_runtime, **(runtime_config or {})})
+    profile = flag_profile(version, {**implied_gates, **(gates or {})}, {**implied_runtime, **(runtime_config or {})},
+                           bugs, kueue)
     for api_version, kind in seen:
         profile.check_api(api_version, kind, path)
     return profile

@@ -58,9 +58,11 @@ def check_kubernetes(value: object, scheduler_gates: dict[str, bool], *, profile
     if profile is None:
         if flags is not None and flags.given():
             version = flags.version or version
-            flag_profile(version, flags.gates, flags.runtime_config)  # an error names the flag
+            flag_profile(version, flags.gates, flags.runtime_config, flags.bugs, flags.kueue)  # errors name the flag
             gates = {**gates, **flags.gates}
             runtime = {**runtime, **flags.runtime_config}
+            bugs = {**bugs, **flags.bugs}
+            kueue = flags.kueue or kueue
             scheduler_gates = {k: v for k, v in scheduler_gates.items() if k not in flags.gates}
         profile = make_profile(version, gates, runtime, path=PATH, bugs=bugs, kueue=kueue)
     for name in scheduler_gates:
