@@ -103,10 +103,11 @@ def _finish(axes: Any, runs: Sequence[RunData], axis: TimeAxis, ylabel: str) -> 
         for r, row in enumerate(axes):
             row[col].set_xlim(0, axis.end / axis.div)
             row[col].grid(alpha=0.25)
-            if run.end_s < axis.end * 0.999:
-                row[col].axvspan(run.end_s / axis.div, axis.end / axis.div, color="#bbbbbb", alpha=0.25, lw=0)
+            last = run.log_end_s if run.fold is not None else run.end_s  # the state holds past the last record
+            if last < axis.end * 0.999:
+                row[col].axvspan(last / axis.div, axis.end / axis.div, color="#bbbbbb", alpha=0.25, lw=0)
                 if r == 0:
-                    row[col].text(run.end_s / axis.div, 0.5, " log ends", transform=row[col].get_xaxis_transform(),
+                    row[col].text(last / axis.div, 0.5, " log ends", transform=row[col].get_xaxis_transform(),
                                   color="#666666", va="center")
     for row in axes:
         row[0].set_ylabel(ylabel)
