@@ -138,8 +138,8 @@ def _gpu_row(replay: MetricsFold) -> dict[Any, float]:
 def series(records: Iterable[tuple[int, Record]]) -> tuple[Steps, Steps, Steps, list[ScaleUp], list[ScaleUp],
                                                           MetricsFold, RunMetrics, int]:
     """One fold over `records`: (pending by reason, nodes by group and state, GPUs, scale-ups, scale-up
-    failures, the fold (its final state), the run's metrics to the last record, the number of records). Per record it costs what the
-    metrics' fold costs plus the nodes the record writes."""
+    failures, the fold (its final state), the run's metrics to the last record, the number of records). Per
+    record it costs what the metrics' fold costs plus the nodes the record writes."""
     replay = MetricsFold()
     pending, nodes, gpus = _Sampler(), _Sampler(), _Sampler()
     status: dict[str, tuple[str, str]] = {}  # node name -> (group, live state)
