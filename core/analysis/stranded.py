@@ -121,6 +121,8 @@ class StrandedFold:
             self.members[shape].add(key)
 
     def _claims(self, state: ClusterState, pod: PodState) -> PodClaims:
+        if not pod.manifest.get("spec", {}).get("resourceClaims"):
+            return PodClaims()  # what PreFilter finds for a pod without claims, without its lookups
         if self.dra is None:
             self.dra = DraPlugin(allocator_features(_profile(state)))
         return self.dra.prefilter(state, pod, {})
@@ -138,11 +140,12 @@ class StrandedFold:
         self._dirty = set()
         self._all = False
         self._allocator = None
+        shapes = sorted(self.members)
         for name in sorted(todo):
-            self._recount(state, name)
+            self._recount(state, name, shapes)
         self._allocator = None
 
-    def _recount(self, state: ClusterState, name: str) -> None:
+    def _recount(self, state: ClusterState, name: str, shapes: list[str]) -> None:
         old = self.counted.pop(name, None)
         if old is not None:
             cause, gpus = old
@@ -158,7 +161,7 @@ class StrandedFold:
             return
         answers = self.answers.setdefault(name, {})
         nearest: str | None = None
-        for shape in sorted(self.members):
+        for shape in shapes:
             if shape not in answers:
                 answers[shape] = self._judge(state, shape, node)
             cause = answers[shape]
