@@ -450,8 +450,7 @@ class MetricsFold:
         for key in writes:
             if key.startswith("pod/"):
                 self._refresh_pod(key)
-        self.stranded.step(self.state, touched, (k for k in writes if k.startswith("pod/")), self.demand,
-                           any(k.startswith("claim/") for k in writes))
+        self.stranded.step(self.state, touched, writes, self.demand)
         ratio = self.ratio()
         point = (t / 1000, None if ratio is None else round(ratio, 4))
         if self.series and self.series[-1][0] == point[0]:

@@ -56,6 +56,9 @@ EXPLANATION_KINDS = {"capacity": "capacity", "counters": "counters", "consumable
                      "topology": "topology", "taint": "device-taint", "incomplete-pool": "not-ready",
                      "invalid-pool": "not-ready", "no-class": "missing"}
 CLAIM_ELSEWHERE = "selector"  # an allocated claim of the pod pins it to other nodes (its nodeSelector)
+# objects whose change may change any answer (classes select devices, templates make claims, taint rules taint
+# devices anywhere): a record writing one drops every kept answer (rare: objects over time, issue 22)
+EVERYWHERE = ("deviceclass/", "claimtemplate/", "devicetaintrule/")
 
 
 class StrandedFold:
@@ -80,15 +83,26 @@ class StrandedFold:
 
     # ------------------------------------------------------------------ per record
 
-    def step(self, state: ClusterState, nodes: Iterable[str], pods: Iterable[str], candidates: dict[str, int],
-             claims_written: bool) -> None:
-        """After a record: `nodes` it touched, `pods` it wrote, `candidates` the fold's pending pods asking for
-        devices (pod -> demand), `claims_written` whether it wrote a claim (a pod's claim may now exist)."""
+    def step(self, state: ClusterState, nodes: Iterable[str], writes: Iterable[str], candidates: dict[str, int]
+             ) -> None:
+        """After a record: `nodes` it touched, `writes` its keys, `candidates` the fold's pending pods asking for
+        devices (pod -> demand)."""
         for name in nodes:
             self._dirty.add(name)
             self.answers.pop(name, None)
-        again = set(pods)
-        if claims_written:
+        again: set[str] = set()
+        claims = everywhere = False
+        for key in writes:
+            if key.startswith("pod/"):
+                again.add(key)
+            elif key.startswith("claim/"):
+                claims = True  # a pending pod's claim may exist now
+            elif key.startswith(EVERYWHERE):
+                everywhere = True
+        if everywhere:
+            self.answers.clear()
+            self._all = True
+        if claims or everywhere:
             again |= self.unresolved
         for key in sorted(again):
             self._reshape(state, key, key in candidates)
