@@ -226,6 +226,10 @@ def test_topology_mismatch_count_strands_its_16_gpus_over_the_same_span_as_dra(t
     assert align(datas) == 1_800_000
     for data, policy in zip(datas, ("count", "dra"), strict=True):
         assert data.end_s == 1800 and data.metrics == runs[policy][0]
+    g = datas[0].gpus  # the report's stranded series integrates to the metrics' (held to the end)
+    ends = [*g.t[1:], datas[0].end_s]
+    stranded = sum(v * (b - a) for v, a, b in zip(g.columns["stranded"], g.t, ends, strict=True)) / 3600
+    assert stranded == pytest.approx(count.gpu_hours_stranded, abs=1e-6)
     note = span_mismatch(datas)
     assert note is not None and "the same span, 0 to 1800 s" in note
     # and through the CLI

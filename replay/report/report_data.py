@@ -35,7 +35,7 @@ from dralab.core.state.cluster import ClusterState
 
 NODE_STATES = ("provisioning", "not ready", "ready")  # live states, stacked; "deleted" is cumulative
 DELETED = "deleted"
-GPU_COLUMNS = ("paid", "ready", "used", "idle", "unready")
+GPU_COLUMNS = ("paid", "ready", "used", "idle", "unready", "stranded")
 
 
 @dataclass
@@ -131,8 +131,10 @@ def _node_status(state: ClusterState, name: str) -> tuple[str, str] | None:
 
 def _gpu_row(replay: MetricsFold) -> dict[Any, float]:
     idle = replay._idle_unused() + replay.ready_held  # the metrics' idle: unwanted free GPUs and held ones
+    replay.stranded.flush(replay.state)  # what integrate would count from here (once per record: same answer)
     return {"paid": replay.paid_gpus, "ready": replay.ready_gpus, "used": replay.ready_used,
-            "idle": round(idle, 6), "unready": replay.unready_gpus}
+            "idle": round(idle, 6), "unready": replay.unready_gpus,
+            "stranded": sum(replay.stranded.by_cause.values())}
 
 
 def series(records: Iterable[tuple[int, Record]]) -> tuple[Steps, Steps, Steps, list[ScaleUp], list[ScaleUp],

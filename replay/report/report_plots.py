@@ -31,7 +31,7 @@ MAX_LINES = 60  # scale-ups drawn as lines across a time plot at most (beyond: t
 MAX_GROUPS = 6  # node groups drawn one per row; the rest are summed as "other groups"
 COLUMN_W, ROW_H = 6.4, 2.6  # inches
 STATE_COLOURS = {"provisioning": "#f2c14e", "not ready": "#f78154", "ready": "#4d9078"}
-GPU_COLOURS = {"paid": "#555555", "ready": "#1f77b4", "used": "#2ca02c", "idle": "#d62728"}
+GPU_COLOURS = {"paid": "#555555", "ready": "#1f77b4", "used": "#2ca02c", "idle": "#d62728", "stranded": "#ff7f0e"}
 SCALE_UP_COLOUR = "#7b3fa0"
 FAILED_COLOUR = "#000000"
 # (name, title) in the order the report shows them; the names are the PNG files' (NAME.png)
@@ -175,8 +175,9 @@ def plot_nodes(runs: Sequence[RunData], axis: TimeAxis) -> Figure:
 
 
 def plot_gpus(runs: Sequence[RunData], axis: TimeAxis) -> Figure:
-    """Top: GPUs paid (every registered node), of Ready nodes, used by bound pods, and idle (the metrics'
-    definition: unused and wanted by no pending pod, or held at Permit). Bottom: idle fraction (idle /
+    """Top: GPUs paid (every registered node), of Ready nodes, used by bound pods, idle (the metrics'
+    definition: unused and wanted by no pending pod, or held at Permit) and stranded (free, and no pending pod
+    could use them there: core/analysis/stranded.py). Bottom: idle fraction (idle /
     paid) and allocation ratio (used / GPUs of Ready nodes)."""
     fig, axes = _columns(runs, 2, "GPUs: allocation and idle fraction")
     for col, run in enumerate(runs):
