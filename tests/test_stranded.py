@@ -104,6 +104,15 @@ def test_capacity_too_few_devices() -> None:
     assert _cause(_metrics(doc)) == "capacity"
 
 
+def test_capacity_too_few_extended_gpus() -> None:
+    """6 of 8 `nvidia.com/gpu` taken; the pod wants 4: the 2 free are stranded for `capacity`, as devices are."""
+    doc = _one_node(node_template(gpu=8), pod("train", gpu=4, tolerations=[GPU_TOLERATION]),
+                    running=pod("busy", gpu=6, tolerations=[GPU_TOLERATION]))
+    m = _metrics(doc)
+    assert _cause(m) == "capacity"
+    assert m.gpu_hours_stranded == pytest.approx(2 * (MINUTES * 60 - 10) / 3600, rel=0.05)
+
+
 def test_selector_device_of_another_model() -> None:
     """The request's selector picks h100s; the node has a100s: no device matches, `selector`."""
     request = {"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": 1, "selectors": [

@@ -17,6 +17,7 @@ Definition, at each instant while at least one pending pod asks for devices:
   got furthest through the chain (node readiness < node selector < taint < resources < devices; among device
   failures, a request no free device matches (`selector`) < `capacity` < `device-taint` <
   `consumable-capacity` < `counters` < `topology`: the later, the more "the room is there, wrong shape").
+  Fewer free extended GPUs (`nvidia.com/gpu`) than the pod asks is `capacity` too, as too few devices are.
 
 Pods that cannot take a node whatever its state are not pending pods here: gated pods (asking nothing, as in
 idle), gang members holding a place at Permit, pods in PreBind, pods of another scheduler, pods whose claims
@@ -46,6 +47,7 @@ from ..kube.versions import merge_gates, profile_from_config
 from ..scheduler.filters import FILTERS, static_shape
 from ..scheduler.plugins.dynamic_resources import DraPlugin, PodClaims, dra_node
 from ..state.cluster import ClusterState, NodeState, PodState
+from .gpu_units import is_gpu_resource
 
 # the stage each cause is found at: the higher, the nearer the pod came to using the GPUs
 CAUSE_RANK = {"not-ready": 0, "selector": 1, "taint": 2, "missing": 3, "resources": 4, "capacity": 5,
@@ -195,6 +197,8 @@ class StrandedFold:
         for f in FILTERS:
             status = f(pod, node, node.used)
             if status is not None:
+                if status.cause == "resources" and _too_few_gpus(pod, node):
+                    return "capacity"  # the GPUs themselves are too few here, as for devices
                 return status.cause or "resources"
         claims = self._claims(state, pod)
         if not claims.any:
@@ -219,6 +223,12 @@ class StrandedFold:
         if first.kind == "capacity" and first.matching == 0:
             return "selector"
         return EXPLANATION_KINDS.get(first.kind, "capacity")
+
+
+def _too_few_gpus(pod: PodState, node: NodeState) -> bool:
+    """Whether the node has fewer free extended GPUs (`*/gpu`) than the pod asks for."""
+    return any(node.allocatable.get(r, 0) - node.used.get(r, 0) < a for r, a in pod.requests.items()
+               if a > 0 and is_gpu_resource(r))
 
 
 def _may_take_a_node(state: ClusterState, pod: PodState) -> bool:
