@@ -267,3 +267,12 @@ def test_conflicts_of_a_stale_view_show_in_the_summary_and_json(capsys: pytest.C
     assert f", {expected} conflicts (stale decisions refused)" in render_text(summary)
     assert main(["sim", path]) == 0
     assert f"{expected} conflicts" in capsys.readouterr().out
+
+
+def test_a_live_runs_conflicts_are_its_actors() -> None:
+    """`dralab run`: the summary's conflicts sum what each actor counted (an actor that never answered: 0)."""
+    from dralab.cli import _conflicts
+
+    assert _conflicts({"actors": {"scheduler": {"conflicts": 3}, "autoscaler": {"conflicts": 2},
+                                  "cloud": {"conflicts": None}}}) == 5
+    assert _conflicts({}) == 0
