@@ -170,7 +170,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         log.info("log.written", file=args.log_file, records=len(result.entries))
     # Metrics over the log up to the scenario's end: nodes are paid until then even when nothing happens.
     metrics = metrics_from_entries(result.entries, end_ms=scenario.duration_ms)
-    summary = summarize(result.state, result.violations, seed=seed, metrics=metrics)
+    summary = summarize(result.state, result.violations, seed=seed, metrics=metrics, conflicts=result.conflicts)
     summary["mode"] = "sim"
     summary["kubernetes"] = _kubernetes(scenario)
     _emit(args, summary, render_text(summary))
@@ -223,7 +223,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # A completed run (past its duration, or settled: nothing would change any more) is measured up to the
     # scenario's end, as sim measures it; an interrupted or timed-out one up to its last record.
     metrics = metrics_from_entries(result.entries, end_ms=scenario.duration_ms if result.completed else None)
-    summary = summarize(result.state, result.violations, seed=options.seed, metrics=metrics)
+    summary = summarize(result.state, result.violations, seed=options.seed, metrics=metrics,
+                        conflicts=_conflicts(result.extra))
     summary.update(result.extra)
     summary["kubernetes"] = _kubernetes(scenario)
     _emit(args, summary, render_text(summary))
@@ -238,6 +239,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         _failed("the run completed but its log could not be finished", sink)
         return EXIT_FOUND
     return EXIT_OK
+
+
+def _conflicts(extra: dict[str, Any]) -> int:
+    """A live run's conflicts: the appends its actors saw refused (actors/reactor_loop.py counts them)."""
+    actors = extra.get("actors") or {}
+    return sum(int(s.get("conflicts") or 0) for s in actors.values() if isinstance(s, dict))
 
 
 def _check_run_options(args: argparse.Namespace) -> None:

@@ -44,6 +44,7 @@ def _load(path: str, warnings: list[str]) -> Any:
     with reading(path):
         data = extract(path, log.header, log.records())
     if log.damage:
+        data.damage = log.damage  # carried no further than its last record (report_data.align)
         if not log.count:
             raise InputError(f"{path}: damaged log, nothing intact: {log.damage}")
         note = f"{path}: damaged log, drawn up to the damage ({log.count} records): {log.damage}"
@@ -84,13 +85,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     runs = [_load(path, warnings) for path in args.logs]
 
     from dralab.replay.report import report_html, report_plots
-    from dralab.replay.report.report_data import input_mismatch, span_mismatch
+    from dralab.replay.report.report_data import align, input_mismatch, span_mismatch
 
     mismatch = input_mismatch(runs)
     if mismatch:
         warnings.append(mismatch + " (drawn side by side anyway: compare with care)")
         sys.stderr.write(f"dralab: warning: {mismatch}\n")
     warnings += [f"{run.path}: the log has no records" for run in runs if not run.records]
+    align(runs)  # the same span for every run: the scenario's duration, nodes billed until then (issue 22)
     span = span_mismatch(runs)
     if span:
         warnings.append(span)

@@ -46,8 +46,11 @@ Definitions (the approximations are deliberate, and documented in docs/cli.md):
   one; demand per pod as the scheduler's fragmentation score counts it, `pod_demand`). So paid =
   used by share + idle + unready + the unused GPUs a pending pod could use. Selectors, taints and
   device attributes are not weighed: a pending pod that could not land there anyway still makes the
-  unused GPUs "wanted", so idle is a lower bound. A pod held by a scheduling gate (e.g. waiting for
-  Kueue's admission) asks for nothing: it cannot be placed until the gate is removed.
+  unused GPUs "wanted", so idle is a lower bound (stranded, below, weighs them). A pod held by a
+  scheduling gate (e.g. waiting for Kueue's admission) asks for nothing: it cannot be placed until the gate is removed.
+- **stranded** (issue 22): while pods asking for devices wait, the free GPUs of Ready nodes where no pending
+  pod passes the scheduler's filters and gets its claims allocated, by the nearest pod's cause (topology,
+  counters, taint, selector, ...); **wanted**: those where some pod could go. :mod:`.stranded` says how.
 - **fragmentation**: while pods asking for devices wait, the share of the free (whole) GPUs of Ready
   nodes that no waiting pod can use (fewer free on the node than the smallest demand).
 - **allocation ratio**: used GPUs / GPUs of Ready nodes, time-weighted over the intervals when some

@@ -16,6 +16,7 @@ from ..scheduler.plugins.fragmentation import pod_demand
 from ..state.cluster import PENDING, ClusterState, NodeState
 from .gpu_units import ONE, Unit, capacity_share, device_units, is_gpu_resource, template_gpus
 from .run_metrics import RunMetrics, sample
+from .stranded import StrandedFold
 from .waits import pending_cause, schedule_waits, time_to_schedule
 
 MS_PER_HOUR = 3_600_000
@@ -98,6 +99,10 @@ class MetricsFold:
         self.creations: list[tuple[str, bool, int]] = []  # (group, initial, scale-up index or -1)
         self.provisioned: dict[str, int] = {}  # node provisioning, not registered yet -> its scale-up
         self.bound_creations: set[int] = set()
+        # stranded GPUs: free GPUs no pending pod could use where they are, by cause (core/analysis/stranded.py)
+        self.stranded = StrandedFold(self._free)
+        self.acc_stranded_ms: Counter[str] = Counter()
+        self.acc_wanted_ms = 0
 
     # ------------------------------------------------------------------ totals
 
@@ -141,6 +146,14 @@ class MetricsFold:
         return sum(self.room_unused.get(room, 0.0) for room, n in self.room_hist.items()
                    if n and (smallest is None or room < smallest))
 
+    def _free(self, name: str) -> int:
+        """Free (whole) GPUs of a Ready node as the totals count them; 0 for a node not Ready, gone or unknown."""
+        node = self.nodes.get(name)
+        if node is None or not node.counted or not node.ready:
+            return 0
+        used = min(node.used, node.gpus)
+        return node.gpus - used - min(node.held, node.gpus - used)
+
     def ratio(self) -> float | None:
         return self.ready_used / self.ready_gpus if self.ready_gpus > 0 else None
 
@@ -159,6 +172,10 @@ class MetricsFold:
         self.acc_unready_ms += self.unready_gpus * dt
         self.acc_idle_ms += (self._idle_unused() + self.ready_held) * dt
         self.acc_held_ms += self.ready_held * dt
+        self.stranded.flush(self.state)
+        for cause, n in self.stranded.by_cause.items():
+            self.acc_stranded_ms[cause] += n * dt
+        self.acc_wanted_ms += self.stranded.wanted * dt
         if self.group_rejected:  # a PodGroup waits, rejected whole: every free GPU waits with it
             self.acc_group_free_ms += sum(f * n for f, n in self.free_hist.items() if n) * dt
         if self.by_demand:  # fragmentation: the share of free GPUs no pending pod can use, while pods wait
@@ -433,6 +450,7 @@ class MetricsFold:
         for key in writes:
             if key.startswith("pod/"):
                 self._refresh_pod(key)
+        self.stranded.step(self.state, touched, writes, self.demand)
         ratio = self.ratio()
         point = (t / 1000, None if ratio is None else round(ratio, 4))
         if self.series and self.series[-1][0] == point[0]:
@@ -471,4 +489,7 @@ class MetricsFold:
                                  if group and not initial and i not in self.bound_creations),
             nodes_added={name: g.created - g.initial for name, g in sorted(state.node_groups.items())},
             gpu_hours_free_while_groups_wait=self.acc_group_free_ms / hours,
+            gpu_hours_stranded=sum(self.acc_stranded_ms.values()) / hours,
+            gpu_hours_stranded_by_cause={c: v / hours for c, v in sorted(self.acc_stranded_ms.items()) if v},
+            gpu_hours_wanted=self.acc_wanted_ms / hours,
         )

@@ -45,15 +45,24 @@ class RunMetrics:
     # free GPUs of Ready nodes while a rejected PodGroup waits (1.36+): the wrong-shape cost gpu_hours_idle does
     # not count (each of the group's pods could use those GPUs alone; the group cannot)
     gpu_hours_free_while_groups_wait: float = 0.0
+    # free GPUs of Ready nodes no pending pod could use where they are, judged by the scheduler's filters and
+    # allocator per node (core/analysis/stranded.py), by the nearest pending pod's cause; and those some could
+    gpu_hours_stranded: float = 0.0
+    gpu_hours_stranded_by_cause: dict[str, float] = field(default_factory=dict)
+    gpu_hours_wanted: float = 0.0
 
     def contract(self) -> dict[str, Any]:
-        """The four top-level summary keys (a contract: these names, numbers rounded to 3 decimals)."""
+        """The top-level summary keys (a contract: these names, numbers rounded to 3 decimals; issue 22 added the
+        stranded ones)."""
         return {
             "gpu_hours_paid": round(self.gpu_hours_paid, 3),
             "gpu_hours_idle": round(self.gpu_hours_idle, 3),
             "scale_ups_without_pod": self.scale_ups_without_pod,
             "pending_pod_seconds_by_reason": {k: round(v, 3) for k, v in sorted(
                 self.pending_pod_seconds_by_reason.items())},
+            "gpu_hours_stranded": round(self.gpu_hours_stranded, 3),
+            "gpu_hours_stranded_by_cause": {k: round(v, 3) for k, v in sorted(
+                self.gpu_hours_stranded_by_cause.items())},
         }
 
     def details(self) -> dict[str, Any]:
@@ -74,6 +83,7 @@ class RunMetrics:
                                      "series": self.gpu_allocation_ratio_series},
             "scale_ups": self.scale_ups,
             "nodes_never_used": self.nodes_never_used,
+            "gpu_hours_wanted": round(self.gpu_hours_wanted, 3),
             **({"gpu_hours_free_while_groups_wait": round(self.gpu_hours_free_while_groups_wait, 3)}
                if self.gpu_hours_free_while_groups_wait else {}),
         }

@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 
 
 def summarize(state: ClusterState, violations: list[Violation], *, seed: int | None = None,
-              metrics: RunMetrics | None = None) -> dict[str, Any]:
+              metrics: RunMetrics | None = None, conflicts: int | None = None) -> dict[str, Any]:
     """The summary of the final state; with `metrics` (computed over the run's log, core/analysis/metrics.py) it
-    gains the four top-level metric keys and a `metrics` object with the rest."""
+    gains the top-level metric keys and a `metrics` object with the rest. `conflicts`: decisions refused on
+    append because an object they read had moved (optimistic concurrency; the log does not record them, so
+    only the run that made them can say: `sim` from the simulator, `run` from its actors)."""
     run = state.run
     config = run.config if run else {}
     pending = state.pending_pods()
@@ -60,6 +62,8 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
     if metrics is not None:
         summary.update(metrics.contract())
         summary["metrics"] = metrics.details()
+    if conflicts is not None:
+        summary["conflicts"] = conflicts
     return summary
 
 
@@ -84,7 +88,9 @@ def render_text(summary: dict[str, Any]) -> str:
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
         *_metric_lines(summary),
         f"log        {summary['events']} events in {summary['records']} records, "
-        f"{summary['sim_time_s']:.0f}s of cluster time",
+        f"{summary['sim_time_s']:.0f}s of cluster time"
+        + (f", {summary['conflicts']} conflict{'' if summary['conflicts'] == 1 else 's'} (stale decisions refused)"
+           if summary.get("conflicts") is not None else ""),
     ]
     violations = summary["invariant_violations"]
     lines.append(
@@ -106,6 +112,7 @@ def _metric_lines(summary: dict[str, Any]) -> list[str]:
     gpus = (f"GPUs       {summary['gpu_hours_paid']:.1f} GPU-h paid, {summary['gpu_hours_idle']:.1f} idle, "
             f"{details.get('gpu_hours_unready', 0.0):.1f} not ready"
             + (f", {ratio:.0%} allocated" if ratio is not None else "")
+            + _stranded(summary)
             + (f", {details['gpu_hours_free_while_groups_wait']:.1f} free while pod groups wait rejected"
                if details.get("gpu_hours_free_while_groups_wait") else "")
             + (f"; {n} scale-up{'' if n == 1 else 's'} brought no pod" if n else ""))
@@ -114,3 +121,13 @@ def _metric_lines(summary: dict[str, Any]) -> list[str]:
     pending = (f"pending    {total:.0f} pod-seconds ("
                + ", ".join(f"{k} {v:.0f}" for k, v in sorted(waited.items(), key=lambda kv: -kv[1])) + ")")
     return [gpus, *([pending] if total else [])]
+
+
+def _stranded(summary: dict[str, Any]) -> str:
+    """The GPUs line's stranded part: GPU-hours no pending pod could use where they were, by cause."""
+    stranded = summary.get("gpu_hours_stranded")
+    if not stranded:
+        return ""
+    causes = summary.get("gpu_hours_stranded_by_cause") or {}
+    return (f", {stranded:.1f} stranded ("
+            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))) + ")")

@@ -11,7 +11,11 @@ one is dropped. So every series is a step function: `values[i]` holds from `t[i]
 The headline numbers are the metrics of that same fold (`MetricsFold.result`, the code
 :func:`dralab.core.analysis.metrics.compute_metrics` returns through; tests/test_report.py checks they are equal):
 folding twice would double the time of a big report.
-The run ends at the last record (a log does not say the scenario's duration). The final counts are
+The fold ends at the last record; :func:`align` then carries every run of a report to one end, the latest of
+their scenarios' durations (recorded in RunStarted's config, `duration_ms`) and their last records, holding each
+run's state after its last record (its nodes billed) until then, without simulating further (issue 22: a run
+whose log ends early, because nothing happened after the pods ran, must not look cheaper than one that waited
+on). A damaged log is carried only to the other run's end. The final counts are
 :func:`dralab.core.analysis.summary.summarize` of the final state.
 """
 
@@ -31,7 +35,7 @@ from dralab.core.state.cluster import ClusterState
 
 NODE_STATES = ("provisioning", "not ready", "ready")  # live states, stacked; "deleted" is cumulative
 DELETED = "deleted"
-GPU_COLUMNS = ("paid", "ready", "used", "idle", "unready")
+GPU_COLUMNS = ("paid", "ready", "used", "idle", "unready", "stranded")
 
 
 @dataclass
@@ -100,6 +104,8 @@ class RunData:
     metrics: RunMetrics
     records: int
     damage: str | None = None
+    log_end_s: float = 0.0  # the last record's cluster time (end_s: where the totals end, after align)
+    fold: MetricsFold | None = None  # the fold, kept to carry the totals past the last record (align)
 
     @property
     def groups(self) -> list[str]:
@@ -125,15 +131,17 @@ def _node_status(state: ClusterState, name: str) -> tuple[str, str] | None:
 
 def _gpu_row(replay: MetricsFold) -> dict[Any, float]:
     idle = replay._idle_unused() + replay.ready_held  # the metrics' idle: unwanted free GPUs and held ones
+    replay.stranded.flush(replay.state)  # what integrate would count from here (once per record: same answer)
     return {"paid": replay.paid_gpus, "ready": replay.ready_gpus, "used": replay.ready_used,
-            "idle": round(idle, 6), "unready": replay.unready_gpus}
+            "idle": round(idle, 6), "unready": replay.unready_gpus,
+            "stranded": sum(replay.stranded.by_cause.values())}
 
 
 def series(records: Iterable[tuple[int, Record]]) -> tuple[Steps, Steps, Steps, list[ScaleUp], list[ScaleUp],
-                                                          ClusterState, RunMetrics, int]:
+                                                          MetricsFold, RunMetrics, int]:
     """One fold over `records`: (pending by reason, nodes by group and state, GPUs, scale-ups, scale-up
-    failures, the final state, the run's metrics, the number of records). Per record it costs what the
-    metrics' fold costs plus the nodes the record writes."""
+    failures, the fold (its final state), the run's metrics to the last record, the number of records). Per
+    record it costs what the metrics' fold costs plus the nodes the record writes."""
     replay = MetricsFold()
     pending, nodes, gpus = _Sampler(), _Sampler(), _Sampler()
     status: dict[str, tuple[str, str]] = {}  # node name -> (group, live state)
@@ -175,13 +183,14 @@ def series(records: Iterable[tuple[int, Record]]) -> tuple[Steps, Steps, Steps, 
         nodes.add(t_s, {k: v for k, v in node_counts.items() if v})
         gpus.add(t_s, _gpu_row(replay))
     metrics = replay.result(now or 0)
-    return (pending.steps(), nodes.steps(), gpus.steps(GPU_COLUMNS), ups, failures, replay.state, metrics, count)
+    return (pending.steps(), nodes.steps(), gpus.steps(GPU_COLUMNS), ups, failures, replay, metrics, count)
 
 
 def extract(path: str, header: dict[str, Any], records: Iterable[tuple[int, Record]],
             damage: str | None = None) -> RunData:
     """The report's data for one log (its decoded records, in order; an iterator is fine: one pass)."""
-    pending, nodes, gpus, ups, failures, state, metrics, count = series(records)
+    pending, nodes, gpus, ups, failures, fold, metrics, count = series(records)
+    state = fold.state
     end_s = metrics.end_s
     summary = summarize(state, [], metrics=metrics)
     waits = sorted((p.bound_t - p.created_t) / 1000 for p in state.pods.values() if p.bound_t >= 0)
@@ -189,8 +198,35 @@ def extract(path: str, header: dict[str, Any], records: Iterable[tuple[int, Reco
         path=path, header=dict(header), end_s=end_s, pending=pending, nodes=nodes, gpus=gpus,
         scale_ups=ups, scale_up_failures=failures, waits_s=waits,
         never_scheduled=sum(1 for p in state.pods.values() if p.bound_t < 0),
-        summary=summary, metrics=metrics, records=count, damage=damage,
+        summary=summary, metrics=metrics, records=count, damage=damage, log_end_s=end_s, fold=fold,
     )
+
+
+def scenario_end_ms(run: RunData) -> int:
+    """Where the run's totals should end: its scenario's duration (RunStarted's config) or its last record,
+    whichever is later; a damaged log (a recording cut short) at its last record."""
+    last = round(run.log_end_s * 1000)
+    if run.damage is not None or run.fold is None or run.fold.state.run is None:
+        return last
+    duration = run.fold.state.run.config.get("duration_ms")
+    return max(last, duration) if isinstance(duration, int) else last
+
+
+def align(runs: Sequence[RunData]) -> int:
+    """Carry every run's totals to one end (ms): the latest of their :func:`scenario_end_ms`. Past its last
+    record a run's state holds (its nodes are billed, its pending pods wait) as the summary of `dralab sim`
+    bills them to the scenario's duration; nothing is simulated. Returns the end."""
+    end = max((scenario_end_ms(run) for run in runs), default=0)
+    for run in runs:
+        done = round(run.end_s * 1000)
+        if run.fold is None or end <= done:
+            continue
+        run.fold.integrate(end - done)
+        run.metrics = run.fold.result(end)
+        run.summary = summarize(run.fold.state, [], metrics=run.metrics)
+        run.end_s = end / 1000
+    return end
+
 
 
 def resample(steps: Steps, points: int, end_s: float) -> Steps:
@@ -227,6 +263,7 @@ def headline(run: RunData) -> dict[str, Any]:
         "mode": run.header.get("mode"),
         "records": run.records,
         "cluster time (s)": round(run.end_s, 1),
+        "last record (s)": round(run.log_end_s, 1),
         "pods": pods["total"],
         "bound": pods["scheduled"],
         "pending at end": pods["pending"],
@@ -241,6 +278,9 @@ def headline(run: RunData) -> dict[str, Any]:
         "GPU-hours paid": round(m.gpu_hours_paid, 3),
         "GPU-hours used": round(m.gpu_hours_used, 3),
         "idle GPU-hours": round(m.gpu_hours_idle, 3),
+        "stranded GPU-hours": round(m.gpu_hours_stranded, 3),
+        "stranded by cause": ", ".join(f"{k} {v:.3f}" for k, v in sorted(m.gpu_hours_stranded_by_cause.items(),
+                                                                          key=lambda kv: (-kv[1], kv[0]))) or "-",
         "GPU allocation ratio (mean)": None if m.gpu_allocation_ratio_mean is None
         else round(m.gpu_allocation_ratio_mean, 4),
         "time to schedule p50 (s)": m.time_to_schedule_s["p50"],
@@ -259,8 +299,13 @@ def input_mismatch(runs: Sequence[RunData]) -> str | None:
 
 
 def span_mismatch(runs: Sequence[RunData]) -> str | None:
-    """When two runs' logs end at different cluster times their totals cover different spans: say so."""
-    if len(runs) < 2 or abs(runs[0].end_s - runs[1].end_s) <= 0.01 * max(runs[0].end_s, runs[1].end_s):
+    """When two runs' logs end at different cluster times, say how the totals were made comparable (align)."""
+    a, b = (run.log_end_s for run in runs[:2]) if len(runs) >= 2 else (0.0, 0.0)
+    if len(runs) < 2 or abs(a - b) <= 0.01 * max(a, b):
         return None
-    return (f"the logs end at different cluster times ({runs[0].end_s:g} s vs {runs[1].end_s:g} s): totals such as "
-            "GPU-hours and pending pod-seconds cover different spans")
+    if abs(runs[0].end_s - runs[1].end_s) > 1e-9:  # not aligned (the caller did not align them)
+        return (f"the logs end at different cluster times ({a:g} s vs {b:g} s): totals such as GPU-hours and "
+                "pending pod-seconds cover different spans")
+    return (f"the logs end at different cluster times ({a:g} s vs {b:g} s): totals such as GPU-hours and pending "
+            f"pod-seconds cover the same span, 0 to {runs[0].end_s:g} s, each run's state after its last record "
+            "held (its nodes billed) until then")

@@ -31,7 +31,7 @@ MAX_LINES = 60  # scale-ups drawn as lines across a time plot at most (beyond: t
 MAX_GROUPS = 6  # node groups drawn one per row; the rest are summed as "other groups"
 COLUMN_W, ROW_H = 6.4, 2.6  # inches
 STATE_COLOURS = {"provisioning": "#f2c14e", "not ready": "#f78154", "ready": "#4d9078"}
-GPU_COLOURS = {"paid": "#555555", "ready": "#1f77b4", "used": "#2ca02c", "idle": "#d62728"}
+GPU_COLOURS = {"paid": "#555555", "ready": "#1f77b4", "used": "#2ca02c", "idle": "#d62728", "stranded": "#ff7f0e"}
 SCALE_UP_COLOUR = "#7b3fa0"
 FAILED_COLOUR = "#000000"
 # (name, title) in the order the report shows them; the names are the PNG files' (NAME.png)
@@ -103,10 +103,11 @@ def _finish(axes: Any, runs: Sequence[RunData], axis: TimeAxis, ylabel: str) -> 
         for r, row in enumerate(axes):
             row[col].set_xlim(0, axis.end / axis.div)
             row[col].grid(alpha=0.25)
-            if run.end_s < axis.end * 0.999:
-                row[col].axvspan(run.end_s / axis.div, axis.end / axis.div, color="#bbbbbb", alpha=0.25, lw=0)
+            last = run.log_end_s if run.fold is not None else run.end_s  # the state holds past the last record
+            if last < axis.end * 0.999:
+                row[col].axvspan(last / axis.div, axis.end / axis.div, color="#bbbbbb", alpha=0.25, lw=0)
                 if r == 0:
-                    row[col].text(run.end_s / axis.div, 0.5, " log ends", transform=row[col].get_xaxis_transform(),
+                    row[col].text(last / axis.div, 0.5, " log ends", transform=row[col].get_xaxis_transform(),
                                   color="#666666", va="center")
     for row in axes:
         row[0].set_ylabel(ylabel)
@@ -174,8 +175,9 @@ def plot_nodes(runs: Sequence[RunData], axis: TimeAxis) -> Figure:
 
 
 def plot_gpus(runs: Sequence[RunData], axis: TimeAxis) -> Figure:
-    """Top: GPUs paid (every registered node), of Ready nodes, used by bound pods, and idle (the metrics'
-    definition: unused and wanted by no pending pod, or held at Permit). Bottom: idle fraction (idle /
+    """Top: GPUs paid (every registered node), of Ready nodes, used by bound pods, idle (the metrics'
+    definition: unused and wanted by no pending pod, or held at Permit) and stranded (free, and no pending pod
+    could use them there: core/analysis/stranded.py). Bottom: idle fraction (idle /
     paid) and allocation ratio (used / GPUs of Ready nodes)."""
     fig, axes = _columns(runs, 2, "GPUs: allocation and idle fraction")
     for col, run in enumerate(runs):
