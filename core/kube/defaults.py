@@ -80,3 +80,13 @@ JOB_BACKOFF_LIMIT: Final = 6
 KUEUE_RETRY_BACKOFF_LIMIT_COUNT: Final = 3
 KUEUE_RETRY_BACKOFF_BASE_S: Final = 60
 KUEUE_RETRY_BACKOFF_MAX_S: Final = 1800
+# Kueue Configuration.waitForPodsReady (apis/config/v1beta1 and v1beta2 defaults.go, Kueue 0.19): v1beta1 enables
+# it with `enable: true` and then defaults `timeout` to 5 min (defaultPodsReadyTimeout) and `blockAdmission` to true;
+# v1beta2 (served from 0.15) enables it by its presence, and from 0.19 also when absent (kueue PR #11855), with
+# `timeout` 30 min (DefaultWaitForPodsReadyTimeout) and `blockAdmission` false. `recoveryTimeout` defaults to
+# `timeout`; requeuingStrategy: timestamp Eviction, backoffLimitCount null (requeue forever), backoffBaseSeconds 60,
+# backoffMaxSeconds 3600 (DefaultRequeuingBackoffBaseSeconds / DefaultRequeuingBackoffMaxSeconds).
+KUEUE_PODS_READY_TIMEOUT_V1BETA1_MS: Final = 5 * MINUTE_MS
+KUEUE_PODS_READY_TIMEOUT_V1BETA2_MS: Final = 30 * MINUTE_MS
+KUEUE_REQUEUING_BACKOFF_BASE_S: Final = 60
+KUEUE_REQUEUING_BACKOFF_MAX_S: Final = 3600
