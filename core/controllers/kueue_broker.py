@@ -274,7 +274,8 @@ class KueueBroker:
                 message="Evicted due to an AdmissionCheck in Retry state"), *self._cleanup(view, key, rel)]
         if len(ready) == len(self.checks):
             events += self._admit(key, pods, ready)
-            events.append(KueueWorkloadUpdated(workload=key, state=ADMITTED, message="every admission check Ready"))
+            events.append(KueueWorkloadUpdated(workload=key, state=ADMITTED, count=wl.count if wl else 0,
+                                               message="every admission check Ready"))
         return events
 
     def _check_release(self, view: ClusterState, key: str, check: CheckConfig, pods: list[PodState], now: int,
@@ -351,13 +352,13 @@ class KueueBroker:
         ready = pods_ready(pods, total, rel.succeeded_is_ready)
         if ready:
             return [] if wl.ready_once and wl.not_ready_t < 0 else [
-                KueueWorkloadUpdated(workload=key, state=PODS_READY, message="all pods are ready")]
+                KueueWorkloadUpdated(workload=key, state=PODS_READY, count=wl.count, message="all pods are ready")]
         if not wl.ready_once:
             deadline, cause = wl.admitted_t + settings["timeout_ms"], "WaitForStart"
         elif wl.not_ready_t < 0:
             if settings["recovery_timeout_ms"] > 0:
                 wakes.append(now + settings["recovery_timeout_ms"])
-            return [KueueWorkloadUpdated(workload=key, state=PODS_NOT_READY, reason="WaitForRecovery",
+            return [KueueWorkloadUpdated(workload=key, state=PODS_NOT_READY, reason="WaitForRecovery", count=wl.count,
                                          message="Not all pods are ready or succeeded")]
         elif settings["recovery_timeout_ms"] <= 0:
             return []

@@ -91,6 +91,8 @@ class ProvisioningState:
     admission: dict[tuple[str, str], CheckState] = field(default_factory=dict)
     # Kueue's Workloads: "ns/name" -> its status (core/log/events_kueue.py), once the broker wrote one
     workloads: dict[str, KueueWorkload] = field(default_factory=dict)
+    # how many of each Workload transition, by "state" or "state/reason" (the summary's `kueue` counts)
+    workload_transitions: dict[str, int] = field(default_factory=dict)
 
     def apply(self, offset: int, t: int, event: object, anomalies: list[str]) -> bool:
         """Apply a ProvisioningRequest event; False if it is not one."""
@@ -146,3 +148,5 @@ class ProvisioningState:
             wl.count, wl.requeue_at, wl.reason = event.count, event.requeue_at, event.reason
             wl.evictions += 1
         self.workloads[event.workload] = wl
+        name = f"{event.state}/{event.reason}" if event.state in ("Evicted", "Deactivated") else event.state
+        self.workload_transitions[name] = self.workload_transitions.get(name, 0) + 1
