@@ -205,6 +205,8 @@ def test_wait_for_pods_ready_defaults_per_api_version_and_release() -> None:
      "not modelled"),
     ({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "waitForPodsReady": {"timeout": "5m"}}, "0.14",
      "spec.objects[0].apiVersion", "does not serve"),
+    ({"apiVersion": "config.kueue.x-k8s.io/v1beta1", "waitForPodsReady": {"enable": True}}, "0.14",
+     "spec.objects[1].apiVersion", "kueue.x-k8s.io/v1beta2"),  # the scenario's ProvisioningRequestConfig
     ({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "waitForPodsReady": {}}, "0.18",
      "spec.objects[0].waitForPodsReady.timeout", "required in Kueue 0.18"),
     ({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "waitForPodsReady": {"enable": True}}, "0.19",
@@ -265,3 +267,27 @@ def test_kueue_15734_a_succeeded_member_gets_its_running_group_evicted() -> None
     assert [s for _, s, *_ in transitions(fixed)] == ["Admitted", "PodsReady"]
     workers = [fixed.state.pods[key(f"worker-{i}")] for i in (0, 1)]
     assert all(p.phase == SUCCEEDED and p.finished_t == 1_240_000 for p in workers)
+
+
+def test_kueue_0_14_counts_a_pods_ready_eviction_as_a_retry() -> None:
+    """0.14 keeps one requeue count for waitForPodsReady and the admission check's retries: after a PodsReady
+    eviction (count 1) the kept request's expired booking (attempt 1 <= count 1) is no Retry, and Kueue makes attempt
+    2 at once; 0.16 counts retries per check: the expired booking is a Retry (an eviction, 60 s of backoff)."""
+    def run(kueue: str) -> Any:
+        d = load("upstream/kueue-11677-stale-request-readmits.yaml", kueue=kueue)
+        del d["spec"]["objects"][1]["spec"]["retryStrategy"]  # the defaults: 3 retries
+        d["spec"]["objects"][0] = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
+                                   "waitForPodsReady": {"enable": True, "timeout": "11m", "blockAdmission": False}}
+        for obj in d["spec"]["objects"][1:]:
+            obj["apiVersion"] = "kueue.x-k8s.io/v1beta1"  # 0.14 serves v1beta1 only
+        return simulated(d, 7)
+
+    def second(result: Any) -> int:
+        return next(t for t, _, e in sourced_events(result.entries, ProvisioningRequestCreated)
+                    if e.manifest["metadata"]["name"] == "pretrain-capacity-2")
+
+    old, new = run("0.14"), run("0.16")
+    assert second(old) == 760_000 and not [r for _, s, r, *_ in transitions(old) if r == "AdmissionCheck"]
+    assert [(t, s, r, at) for t, s, r, _, at in transitions(new) if r == "AdmissionCheck"] == [
+        (760_000, "Evicted", "AdmissionCheck", 820_000)]
+    assert second(new) == 820_000

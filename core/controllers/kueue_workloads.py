@@ -72,7 +72,7 @@ def current_workloads(view: ClusterState) -> dict[str, list[PodState]]:
     """Every Kueue Workload's current pods, in creation order: those no replacement stands for (an evicted
     generation is replaced), whatever their phase."""
     out: dict[str, list[PodState]] = {}
-    for pod in sorted(view.pods.values(), key=lambda p: p.created_offset):
+    for pod in view.pods.values():  # the fold adds pods as they are created: creation order
         if not pod.replaced_by and is_queued(pod.manifest):
             out.setdefault(workload_of(pod.manifest)[0], []).append(pod)
     return out
