@@ -11,10 +11,12 @@ What a scenario declares (real Kueue manifests in `spec.objects`): `AdmissionChe
 `kueue.x-k8s.io/provisioning-request`, each pointing at a `ProvisioningRequestConfig`
 (`provisioningClassName`, `parameters`, `managedResources`, `retryStrategy`). Pods labelled
 `kueue.x-k8s.io/queue-name` are Kueue's: they get the admission gate when created (Kueue's pod webhook),
-and every AdmissionCheck of the scenario applies to them. Not modelled: ClusterQueues, LocalQueues and
+and every AdmissionCheck of the scenario applies to them. Kueue's manager Configuration (`kind:
+Configuration`, its waitForPodsReady) is core/kube/kueue_config.py's. Not modelled: ClusterQueues, LocalQueues and
 quota (as if one ClusterQueue with unlimited quota held every check), ResourceFlavors, preemption,
-waitForPodsReady, podSetUpdates' node selectors, podSetMergePolicy, the jitter Kueue adds to the retry
-backoff, and workloads other than plain pods and plain pod groups.
+podSetUpdates' node selectors (dralab's autoscaler writes no provisioningClassDetails, so Kueue would skip each
+entry), podSetMergePolicy, the jitter Kueue adds to the retry backoff, and workloads other than plain pods and
+plain pod groups.
 """
 
 from __future__ import annotations
