@@ -291,3 +291,15 @@ def test_kueue_0_14_counts_a_pods_ready_eviction_as_a_retry() -> None:
     assert [(t, s, r, at) for t, s, r, _, at in transitions(new) if r == "AdmissionCheck"] == [
         (760_000, "Evicted", "AdmissionCheck", 820_000)]
     assert second(new) == 820_000
+
+
+@pytest.mark.parametrize(("kueue", "evicted"), [("0.19", [1_840_000]), ("0.18", [])])
+def test_without_a_configuration_kueue_0_19_waits_for_pods_ready_30_minutes(kueue: str, evicted: list[int]) -> None:
+    """No Configuration: Kueue 0.19's default Configuration enables waitForPodsReady (v1beta2 defaults, kueue PR
+    #11855) with a 30-minute timeout; 0.18's does not. Nodes that take 35 minutes: 0.19 evicts at 40 s + 30 min."""
+    d = load("kueue-wait-for-pods-ready.yaml", kueue=kueue)
+    d["spec"]["objects"] = d["spec"]["objects"][1:]
+    d["spec"]["nodeGroups"][0]["provisionDelay"] = {"min": "2100s", "max": "2110s"}
+    d["spec"]["duration"] = "40m"
+    result = simulated(d, 7)
+    assert [t for t, s, *_ in transitions(result) if s == "Evicted"] == evicted
