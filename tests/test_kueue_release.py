@@ -303,3 +303,20 @@ def test_without_a_configuration_kueue_0_19_waits_for_pods_ready_30_minutes(kueu
     d["spec"]["duration"] = "40m"
     result = simulated(d, 7)
     assert [t for t, s, *_ in transitions(result) if s == "Evicted"] == evicted
+
+
+def test_an_admission_check_eviction_resets_the_other_checks_to_pending() -> None:
+    """resetChecksOnEviction: a Retry evicts the Workload and every Ready check goes back to Pending (a second check
+    that needs no request is Ready again at the requeue, not carried over)."""
+    d = load("kueue-retry.yaml")
+    d["spec"]["objects"] += [
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ProvisioningRequestConfig", "metadata": {"name": "fpga"},
+         "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "managedResources": ["x.io/fpga"]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "AdmissionCheck", "metadata": {"name": "fpga"},
+         "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "fpga"}}}]
+    result = simulated(d, 7)
+    fpga = [(t, e.state) for t, _, e in sourced_events(result.entries, AdmissionCheckUpdated) if e.check == "fpga"]
+    assert fpga[:4] == [(30_000, "Ready"), (40_000, "Pending"), (100_000, "Ready"), (110_000, "Pending")]
+    assert fpga[-1] == (480_000, "Ready")
+    assert all(result.state.pods[key(f"trainer-{i}")].phase == RUNNING for i in (0, 1))

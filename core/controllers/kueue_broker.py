@@ -67,12 +67,11 @@ from ..log.events import (
     PodTemplateCreated,
     PodUngated,
     ProvisioningRequestCreated,
-    ProvisioningRequestDeleted,
 )
-from ..log.events_kueue import ADMITTED, DEACTIVATED, EVICTED, PODS_NOT_READY, PODS_READY, REQUEUED
+from ..log.events_kueue import ADMITTED, DEACTIVATED, EVICTED, REQUEUED
 from ..state.cluster import PENDING, ClusterState, PodState
 from ..state.provreq import KueueWorkload, RequestState
-from .kueue_workloads import KueueRelease, current_workloads, finished, pods_ready, requeue_delay_ms, stop
+from .kueue_workloads import KueueRelease, cleanup, current_workloads, finished, watch
 
 PENDING_STATE, READY, RETRY, REJECTED = "Pending", "Ready", "Retry", "Rejected"
 
@@ -217,15 +216,17 @@ class KueueBroker:
         events: list[AnyEvent] = []
         wakes: list[int] = []
         status = view.provisioning.workloads
+        current = current_workloads(view)
         blocked = bool(rel.pods_ready and rel.pods_ready["block_admission"]) and any(
-            wl.admitted_t >= 0 and not wl.ready_once for wl in status.values())
-        for key, pods in sorted(current_workloads(view).items()):
+            wl.admitted_t >= 0 and not wl.ready_once and key in current
+            and not finished(current[key], workload_of(current[key][0].manifest)[1]) for key, wl in status.items())
+        for key, pods in sorted(current.items()):
             total = workload_of(pods[0].manifest)[1]
             wl = status.get(key)
             if wl is not None and wl.state == DEACTIVATED:
                 continue
             if wl is not None and wl.admitted_t >= 0:
-                events += self._watch(view, key, pods, total, wl, now, rng, rel, wakes)
+                events += watch(view, key, pods, total, wl, now, rng, rel, [c.name for c in self.checks], wakes)
                 continue
             gated = [p for p in pods if p.phase == PENDING and ADMISSION_GATE in gates(p.manifest)]
             if len(gated) < total:
@@ -266,12 +267,16 @@ class KueueBroker:
         if rejected:
             return [*events, KueueWorkloadUpdated(workload=key, state=DEACTIVATED, reason="AdmissionCheck",
                                                   count=wl.count if wl else 0, message=f"Rejected: {rejected}"),
-                    *self._cleanup(view, key, rel)]
+                    *cleanup(view, key, rel)]
         if retry_at is not None:
             count = (wl.count if wl else 0) + (1 if rel.shared_requeue_count else 0)
+            resets: list[AnyEvent] = [  # resetChecksOnEviction: the Ready ones go back to Pending
+                AdmissionCheckUpdated(workload=key, check=name, state=PENDING_STATE, attempt=attempt,
+                                      message="Reset to Pending after eviction. Previously: Ready")
+                for name, attempt in ready.items()]
             return [*events, KueueWorkloadUpdated(
                 workload=key, state=EVICTED, reason="AdmissionCheck", count=count, requeue_at=retry_at,
-                message="Evicted due to an AdmissionCheck in Retry state"), *self._cleanup(view, key, rel)]
+                message="Evicted due to an AdmissionCheck in Retry state"), *resets, *cleanup(view, key, rel)]
         if len(ready) == len(self.checks):
             events += self._admit(key, pods, ready)
             events.append(KueueWorkloadUpdated(workload=key, state=ADMITTED, count=wl.count if wl else 0,
@@ -283,8 +288,8 @@ class KueueBroker:
         """A Pending or Ready check of a Workload not admitted, as syncCheckStates does: Failed, CapacityRevoked,
         BookingExpired (not admitted), Provisioned, in that order; a request deleted by the cleanup on eviction
         is made again (attempt retryCount + 1: the same number after a waitForPodsReady eviction)."""
-        if attempt == 0:
-            return self._attempt(view, key, check, pods, 1)  # no request needed: Ready again at once
+        if attempt == 0:  # no request needed: Ready as it is, or again at once after a reset
+            return (READY, 0, []) if current == READY else self._attempt(view, key, check, pods, 1)
         namespace = key.split("/", 1)[0]
         name = f"{namespace}/{request_name(key, check.name, attempt)}"
         request = view.provisioning.requests.get(name)
@@ -328,79 +333,6 @@ class KueueBroker:
         return RETRY, now + delay, [AdmissionCheckUpdated(
             workload=key, check=check.name, state=RETRY, attempt=attempt, retry_at=now + delay,
             message=f"{why}; retrying after backoff (retry {attempt} of {check.backoff_limit_count})")]
-
-    def _watch(self, view: ClusterState, key: str, pods: list[PodState], total: int, wl: KueueWorkload, now: int,
-               rng: random.Random, rel: KueueRelease, wakes: list[int]) -> list[AnyEvent]:
-        """An admitted Workload: CapacityRevoked deactivates it; waitForPodsReady times it out."""
-        namespace = key.split("/", 1)[0]
-        for check in self.checks:
-            state = view.provisioning.admission.get((key, check.name))
-            request = view.provisioning.requests.get(
-                f"{namespace}/{request_name(key, check.name, state.attempt)}") if state and state.attempt else None
-            if request is not None and request.is_true("CapacityRevoked") and not finished(pods, total):
-                message = f"ProvisioningRequest {request.key} CapacityRevoked"
-                attempt = state.attempt if state is not None else 0
-                return [AdmissionCheckUpdated(workload=key, check=check.name, state=REJECTED, attempt=attempt,
-                                              message=message),
-                        KueueWorkloadUpdated(workload=key, state=DEACTIVATED, reason="AdmissionCheck",
-                                             count=wl.count, message=message),
-                        *self._cleanup(view, key, rel), *stop(view, pods, "kueue: Workload deactivated", rng,
-                                                               replace=False)]
-        settings = rel.pods_ready
-        if settings is None or finished(pods, total):
-            return []
-        ready = pods_ready(pods, total, rel.succeeded_is_ready)
-        if ready:
-            return [] if wl.ready_once and wl.not_ready_t < 0 else [
-                KueueWorkloadUpdated(workload=key, state=PODS_READY, count=wl.count, message="all pods are ready")]
-        if not wl.ready_once:
-            deadline, cause = wl.admitted_t + settings["timeout_ms"], "WaitForStart"
-        elif wl.not_ready_t < 0:
-            if settings["recovery_timeout_ms"] > 0:
-                wakes.append(now + settings["recovery_timeout_ms"])
-            return [KueueWorkloadUpdated(workload=key, state=PODS_NOT_READY, reason="WaitForRecovery", count=wl.count,
-                                         message="Not all pods are ready or succeeded")]
-        elif settings["recovery_timeout_ms"] <= 0:
-            return []
-        else:
-            deadline, cause = wl.not_ready_t + settings["recovery_timeout_ms"], "WaitForRecovery"
-        if now < deadline:
-            wakes.append(deadline)
-            return []
-        return self._evict_not_ready(view, key, pods, wl, now, rng, rel, cause)
-
-    def _evict_not_ready(self, view: ClusterState, key: str, pods: list[PodState], wl: KueueWorkload, now: int,
-                         rng: random.Random, rel: KueueRelease, cause: str) -> list[AnyEvent]:
-        """reconcileNotReadyTimeout: deactivate past backoffLimitCount, else evict with the requeuing backoff."""
-        settings = rel.pods_ready
-        assert settings is not None
-        limit = settings["backoff_limit_count"]
-        if limit is not None and wl.count + 1 > limit:
-            return [KueueWorkloadUpdated(workload=key, state=DEACTIVATED, reason="RequeuingLimitExceeded",
-                                         count=wl.count, message="exceeding the maximum number of re-queuing retries"),
-                    *self._cleanup(view, key, rel),
-                    *stop(view, pods, "kueue: Workload deactivated (RequeuingLimitExceeded)", rng, replace=False)]
-        count = wl.count + 1
-        requeue_at = now + requeue_delay_ms(count, settings["backoff_base_s"], settings["backoff_max_s"])
-        resets: list[AnyEvent] = []
-        for check in self.checks:
-            state = view.provisioning.admission.get((key, check.name))
-            if state is not None and state.state != PENDING_STATE:
-                resets.append(AdmissionCheckUpdated(
-                    workload=key, check=check.name, state=PENDING_STATE, attempt=state.attempt,
-                    message=f"Reset to Pending after eviction. Previously: {state.state}"))
-        return [KueueWorkloadUpdated(workload=key, state=EVICTED, reason="PodsReadyTimeout", count=count,
-                                     requeue_at=requeue_at, message=f"Exceeded the PodsReady timeout ({cause})"),
-                *resets, *self._cleanup(view, key, rel),
-                *stop(view, pods, "kueue: Workload evicted (PodsReadyTimeout)", rng, replace=True)]
-
-    def _cleanup(self, view: ClusterState, key: str, rel: KueueRelease) -> list[AnyEvent]:
-        """CleanupProvisioningRequestsOnEviction (absent with kueue#11677): the Workload's requests deleted."""
-        if not rel.cleanup_on_eviction:
-            return []
-        return [ProvisioningRequestDeleted(request=k, reason=f"kueue: Workload {key} evicted")
-                for k, r in view.provisioning.requests.items()
-                if (r.manifest.get("metadata") or {}).get("annotations", {}).get(WORKLOAD_ANNOTATION) == key]
 
 
 def queued_workloads(view: ClusterState) -> dict[str, list[PodState]]:

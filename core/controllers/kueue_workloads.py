@@ -24,6 +24,10 @@ deactivated instead (`RequeuingLimitExceeded`). Kueue's pod integration stops pl
 pkg/controller/jobs/pod); a pod group needs its pods again: dralab re-creates them at once, gated, as their owner
 would (`<group>-xxxxx`, annotated with the pod each replaces). A single plain pod is deleted and not re-created
 (nothing owns it), so its Workload ends there.
+
+Here: the release's switches (:class:`KueueRelease`), PodsReady, Stop, and what happens to an admitted Workload
+(:func:`watch`: CapacityRevoked, the two timeouts, :func:`evict_not_ready`, :func:`cleanup`); the admission cycle
+itself is the broker's.
 """
 
 from __future__ import annotations
@@ -33,11 +37,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cluster.workload_controllers import replacement_manifest
-from ..kube.kueue import CLASS_ANNOTATION, CONSUME_ANNOTATION, GROUP_LABEL, gate_pod, is_queued, workload_of
+from ..kube.kueue import (
+    CLASS_ANNOTATION,
+    CONSUME_ANNOTATION,
+    GROUP_LABEL,
+    WORKLOAD_ANNOTATION,
+    gate_pod,
+    is_queued,
+    request_name,
+    workload_of,
+)
 from ..kube.kueue_config import pods_ready_settings
 from ..kube.versions import Profile
-from ..log.events import AnyEvent, PodCreated, PodDeleted
+from ..log.events import (
+    AdmissionCheckUpdated,
+    AnyEvent,
+    KueueWorkloadUpdated,
+    PodCreated,
+    PodDeleted,
+    ProvisioningRequestDeleted,
+)
+from ..log.events_kueue import DEACTIVATED, EVICTED, PODS_NOT_READY, PODS_READY
 from ..state.cluster import PENDING, RUNNING, SUCCEEDED, ClusterState, PodState
+from ..state.provreq import KueueWorkload
+
+PENDING_STATE, REJECTED = "Pending", "Rejected"  # AdmissionCheckState (kueue_broker.py has them all)
 
 
 @dataclass(frozen=True)
@@ -117,3 +141,78 @@ def _fresh(manifest: dict[str, Any]) -> dict[str, Any]:
                    if k not in (CONSUME_ANNOTATION, CLASS_ANNOTATION)}
     meta["annotations"] = annotations
     return gate_pod({**manifest, "metadata": meta})
+
+
+def watch(view: ClusterState, key: str, pods: list[PodState], total: int, wl: KueueWorkload, now: int,
+          rng: random.Random, rel: KueueRelease, checks: list[str], wakes: list[int]) -> list[AnyEvent]:
+    """An admitted Workload: CapacityRevoked deactivates it; waitForPodsReady times it out."""
+    namespace = key.split("/", 1)[0]
+    for check in checks:
+        state = view.provisioning.admission.get((key, check))
+        request = view.provisioning.requests.get(
+            f"{namespace}/{request_name(key, check, state.attempt)}") if state and state.attempt else None
+        if request is not None and request.is_true("CapacityRevoked") and not finished(pods, total):
+            message = f"ProvisioningRequest {request.key} CapacityRevoked"
+            attempt = state.attempt if state is not None else 0
+            return [AdmissionCheckUpdated(workload=key, check=check, state=REJECTED, attempt=attempt,
+                                          message=message),
+                    KueueWorkloadUpdated(workload=key, state=DEACTIVATED, reason="AdmissionCheck",
+                                         count=wl.count, message=message),
+                    *cleanup(view, key, rel), *stop(view, pods, "kueue: Workload deactivated", rng, replace=False)]
+    settings = rel.pods_ready
+    if settings is None or finished(pods, total):
+        return []
+    ready = pods_ready(pods, total, rel.succeeded_is_ready)
+    if ready:
+        return [] if wl.ready_once and wl.not_ready_t < 0 else [
+            KueueWorkloadUpdated(workload=key, state=PODS_READY, count=wl.count, message="all pods are ready")]
+    if not wl.ready_once:
+        deadline, cause = wl.admitted_t + settings["timeout_ms"], "WaitForStart"
+    elif wl.not_ready_t < 0:
+        if settings["recovery_timeout_ms"] > 0:
+            wakes.append(now + settings["recovery_timeout_ms"])
+        return [KueueWorkloadUpdated(workload=key, state=PODS_NOT_READY, reason="WaitForRecovery", count=wl.count,
+                                     message="Not all pods are ready or succeeded")]
+    elif settings["recovery_timeout_ms"] <= 0:
+        return []
+    else:
+        deadline, cause = wl.not_ready_t + settings["recovery_timeout_ms"], "WaitForRecovery"
+    if now < deadline:
+        wakes.append(deadline)
+        return []
+    return evict_not_ready(view, key, pods, wl, now, rng, rel, checks, cause)
+
+
+def evict_not_ready(view: ClusterState, key: str, pods: list[PodState], wl: KueueWorkload, now: int,
+                    rng: random.Random, rel: KueueRelease, checks: list[str], cause: str) -> list[AnyEvent]:
+    """reconcileNotReadyTimeout: deactivate past backoffLimitCount, else evict with the requeuing backoff."""
+    settings = rel.pods_ready
+    assert settings is not None
+    limit = settings["backoff_limit_count"]
+    if limit is not None and wl.count + 1 > limit:
+        return [KueueWorkloadUpdated(workload=key, state=DEACTIVATED, reason="RequeuingLimitExceeded",
+                                     count=wl.count, message="exceeding the maximum number of re-queuing retries"),
+                *cleanup(view, key, rel),
+                *stop(view, pods, "kueue: Workload deactivated (RequeuingLimitExceeded)", rng, replace=False)]
+    count = wl.count + 1
+    requeue_at = now + requeue_delay_ms(count, settings["backoff_base_s"], settings["backoff_max_s"])
+    resets: list[AnyEvent] = []
+    for check in checks:
+        state = view.provisioning.admission.get((key, check))
+        if state is not None and state.state != PENDING_STATE:
+            resets.append(AdmissionCheckUpdated(
+                workload=key, check=check, state=PENDING_STATE, attempt=state.attempt,
+                message=f"Reset to Pending after eviction. Previously: {state.state}"))
+    return [KueueWorkloadUpdated(workload=key, state=EVICTED, reason="PodsReadyTimeout", count=count,
+                                 requeue_at=requeue_at, message=f"Exceeded the PodsReady timeout ({cause})"),
+            *resets, *cleanup(view, key, rel),
+            *stop(view, pods, "kueue: Workload evicted (PodsReadyTimeout)", rng, replace=True)]
+
+
+def cleanup(view: ClusterState, key: str, rel: KueueRelease) -> list[AnyEvent]:
+    """CleanupProvisioningRequestsOnEviction (absent with kueue#11677): the Workload's requests deleted."""
+    if not rel.cleanup_on_eviction:
+        return []
+    return [ProvisioningRequestDeleted(request=k, reason=f"kueue: Workload {key} evicted")
+            for k, r in view.provisioning.requests.items()
+            if (r.manifest.get("metadata") or {}).get("annotations", {}).get(WORKLOAD_ANNOTATION) == key]
