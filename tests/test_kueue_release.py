@@ -320,3 +320,26 @@ def test_an_admission_check_eviction_resets_the_other_checks_to_pending() -> Non
     assert fpga[:4] == [(30_000, "Ready"), (40_000, "Pending"), (100_000, "Ready"), (110_000, "Pending")]
     assert fpga[-1] == (480_000, "Ready")
     assert all(result.state.pods[key(f"trainer-{i}")].phase == RUNNING for i in (0, 1))
+
+
+def test_capacity_revoked_rejects_the_check_and_deactivates_even_an_admitted_workload() -> None:
+    """kueue PR #2196: CapacityRevoked is no retry but a Rejected check that deactivates the Workload, also once it
+    is admitted (its pods deleted, so that none waits for nodes that are gone)."""
+    sc = parse_scenario(load("kueue-retry.yaml"), "t.yaml")
+    broker = next(r for r in build_reactors(run_config(sc)) if r.name == "broker")
+    assert isinstance(broker, KueueBroker)
+    view = initial_state(sc, 1, until_ms=30_000)
+    rng = random.Random(0)
+    for t, condition in ((30_000, ""), (40_000, "Provisioned"), (50_000, "CapacityRevoked")):
+        if condition:
+            view.apply(view.offset + 1, record(ProvisioningRequestCondition(
+                request="default/pretrain-capacity-1", condition=condition, status="True", reason="r"), t=t))
+        decision = broker.react(view, t, rng)
+        view.apply(view.offset + 1, record(*decision.events, t=t, source="broker"))
+    kinds = [type(e).__name__ for e in decision.events]
+    assert kinds == ["AdmissionCheckUpdated", "KueueWorkloadUpdated", "ProvisioningRequestDeleted", "PodDeleted",
+                     "PodDeleted"]
+    assert view.provisioning.workloads["default/pretrain"].state == "Deactivated"
+    assert view.provisioning.admission[("default/pretrain", "capacity")].state == "Rejected"
+    assert all(view.pods[key(f"trainer-{i}")].phase == FAILED for i in (0, 1))
+    assert broker.react(view, 60_000, rng).events == ()  # deactivated: nothing more
