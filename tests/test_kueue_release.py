@@ -187,9 +187,11 @@ def test_a_retry_backs_off_from_when_kueue_saw_the_failure() -> None:
 
 def test_wait_for_pods_ready_defaults_per_api_version_and_release() -> None:
     on = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "waitForPodsReady": {"enable": True}}
-    assert pods_ready_settings(on, "0.14") == {
+    assert pods_ready_settings(on, "0.16") == {
         "timeout_ms": 300_000, "block_admission": True, "recovery_timeout_ms": 300_000, "timestamp": "Eviction",
         "backoff_limit_count": None, "backoff_base_s": 60, "backoff_max_s": 3600}
+    old = pods_ready_settings(on, "0.15")  # recoveryTimeout is defaulted to timeout from 0.16 only
+    assert old is not None and old["recovery_timeout_ms"] == 0
     v1beta2 = pods_ready_settings(None, "0.19")  # on by default from 0.19 (kueue PR #11855)
     assert v1beta2 is not None and (v1beta2["timeout_ms"], v1beta2["block_admission"]) == (1_800_000, False)
     assert pods_ready_settings(None, "0.18") is None

@@ -12,7 +12,7 @@ What the two API versions mean (apis/config/v1beta1 and v1beta2, defaults.go and
 | on | `enable: true` | the section present; from 0.19 also absent (kueue PR #11855) |
 | `timeout` | 5m | 30m from 0.19; required before |
 | `blockAdmission` | true | false |
-| `recoveryTimeout` | `timeout` ("0s": off) | the same |
+| `recoveryTimeout` | `timeout` from 0.16, off before ("0s": off) | the same |
 | `requeuingStrategy` | timestamp Eviction, backoffLimitCount null (forever), base 60 s, max 3600 s | the same |
 
 :func:`pods_ready_settings` turns what the scenario gave (or nothing) into the effective settings for a Kueue
@@ -120,8 +120,9 @@ def pods_ready_settings(config: dict[str, Any] | None, kueue: str) -> dict[str, 
         wait = {}
     default_timeout = KUEUE_PODS_READY_TIMEOUT_V1BETA1_MS if v1beta1 else KUEUE_PODS_READY_TIMEOUT_V1BETA2_MS
     timeout = expect_duration(wait["timeout"], "timeout") if wait.get("timeout") is not None else default_timeout
+    # recoveryTimeout defaults to timeout from 0.16 (defaults.go); before, unset means off
     recovery = expect_duration(wait["recoveryTimeout"], "recoveryTimeout") \
-        if wait.get("recoveryTimeout") is not None else timeout
+        if wait.get("recoveryTimeout") is not None else (timeout if minor >= 16 else 0)
     strategy = wait.get("requeuingStrategy") or {}
     limit = strategy.get("backoffLimitCount")
     return {
