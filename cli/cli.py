@@ -134,10 +134,11 @@ def _emit(args: argparse.Namespace, summary: dict[str, Any], text: str) -> None:
 
 def _kubernetes(scenario: Any) -> dict[str, Any]:
     """The summary's `kubernetes`: the release emulated and the gates not at their default."""
+    from dralab.core.kube.kueue import broker_config
     from dralab.core.kube.versions import summary
     from dralab.core.scenario.model import effective_profile
 
-    return summary(effective_profile(scenario))
+    return summary(effective_profile(scenario), kueue=broker_config(scenario.objects) is not None)
 
 
 def _seed(args: argparse.Namespace, scenario: Any) -> int:

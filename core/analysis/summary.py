@@ -12,6 +12,7 @@ from ..checks.invariants import Violation
 from ..run.config import policies
 from ..state.cluster import ClusterState
 from .causes import explain_lines
+from .kueue_summary import kueue_counts, kueue_lines
 from .podgroups import render_lines, summarize_groups
 from .waits import pending_cause, schedule_waits, time_to_schedule
 
@@ -56,6 +57,9 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
         "records": state.offset,
         "sim_time_s": state.t / 1000,
     }
+    kueue = kueue_counts(state)
+    if kueue is not None:  # Kueue's Workloads as a release modelled them (core/controllers/kueue_broker.py)
+        summary["kueue"] = kueue
     groups = summarize_groups(state)
     if groups is not None:  # 1.36+ PodGroups: how many scheduled, and why each pending one is
         summary["pod_groups"] = groups
@@ -84,6 +88,7 @@ def render_text(summary: dict[str, Any]) -> str:
            f"{summary['gangs']['waiting']} waiting at Permit, {summary['gangs']['timeouts']} member(s) timed out"]
           if summary.get("gangs", {}).get("total") else []),
         *render_lines(summary.get("pod_groups")),
+        *kueue_lines(summary.get("kueue")),
         "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
         *_metric_lines(summary),

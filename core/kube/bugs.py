@@ -62,6 +62,20 @@ BUGS: dict[str, Bug] = {
     "autoscaler#3886": Bug(
         "cluster-autoscaler", "scale-down deletes a node a pod was bound to after the empty-node judgment",
         "https://github.com/kubernetes/autoscaler/issues/3886", (), "1.26"),
+    # Kueue keeps an evicted Workload's ProvisioningRequests (fixed by kueue PR #12522 behind the gate
+    # CleanupProvisioningRequestsOnEviction, beta and on: 0.19.0, cherry-picked into 0.17.7 and 0.18.3; dralab
+    # emulates a minor as its latest patch). On requeue the old request answers for the new admission: a booking
+    # that expired makes the check Retry (a retry spent, a backoff waited), one still Provisioned is reused.
+    "kueue#11677": Bug(
+        "kueue", "an evicted Workload's ProvisioningRequests are not cleaned up; the requeued Workload reuses them",
+        "https://github.com/kubernetes-sigs/kueue/issues/11677", ("0.14", "0.15", "0.16"), "0.17.7"),
+    # The plain-pod integration's PodsReady requires every pod of a group Ready; a Succeeded pod is not Ready, so
+    # once one member of a group completes the Workload goes PodsReady=False and waitForPodsReady's recoveryTimeout
+    # evicts the rest (kueue PR #15734, merged to main 2026-09; 0.18/0.19 patches carry it behind an alpha gate,
+    # off by default: every release dralab emulates has the bug).
+    "kueue#15734": Bug(
+        "kueue", "a pod group whose member Succeeded is PodsReady=False and is evicted after recoveryTimeout",
+        "https://github.com/kubernetes-sigs/kueue/pull/15734", ("0.14", "0.15", "0.16", "0.17", "0.18", "0.19")),
 }
 
 

@@ -117,3 +117,13 @@ SKIP_NODES_WITH_CUSTOM_CONTROLLER_PODS: Final = True
 # The per-node annotation that takes a node out of scale-down (FAQ "How can I prevent Cluster Autoscaler from
 # scaling down a particular node?"; simulator.ScaleDownDisabledAnnotation reason).
 SCALE_DOWN_DISABLED_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+# Kueue Configuration.waitForPodsReady (apis/config/v1beta1 and v1beta2 defaults.go, Kueue 0.19): v1beta1 enables
+# it with `enable: true` and then defaults `timeout` to 5 min (defaultPodsReadyTimeout) and `blockAdmission` to true;
+# v1beta2 (served from 0.15) enables it by its presence, and from 0.19 also when absent (kueue PR #11855), with
+# `timeout` 30 min (DefaultWaitForPodsReadyTimeout) and `blockAdmission` false. `recoveryTimeout` defaults to
+# `timeout`; requeuingStrategy: timestamp Eviction, backoffLimitCount null (requeue forever), backoffBaseSeconds 60,
+# backoffMaxSeconds 3600 (DefaultRequeuingBackoffBaseSeconds / DefaultRequeuingBackoffMaxSeconds).
+KUEUE_PODS_READY_TIMEOUT_V1BETA1_MS: Final = 5 * MINUTE_MS
+KUEUE_PODS_READY_TIMEOUT_V1BETA2_MS: Final = 30 * MINUTE_MS
+KUEUE_REQUEUING_BACKOFF_BASE_S: Final = 60
+KUEUE_REQUEUING_BACKOFF_MAX_S: Final = 3600

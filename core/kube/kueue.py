@@ -11,10 +11,12 @@ What a scenario declares (real Kueue manifests in `spec.objects`): `AdmissionChe
 `kueue.x-k8s.io/provisioning-request`, each pointing at a `ProvisioningRequestConfig`
 (`provisioningClassName`, `parameters`, `managedResources`, `retryStrategy`). Pods labelled
 `kueue.x-k8s.io/queue-name` are Kueue's: they get the admission gate when created (Kueue's pod webhook),
-and every AdmissionCheck of the scenario applies to them. Not modelled: ClusterQueues, LocalQueues and
+and every AdmissionCheck of the scenario applies to them. Kueue's manager Configuration (`kind:
+Configuration`, its waitForPodsReady) is core/kube/kueue_config.py's. Not modelled: ClusterQueues, LocalQueues and
 quota (as if one ClusterQueue with unlimited quota held every check), ResourceFlavors, preemption,
-waitForPodsReady, podSetUpdates' node selectors, podSetMergePolicy, the jitter Kueue adds to the retry
-backoff, and workloads other than plain pods and plain pod groups.
+podSetUpdates' node selectors (dralab's autoscaler writes no provisioningClassDetails, so Kueue would skip each
+entry), podSetMergePolicy, the jitter Kueue adds to the retry backoff, and workloads other than plain pods and
+plain pod groups.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ from .fields import (
     join,
     qualified_name_error,
 )
+from .kueue_config import CONFIGURATION_KIND, check_configuration
 from .provreq import BEST_EFFORT_ATOMIC, CHECK_CAPACITY, CLASSES, MAX_PARAMETERS
 
 KUEUE_API_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
 ADMISSION_CHECK_KIND = "AdmissionCheck"
 CONFIG_KIND = "ProvisioningRequestConfig"
-KUEUE_KINDS = (ADMISSION_CHECK_KIND, CONFIG_KIND)
+KUEUE_KINDS = (ADMISSION_CHECK_KIND, CONFIG_KIND, CONFIGURATION_KIND)  # Configuration: core/kube/kueue_config.py
 CONTROLLER = "kueue.x-k8s.io/provisioning-request"  # AdmissionCheck.spec.controllerName of this controller
 ADMISSION_GATE = "kueue.x-k8s.io/admission"  # the scheduling gate Kueue's webhook puts on its pods
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -57,7 +60,10 @@ MAX_NAME = 253
 
 
 def check_kueue_object(obj: dict[str, Any], path: str) -> dict[str, Any]:
-    """Check an AdmissionCheck or a ProvisioningRequestConfig of `spec.objects` (cluster-scoped)."""
+    """Check an AdmissionCheck or a ProvisioningRequestConfig of `spec.objects` (cluster-scoped), or Kueue's
+    manager Configuration (core/kube/kueue_config.py)."""
+    if obj.get("kind") == CONFIGURATION_KIND:
+        return check_configuration(copy.deepcopy(obj), path)
     out = copy.deepcopy(obj)
     api_version = out.get("apiVersion")
     if api_version not in KUEUE_API_VERSIONS:
@@ -146,9 +152,17 @@ def broker_config(objects: list[dict[str, Any]]) -> dict[str, Any] | None:
             "backoff_base_s": int(retry.get("backoffBaseSeconds", BACKOFF_BASE_S)),
             "backoff_max_s": int(retry.get("backoffMaxSeconds", BACKOFF_MAX_S)),
         })
+    configuration = next(((i, o) for i, o in enumerate(objects) if o.get("kind") == CONFIGURATION_KIND), None)
     if not checks:
+        if configuration is not None:
+            raise FieldError(f"spec.objects[{configuration[0]}]", "Kueue's Configuration configures the "
+                             "ProvisioningRequest admission check's Workloads: the scenario has no AdmissionCheck")
         return None
-    return {"checks": sorted(checks, key=lambda c: c["name"])}
+    return {"checks": sorted(checks, key=lambda c: c["name"]),
+            # the Configuration's waitForPodsReady as given (the broker applies its release's defaults), only when
+            # given, so that runs without one record what they recorded before it was modelled
+            **({"configuration": {k: v for k, v in configuration[1].items()
+                                  if k in ("apiVersion", "waitForPodsReady")}} if configuration is not None else {})}
 
 
 def is_queued(pod: dict[str, Any]) -> bool:

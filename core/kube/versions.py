@@ -329,9 +329,10 @@ def profile_from_config(entry: Mapping[str, object] | None, *, path: str = "conf
                         path=path, bugs={str(k): bool(v) for k, v in bugs.items()}, kueue=kueue)
 
 
-def summary(profile: Profile) -> dict[str, object]:
-    """What a run's summary says about the cluster emulated: the release and the gates not at their default."""
-    active = sorted(name for name in BUGS if profile.bug(name))
+def summary(profile: Profile, *, kueue: bool = False) -> dict[str, object]:
+    """What a run's summary says about the cluster emulated: the release and the gates not at their default; Kueue's
+    bugs only with `kueue` (the run has Kueue: a cluster without it has none of them)."""
+    active = sorted(name for name in BUGS if profile.bug(name) and (kueue or BUGS[name].component != "kueue"))
     return {"version": profile.version,
             "featureGates": {name: on for name, on in sorted(profile.gates.items())
                              if on != GATES[name][profile.version].default},

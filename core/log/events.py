@@ -64,6 +64,7 @@ from .events_gangs import (
     workload_key,
 )
 from .events_jobs import JobCreated, job_key
+from .events_kueue import KueueWorkloadUpdated, PodDeleted
 from .events_nodes import (
     DriverSpec,
     NodeCreated,
@@ -98,6 +99,8 @@ from .events_provisioning import (
 
 __all__ = [
     "AdmissionCheckUpdated",
+    "KueueWorkloadUpdated",
+    "PodDeleted",
     "AnyEvent",
     "ClaimAllocated",
     "ClaimDeviceConditionSet",
@@ -228,6 +231,8 @@ AnyEvent = (
     | DeviceTaintRuleCreated
     | DeviceTaintRuleDeleted
     | DeviceTaintRuleStatus
+    | KueueWorkloadUpdated
+    | PodDeleted
 )
 
 

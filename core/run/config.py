@@ -113,7 +113,8 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
         Lifecycle(),
         *drivers_shards(int(config.get("drivers_shards", 1))),
         ClaimController(),
-        *([KueueBroker(**config["broker"])] if "broker" in config else []),
+        # Kueue's release and bug switches from the run's release entry (absent: the model earlier logs were made by)
+        *([KueueBroker(**config["broker"], kubernetes=kubernetes)] if "broker" in config else []),
         *([Chaos(**config["chaos"])] if "chaos" in config else []),
         # the Job controller reads its gate (WorkloadWithJob) from the same merged release
         *([JobController(**config["jobs"], kubernetes=profile_config(merged))] if "jobs" in config else []),

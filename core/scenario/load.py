@@ -45,6 +45,7 @@ from .dra import check_objects, check_pod_claims, check_slice_templates, render_
 from .faults import check_faults
 from .jobs import check_job_arrival
 from .kubernetes import check_kubernetes
+from .kueue_release import check_kueue_release
 from .model import (
     API_VERSION,
     AUTOSCALER_POLICIES,
@@ -165,6 +166,7 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
     gated.check_objects(raw_objects, "spec.objects", profile)
     gated.check_workload_gangs(raw_objects, "spec.objects", profile)
     kueue = broker_config(objects) is not None
+    check_kueue_release(objects, profile)  # core/scenario/kueue_release.py: the Kueue release's own refusals
     classes = [o for o in objects if o.get("kind") == "PriorityClass"]  # priority admission (kube/priority.py)
     workload = _workload(spec.get("workload"), duration_ms, profile, kueue=kueue, classes=classes)
     faults = check_faults(spec.get("faults"), duration_ms)

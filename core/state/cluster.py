@@ -69,7 +69,7 @@ from .objects import FaultState as FaultState
 from .objects import NodeState as NodeState
 from .objects import PodState as PodState
 from .objects import replaced_pod, ungated
-from .termination import PodTerminating, on_pod_terminating
+from .termination import PodDeleted, PodTerminating, on_pod_deleted, on_pod_terminating
 
 ROOM_EVENTS = (
     NodeReady,
@@ -497,4 +497,4 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
     FaultInjected: ClusterState._on_fault_injected,
     FaultApplied: ClusterState._on_fault_applied,
     JobCreated: on_job_created, PodTerminating: on_pod_terminating,  # (termination.py: graceful deletion)
-}
+    PodDeleted: on_pod_deleted}  # (termination.py: deletion at once, Kueue stopping a Workload)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..log.events import (
     AdmissionCheckUpdated,
+    KueueWorkloadUpdated,
     PodTemplateCreated,
     ProvisioningRequestCondition,
     ProvisioningRequestCreated,
@@ -65,12 +66,33 @@ class CheckState:
 
 
 @dataclass
+class KueueWorkload:
+    """A Kueue Workload's status as the broker last wrote it (KueueWorkloadUpdated): its last state, when it was
+    admitted (-1: not admitted now), since when PodsReady=False after being True (-1: not so), the requeue count,
+    the requeue time and the reason of its last eviction."""
+
+    state: str
+    t: int
+    admitted_t: int = -1
+    not_ready_t: int = -1
+    ready_once: bool = False
+    count: int = 0
+    requeue_at: int = -1
+    reason: str = ""
+    evictions: int = 0  # every eviction, whatever its reason (Kueue 0.14 counts admission check retries too)
+
+
+@dataclass
 class ProvisioningState:
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> PodTemplate
     requests: dict[str, RequestState] = field(default_factory=dict)  # "ns/name" -> state, in creation order
     deleted: dict[str, int] = field(default_factory=dict)  # "ns/name" -> when it was deleted
     # Kueue's admission checks: (workload "ns/name", check) -> its latest state (core/controllers/kueue_broker.py)
     admission: dict[tuple[str, str], CheckState] = field(default_factory=dict)
+    # Kueue's Workloads: "ns/name" -> its status (core/log/events_kueue.py), once the broker wrote one
+    workloads: dict[str, KueueWorkload] = field(default_factory=dict)
+    # how many of each Workload transition, by "state" or "state/reason" (the summary's `kueue` counts)
+    workload_transitions: dict[str, int] = field(default_factory=dict)
 
     def apply(self, offset: int, t: int, event: object, anomalies: list[str]) -> bool:
         """Apply a ProvisioningRequest event; False if it is not one."""
@@ -105,6 +127,26 @@ class ProvisioningState:
             case AdmissionCheckUpdated():
                 self.admission[(event.workload, event.check)] = CheckState(
                     event.state, event.attempt, event.retry_at, event.message, t)
+            case KueueWorkloadUpdated():
+                self._on_workload(t, event)
             case _:
                 return False
         return True
+
+    def _on_workload(self, t: int, event: KueueWorkloadUpdated) -> None:
+        old = self.workloads.get(event.workload)
+        wl = KueueWorkload(event.state, t) if old is None else old
+        wl.state, wl.t = event.state, t
+        if event.state == "Admitted":
+            wl.admitted_t, wl.not_ready_t, wl.ready_once = t, -1, False
+        elif event.state == "PodsReady":
+            wl.not_ready_t, wl.ready_once = -1, True
+        elif event.state == "PodsNotReady":
+            wl.not_ready_t = t
+        elif event.state in ("Evicted", "Deactivated"):
+            wl.admitted_t, wl.not_ready_t = -1, -1
+            wl.count, wl.requeue_at, wl.reason = event.count, event.requeue_at, event.reason
+            wl.evictions += 1
+        self.workloads[event.workload] = wl
+        name = f"{event.state}/{event.reason}" if event.state in ("Evicted", "Deactivated") else event.state
+        self.workload_transitions[name] = self.workload_transitions.get(name, 0) + 1

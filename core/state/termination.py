@@ -18,8 +18,10 @@ from __future__ import annotations
 import heapq
 from typing import Any, Protocol
 
+from ..log.events import PodDeleted as PodDeleted  # re-exported: cluster.py names it with its handler
+from ..log.events import PodFinished
 from ..log.events import PodTerminating as PodTerminating  # re-exported: cluster.py names it with its handler
-from .objects import RUNNING, PodState
+from .objects import FAILED, PENDING, RUNNING, PodState
 
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
@@ -85,3 +87,28 @@ def on_pod_terminating(state: _Fold, offset: int, t: int, event: PodTerminating)
     state.runs += 1
     heapq.heappush(state.run_deadlines, (t + event.grace_ms, state.runs, pod.key))
     state._touch(pod.node, pod.key)
+
+
+class _DeleteFold(Protocol):
+    """What of the cluster state a deletion at once touches."""
+
+    pods: dict[str, PodState]
+    anomalies: list[str]
+    pods_by_phase: dict[str, dict[str, None]]
+
+    def _pod_finished(self, offset: int, t: int, event: PodFinished) -> None: ...
+
+
+def on_pod_deleted(state: _DeleteFold, offset: int, t: int, event: PodDeleted) -> None:
+    """A pod deleted at once (`PodDeleted`, Kueue stopping a Workload): a running pod ends Failed as an evicted one
+    does (its node, resources and run deadline freed); a pending one leaves the pending set and ends Failed."""
+    pod = state.pods.get(event.pod)
+    if pod is None or pod.phase not in (PENDING, RUNNING):
+        state.anomalies.append(f"offset {offset}: {event.pod} deleted but was not pending or running")
+        return
+    if pod.phase == RUNNING:
+        state._pod_finished(offset, t, PodFinished(pod=event.pod, phase=FAILED))
+        return
+    del state.pods_by_phase[PENDING][pod.key]
+    state.pods_by_phase[FAILED][pod.key] = None
+    pod.phase, pod.finished_t = FAILED, t
