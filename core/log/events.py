@@ -84,6 +84,7 @@ from .events_nodes import (
     StockWindow,
     UnhealthyDevice,
 )
+from .events_objects import ObjectDeleted, ObjectUpdated, ResourceClaimRemoved, object_key
 from .events_provisioning import (
     SCALE_UP_FAILURE_REASONS,
     AdmissionCheckUpdated,
@@ -156,6 +157,10 @@ __all__ = [
     "UnhealthyDevice",
     "Upcaster",
     "WorkloadCreated",
+    "ObjectDeleted",
+    "ObjectUpdated",
+    "ResourceClaimRemoved",
+    "object_key",
     "claim_key",
     "decode_record",
     "encode_record",
@@ -228,6 +233,9 @@ AnyEvent = (
     | DeviceTaintRuleCreated
     | DeviceTaintRuleDeleted
     | DeviceTaintRuleStatus
+    | ObjectUpdated
+    | ObjectDeleted
+    | ResourceClaimRemoved
 )
 
 

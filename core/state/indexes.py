@@ -23,6 +23,7 @@ from .dra import DraState
 from .gangs import GangState
 from .groups import NodeGroupState
 from .jobs import JobState
+from .object_changes import OBJECT_HANDLERS as OBJECT_HANDLERS  # re-exported for cluster.py's dispatch table
 from .objects import FAILED, PENDING, RUNNING, SUCCEEDED, FaultState, NodeState, PodState
 from .provreq import ProvisioningState
 
