@@ -145,9 +145,8 @@ def test_an_update_of_an_immutable_field_is_refused(obj: dict[str, Any], field: 
 
 
 def test_kinds_that_configure_the_run_and_gang_objects_cannot_change_mid_run() -> None:
-    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "p"},
-           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"a": "b"}}}}
-    error = refused(scenario([{"at": "1m", "create": pdb}]))
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}
+    error = refused(scenario([{"at": "1m", "create": pc}]))
     assert error.path == "spec.workload[0].create.kind" and "spec.objects" in error.message
     ref = {"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload", "metadata": {"name": "w"}}
     error = refused(scenario([{"at": "1m", "delete": ref}]))
@@ -254,3 +253,37 @@ def test_the_fold_and_a_snapshot_keep_a_claim_being_deleted() -> None:
     again = decode_state(encode_state(state))
     assert again.dra.deleting == state.dra.deleting
     assert msgspec.to_builtins(sorted(again.dra.claims)) == msgspec.to_builtins(sorted(state.dra.claims))
+
+
+def test_a_budget_created_mid_run_holds_the_drain_and_its_deletion_lets_it_go() -> None:
+    """tests/test_autoscaler_pdb.py's case: `web` (a ReplicaSet's pod) on a node the autoscaler drains at 620 s. A
+    budget allowing no disruption created at 5m keeps it (NotEnoughPdb); deleted at 12m, the drain comes after."""
+    from builders import GPU_TOLERATION, arrival, group, node_template, scenario_doc, simulated
+    from builders import pod as gpu_pod
+
+    from dralab.core.log.events import ObjectCreated, PodEvicted
+
+    web = gpu_pod("web", gpu=1, tolerations=[GPU_TOLERATION])
+    web["metadata"]["labels"] = {"app": "web"}
+    web["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f",
+                                           "uid": "uid-web", "controller": True}]
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web-pdb"},
+              "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 0}}
+    ref = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web-pdb"}}
+
+    def evicted(workload: list[dict[str, Any]]) -> tuple[list[int], Any]:
+        d = scenario_doc([group("gpu", min=0, max=4, delay="1m", template=node_template(gpu=8))], nodes={"gpu": 2},
+                         workload=[arrival(0, gpu_pod("big", gpu=4, tolerations=[GPU_TOLERATION])),
+                                   arrival("1s", web), *workload], duration="20m", score="least-allocated")
+        result = simulated(d, 1, "pdb.yaml")
+        return [t for t, e in events(result, PodEvicted) if e.pod == "pod/default/web"], result
+
+    assert evicted([])[0] == [620_000]
+    held, result = evicted([{"at": "5m", "create": budget}])
+    assert held == [] and [t for t, _ in events(result, ObjectCreated)] == [300_000]
+    assert result.state.pdbs == {"default/web-pdb": budget | {"metadata": {"name": "web-pdb", "namespace": "default"}}}
+    released, _ = evicted([{"at": "5m", "create": budget}, {"at": "12m", "delete": ref}])
+    assert len(released) == 1 and released[0] > 720_000
+    loose = copy.deepcopy(budget)
+    loose["spec"]["maxUnavailable"] = 1  # an update: the budget now lets one pod go
+    assert evicted([{"at": "5m", "create": budget}, {"at": "8m", "apply": loose}])[0] != []

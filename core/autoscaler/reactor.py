@@ -38,6 +38,7 @@ from ..scheduler.plugins.dra_binding import nominated_waits
 from ..scheduler.plugins.dynamic_resources import DraPlugin
 from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
+from ..state.object_changes import current_pdbs
 from .disruption.scale_down import ScaleDown
 from .provisioning.backoff import Timeouts, backed_off
 from .provisioning.expanders import EXPANDERS, expand
@@ -121,7 +122,8 @@ class Autoscaler:
             return sim, sim_ready_nodes(view, sim, nominated)
 
         def scale_down() -> list[AnyEvent]:
-            return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, self.pdbs,
+            pdbs = self.pdbs if self.kubernetes is None else current_pdbs(self.pdbs, view.pdbs)  # changed mid-run too
+            return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, pdbs,
                                            release=self.kubernetes is not None)
         unschedulable = sorted(
             (p for p in view.pending_pods()

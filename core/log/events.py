@@ -84,7 +84,7 @@ from .events_nodes import (
     StockWindow,
     UnhealthyDevice,
 )
-from .events_objects import ObjectDeleted, ObjectUpdated, ResourceClaimRemoved, object_key
+from .events_objects import ObjectCreated, ObjectDeleted, ObjectUpdated, ResourceClaimRemoved, object_key
 from .events_provisioning import (
     SCALE_UP_FAILURE_REASONS,
     AdmissionCheckUpdated,
@@ -157,6 +157,7 @@ __all__ = [
     "UnhealthyDevice",
     "Upcaster",
     "WorkloadCreated",
+    "ObjectCreated",
     "ObjectDeleted",
     "ObjectUpdated",
     "ResourceClaimRemoved",
@@ -236,6 +237,7 @@ AnyEvent = (
     | ObjectUpdated
     | ObjectDeleted
     | ResourceClaimRemoved
+    | ObjectCreated
 )
 
 

@@ -2,10 +2,11 @@
 
 A scenario's ``spec.workload[]`` entries ``create``, ``apply`` and ``delete`` (core/scenario/object_changes.py)
 are external inputs like arrivals: a creation is the kind's own ``*Created`` event (what spec.objects gives at
-t=0), an update and a deletion are the two events here. A ResourceClaim in use is not gone at its deletion:
-upstream's scheduler put the ``resource.kubernetes.io/delete-protection`` finalizer on it when it allocated it,
-and the resourceclaim controller removes that finalizer (deallocating the claim) once no consumer is left in
-``status.reservedFor`` (pkg/controller/resourceclaim/controller.go, syncClaim): ``ResourceClaimRemoved``.
+t=0; ``ObjectCreated`` for a kind without one), an update and a deletion are the events here. A ResourceClaim
+in use is not gone at its deletion: upstream's scheduler put the ``resource.kubernetes.io/delete-protection``
+finalizer on it when it allocated it, and the resourceclaim controller removes that finalizer (deallocating the
+claim) once no consumer is left in ``status.reservedFor`` (pkg/controller/resourceclaim/controller.go,
+syncClaim): ``ResourceClaimRemoved``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .event_base import Event, _meta, claim_key
 
 # the object key each kind's events write (as its *Created event does: versions and conflicts)
 _KEY_PREFIX = {"DeviceClass": "deviceclass", "ResourceClaimTemplate": "claimtemplate", "ResourceClaim": "claim",
-               "PodTemplate": "podtemplate", "ProvisioningRequest": "provreq"}
+               "PodTemplate": "podtemplate", "ProvisioningRequest": "provreq", "PodDisruptionBudget": "pdb"}
 
 
 def object_key(kind: str, namespace: str, name: str) -> str:
@@ -25,6 +26,16 @@ def object_key(kind: str, namespace: str, name: str) -> str:
         return claim_key(namespace, name)
     prefix = _KEY_PREFIX.get(kind, kind.lower())
     return f"{prefix}/{namespace}/{name}" if namespace else f"{prefix}/{name}"
+
+
+class ObjectCreated(Event, tag="ObjectCreated", frozen=True):
+    """A creation of a kind that has no ``*Created`` event of its own: a PodDisruptionBudget (those of spec.objects
+    are in the run configuration; one created during the run is folded on top of them, state/object_changes.py)."""
+
+    manifest: dict[str, Any]
+
+    def touched(self) -> tuple[str, ...]:
+        return (object_key(str(self.manifest.get("kind") or ""), *_meta(self.manifest)),)
 
 
 class ObjectUpdated(Event, tag="ObjectUpdated", frozen=True):

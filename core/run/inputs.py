@@ -24,6 +24,7 @@ from ..log.events import (
     NodeCreated,
     NodeGroupDefined,
     NodeReady,
+    ObjectCreated,
     ObjectDeleted,
     ObjectUpdated,
     PodCreated,
@@ -173,6 +174,8 @@ def change_events(change: ObjectChange) -> tuple[AnyEvent, ...]:
         if change.op == "delete":
             return (DeviceTaintRuleDeleted(name=change.name),)
         return (DeviceTaintRuleCreated(manifest=tree_copy(change.manifest), time_added_ms=change.time_added_ms),)
+    if change.op == "create" and change.kind == "PodDisruptionBudget":  # no event of its own (spec.objects': config)
+        return (ObjectCreated(manifest=tree_copy(change.manifest)),)
     if change.op == "create":
         return tuple(object_events([tree_copy(change.manifest)]))
     if change.op == "update":

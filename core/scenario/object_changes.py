@@ -16,11 +16,12 @@ An `apply` is an update (PUT) of the whole object, not a merge patch: fields lef
 kept (dralab's objects' status is written by the controllers). At run time each entry is one external-input record
 (core/run/inputs.py), folded so every reactor sees it at its time (core/state/object_changes.py).
 
-Kinds: DeviceClass, ResourceClaim, ResourceClaimTemplate, PodTemplate, ProvisioningRequest and DeviceTaintRule in
-all three operations; Workloads, PodGroups and CompositePodGroups can be created (the gang plugins key their
-state on them from then on: changing or deleting one mid-run is not modelled, and refused). PriorityClasses,
-PodDisruptionBudgets and Kueue's objects configure reactors for the whole run (the run configuration): refused
-here, they belong in spec.objects.
+Kinds: DeviceClass, ResourceClaim, ResourceClaimTemplate, PodTemplate, ProvisioningRequest, DeviceTaintRule and
+PodDisruptionBudget in all three operations (a budget's spec is mutable: the scheduler's preemption and the
+autoscaler's drains read the budgets in force at each decision); Workloads, PodGroups and CompositePodGroups can be
+created (the gang plugins key their state on them from then on: changing or deleting one mid-run is not modelled,
+and refused). PriorityClasses and Kueue's objects configure for the whole run (priorities are resolved at load,
+the broker from the run configuration): refused here, they belong in spec.objects.
 """
 
 from __future__ import annotations
@@ -39,11 +40,10 @@ from .model import ObjectChange
 OPS = ("create", "apply", "delete")
 # kinds a delete can name, namespaced or not (the manifests' own kinds are checked by check_objects)
 CHANGEABLE = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "PodTemplate", "ProvisioningRequest",
-              TAINT_RULE_KIND)
+              TAINT_RULE_KIND, "PodDisruptionBudget")
 CLUSTER_SCOPED = ("DeviceClass", TAINT_RULE_KIND)
 _RUN_CONFIG = {  # kinds that configure a reactor for the whole run (core/run/config.py), and which one
     "PriorityClass": "applied when pods are admitted (their priority is resolved at load)",
-    "PodDisruptionBudget": "read by the scheduler's preemption and the autoscaler's drains from the run configuration",
     "AdmissionCheck": "it configures the Kueue broker for the whole run",
     "ProvisioningRequestConfig": "it configures the Kueue broker for the whole run",
 }

@@ -10,6 +10,9 @@ delete-protection`` finalizer on it when it allocated it (DynamicResources PreBi
 deletionTimestamp (``DraState.deleting``) and stays, its pods running, until the resourceclaim controller
 removes the finalizer (``ResourceClaimRemoved``, core/controllers/claims.py) once ``status.reservedFor`` is
 empty. A deleted DeviceClass does not touch the claims allocated from it (upstream keeps no link either).
+PodDisruptionBudgets of spec.objects are in the run configuration; those created, changed or deleted during the
+run are kept in ``pdbs`` and laid over them (``current_pdbs``) by the scheduler's preemption and the autoscaler's
+drains at each decision.
 
 The handlers take the fold's fields (``Fold``); the fold, state/cluster.py, registers them in its dispatch table.
 """
@@ -21,7 +24,7 @@ from typing import Any, Protocol
 
 from ..dra.claims import convert_claim
 from ..dra.convert import convert_device_class
-from ..log.events import ObjectDeleted, ObjectUpdated, ResourceClaimRemoved, claim_key
+from ..log.events import ObjectCreated, ObjectDeleted, ObjectUpdated, ResourceClaimRemoved, claim_key
 from .dra import DraState, _convert
 from .provreq import ProvisioningState
 
@@ -35,12 +38,38 @@ class Fold(Protocol):
     anomalies: list[str]
     touched_pods: set[str] | None
     touched_allocations: bool
+    pdbs: dict[str, dict[str, Any] | None]
     room_offset: int  # a parked pod may fit from this offset on (a DeviceClass changed, a claim's devices freed)
 
 
 def _names(manifest: dict[str, Any]) -> tuple[str, str]:
     meta = manifest.get("metadata") or {}
     return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+
+
+def current_pdbs(configured: list[dict[str, Any]], changed: dict[str, dict[str, Any] | None]
+                 ) -> list[dict[str, Any]]:
+    """The PodDisruptionBudgets in force: the run configuration's (spec.objects) with the ones created, changed or
+    deleted since on top (in the configuration's order, then in creation order): what the scheduler's preemption
+    and the autoscaler's drains read, so a changed budget is recomputed from the next decision on."""
+    if not changed:
+        return configured
+    budgets: dict[str, dict[str, Any] | None] = {_key(p): p for p in configured}
+    budgets.update(changed)
+    return [p for p in budgets.values() if p is not None]
+
+
+def _key(manifest: dict[str, Any]) -> str:
+    namespace, name = _names(manifest)
+    return f"{namespace}/{name}"
+
+
+def on_object_created(state: Fold, offset: int, t: int, event: ObjectCreated) -> None:
+    if event.manifest.get("kind") != "PodDisruptionBudget":
+        state.anomalies.append(f"offset {offset}: ObjectCreated of a {event.manifest.get('kind')}, which has its own "
+                               "creation event")
+        return
+    state.pdbs[_key(event.manifest)] = event.manifest
 
 
 def on_object_updated(state: Fold, offset: int, t: int, event: ObjectUpdated) -> None:
@@ -50,7 +79,9 @@ def on_object_updated(state: Fold, offset: int, t: int, event: ObjectUpdated) ->
     namespace, name = _names(manifest)
     key = f"{namespace}/{name}"
     dra, provisioning = state.dra, state.provisioning
-    if kind == "DeviceClass":
+    if kind == "PodDisruptionBudget":
+        state.pdbs[key] = manifest
+    elif kind == "DeviceClass":
         cls = _convert(convert_device_class, manifest, offset, state.anomalies)
         if cls is not None:
             if cls.name not in dra.classes:
@@ -81,6 +112,10 @@ def on_object_deleted(state: Fold, offset: int, t: int, event: ObjectDeleted) ->
     dra, provisioning = state.dra, state.provisioning
     key = f"{event.namespace}/{event.name}"
     gone: object = None
+    if event.kind == "PodDisruptionBudget":  # those of the run configuration are not in the fold: no NotFound here
+        state.pdbs[key] = None
+        state.room_offset = offset  # a victim it protected may be preempted now
+        return
     if event.kind == "DeviceClass":
         gone = dra.classes.pop(event.name, None)
     elif event.kind == "ResourceClaimTemplate":
@@ -136,6 +171,7 @@ def _remove_claim(state: Fold, key: str) -> None:
 
 
 OBJECT_HANDLERS: dict[type, Callable[[Any, int, int, Any], None]] = {
+    ObjectCreated: on_object_created,
     ObjectUpdated: on_object_updated,
     ObjectDeleted: on_object_deleted,
     ResourceClaimRemoved: on_claim_removed,
