@@ -287,3 +287,21 @@ def test_a_budget_created_mid_run_holds_the_drain_and_its_deletion_lets_it_go() 
     loose = copy.deepcopy(budget)
     loose["spec"]["maxUnavailable"] = 1  # an update: the budget now lets one pod go
     assert evicted([{"at": "5m", "create": budget}, {"at": "8m", "apply": loose}])[0] != []
+
+
+def test_a_request_created_again_under_its_name_is_simulated_afresh() -> None:
+    """The autoscaler caches a request's pods: a request deleted and created again (2 pods instead of 1) under the
+    same name, or a PodTemplate changed, must not be served from the old ones."""
+    ref = {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest", "metadata": {"name": "pretrain"}}
+    one = copy.deepcopy(PROVREQ)
+    one["spec"]["podSets"][0]["count"] = 1
+    doc = scenario([{"at": "1m", "create": one}, {"at": "2m", "delete": ref}, {"at": "3m", "create": PROVREQ}],
+                   [POD_TEMPLATE], nodes=0)
+    doc["spec"]["objects"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "150"
+    ups = [(t, e.delta) for t, e in events(run(doc), ScaleUpRequested)]
+    assert ups == [(60_000, 1), (180_000, 1)]  # at 3m: one pod fits the node made for the first request
+    nowhere = copy.deepcopy(POD_TEMPLATE)
+    nowhere["template"]["spec"]["nodeSelector"] = {"pool": "none"}  # no group has that label: not provisionable
+    result = run(scenario([{"at": "1m", "create": PROVREQ}, {"at": "3m", "apply": POD_TEMPLATE}], [nowhere], nodes=0))
+    ups = [t for t, _ in events(result, ScaleUpRequested)]
+    assert len(ups) == 1 and ups[0] > 180_000  # a retry after the template changed finds a group
