@@ -320,3 +320,26 @@ def test_a_workload_created_mid_run_lets_its_gang_schedule_then() -> None:
     assert len(bound) == 4 and min(bound) >= 120_000
     early = [e.message for t, e in events(result, PodUnschedulable) if t < 120_000]
     assert early and all('workload "pretrain" to appear' in m for m in early)
+
+
+def test_a_claim_held_by_a_gang_waiting_at_permit_stays_until_the_gang_lets_it_go() -> None:
+    """gang-quickstart with one shared (node-local) claim for its four workers: two wait at Permit holding the claim's
+    allocation in the scheduler's memory when the claim is deleted at 1m. It is kept as in use (being deleted) while
+    they wait; when the gang's Permit timeout (5m) releases them, nobody holds it and the claim controller removes
+    it; the workers then wait for a claim that does not exist."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "scenarios" / "gang-quickstart.yaml").read_text())
+    spec = doc["spec"]
+    spec["objects"] += [CLASS, CLAIM]
+    spec["nodeGroups"][0]["resourceSlices"] = [{"spec": {"driver": "gpu.example.com", "devices": [{"name": "gpu-0"}]}}]
+    pod_spec = spec["workload"][0]["pod"]["spec"]
+    pod_spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+    pod_spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    spec["workload"].append({"at": "1m", "delete": {"apiVersion": V1, "kind": "ResourceClaim",
+                                                    "metadata": {"name": "shared"}}})
+    result = run(doc)
+    assert [t for t, _ in events(result, ResourceClaimRemoved)] == [300_000]  # not at 1m: held at Permit until 5m
+    assert events(result, PodBound) == []
+    last = {e.pod: e.message for _, e in events(result, PodUnschedulable)}
+    assert set(last.values()) == {"waiting for objects: ResourceClaim default/shared does not exist"}

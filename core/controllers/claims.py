@@ -56,8 +56,9 @@ class ClaimController:
                     last = i == len(gone) - 1 and len(state.reserved_for) == len(gone)
                     events.append(ClaimReleased(claim=claim_key, pod=pod_key, deallocate=last))
         # a deleted claim nobody reserves any more: its delete-protection finalizer removed (objects over time)
+        held = {k for r in view.gang.reservations.values() for k in r.allocations} if view.dra.deleting else set()
         events.extend(ResourceClaimRemoved(claim=key) for key in view.dra.deleting
-                      if key in view.dra.claims and not view.dra.claims[key].reserved_for)
+                      if key in view.dra.claims and not view.dra.claims[key].reserved_for and key not in held)
         events.extend(replacements(view, rng))  # after the claims: their names' random draws come first
         return Decision(tuple(events))
 

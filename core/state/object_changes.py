@@ -26,6 +26,7 @@ from ..dra.claims import convert_claim
 from ..dra.convert import convert_device_class
 from ..log.events import ObjectCreated, ObjectDeleted, ObjectUpdated, ResourceClaimRemoved, claim_key
 from .dra import DraState, _convert
+from .gangs import GangState
 from .provreq import ProvisioningState
 
 
@@ -34,6 +35,7 @@ class Fold(Protocol):
     fold's dispatch table, so this module cannot import it."""
 
     dra: DraState
+    gang: GangState
     provisioning: ProvisioningState
     anomalies: list[str]
     touched_pods: set[str] | None
@@ -131,7 +133,10 @@ def on_object_deleted(state: Fold, offset: int, t: int, event: ObjectDeleted) ->
         claim = dra.claims.get(ckey)
         gone = claim
         if claim is not None and ckey not in dra.deleting:
-            if claim.allocation is None and not claim.reserved_for:
+            # a gang member waiting at Permit holds an allocation of it in the scheduler's memory: kept as in use
+            # (upstream: no finalizer yet, so gone, and that member's PreBind would fail; dralab's gang binds whole)
+            held = any(ckey in r.allocations for r in state.gang.reservations.values())
+            if claim.allocation is None and not claim.reserved_for and not held:
                 _remove_claim(state, ckey)  # no finalizer yet: gone at once
             else:
                 dra.deleting[ckey] = t

@@ -110,9 +110,6 @@ class DraPlugin:
                     continue
                 key = generated[entry["name"]]
             state = view.dra.claims[key]
-            if key in view.dra.deleting:  # upstream's podResourceClaims: the claim has a deletionTimestamp
-                out.missing = f"resourceclaim {key[6:]} is being deleted"
-                return out
             if held and key in held:
                 holder, in_flight = held[key]
                 if holder != gang:
@@ -120,6 +117,9 @@ class DraPlugin:
                     continue
                 out.allocated.append((key, in_flight))
                 continue
+            if key in view.dra.deleting:  # upstream's podResourceClaims: the claim has a deletionTimestamp
+                out.missing = f"resourceclaim {key[6:]} is being deleted"
+                return out
             allocation = assumed.get(key, state.allocation)
             if allocation is not None:
                 consumer = out.consumers.get(key, pod.key)
