@@ -343,3 +343,16 @@ def test_a_claim_held_by_a_gang_waiting_at_permit_stays_until_the_gang_lets_it_g
     assert events(result, PodBound) == []
     last = {e.pod: e.message for _, e in events(result, PodUnschedulable)}
     assert set(last.values()) == {"waiting for objects: ResourceClaim default/shared does not exist"}
+
+
+def test_shrink_keeps_the_object_changes_that_make_the_outcome() -> None:
+    """`scale-up-without-pod` in objects-over-time comes from the ProvisioningRequest (no pod consumes it): shrinking
+    the inputs keeps its creation and its PodTemplate's, and drops every pod and the other object changes."""
+    from dralab.replay.simulation.outcomes import resolve_target
+    from dralab.replay.simulation.shrink import Shrinker
+
+    loaded = load_scenario(SCENARIO)
+    result = Shrinker(scenario_inputs(loaded, 7), resolve_target("scale-up-without-pod")).run()
+    assert result.reproduced and result.after["pods"] == 0 and result.after["other"] == 2
+    kinds = [type(e).__name__ for r in result.inputs[1:] for e in r.events]
+    assert kinds == ["PodTemplateCreated", "ProvisioningRequestCreated"]
