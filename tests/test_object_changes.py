@@ -356,3 +356,49 @@ def test_shrink_keeps_the_object_changes_that_make_the_outcome() -> None:
     assert result.reproduced and result.after["pods"] == 0 and result.after["other"] == 2
     kinds = [type(e).__name__ for r in result.inputs[1:] for e in r.events]
     assert kinds == ["PodTemplateCreated", "ProvisioningRequestCreated"]
+
+
+# ------------------------------------------------------------------ nodes
+
+
+def plain_pod(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {**spec, "containers": [
+        {"name": "main", "image": "x:1", "resources": {"requests": {"cpu": "1"}}}]}}
+
+
+def node_patch(name: str = "g-0", **parts: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, **parts.pop("metadata", {})}, **parts}
+
+
+def test_a_node_label_added_mid_run_lets_a_selecting_pod_schedule_then() -> None:
+    doc = scenario([{"at": "0s", "pod": plain_pod("picky", nodeSelector={"team": "vision"})},
+                    {"at": "2m", "apply": node_patch(metadata={"labels": {"team": "vision"}})}], [])
+    doc["spec"]["nodeGroups"][0]["max"] = 1  # no other node to scale up to
+    result = run(doc)
+    assert bound_at(result, "picky") == 120_000
+    labels = result.state.nodes["g-0"].labels
+    assert labels["team"] == "vision" and labels["kubernetes.io/hostname"] == "g-0"  # merged, not replaced
+
+
+def test_a_cordon_and_taints_mid_run() -> None:
+    cordon = node_patch(spec={"unschedulable": True, "taints": [{"key": "maint", "effect": "NoSchedule"}]})
+    uncordon = node_patch(spec={"unschedulable": False, "taints": []}, metadata={"labels": {"absent": None}})
+    doc = scenario([{"at": "1m", "apply": cordon}, {"at": "90s", "pod": plain_pod("p")},
+                    {"at": "3m", "apply": uncordon}], [])
+    doc["spec"]["nodeGroups"][0]["max"] = 1
+    result = run(doc)
+    assert bound_at(result, "p") == 180_000
+    assert "unschedulable" not in result.state.nodes["g-0"].manifest["spec"] and not result.state.nodes["g-0"].taints
+
+
+def test_node_entry_errors() -> None:
+    error = refused(scenario([{"at": "1m", "apply": node_patch("g-7")}]))
+    assert error.path == "spec.workload[0].apply.metadata.name" and "not a starting node" in error.message
+    error = refused(scenario([{"at": "1m", "create": node_patch()}]))
+    assert error.path == "spec.workload[0].create.kind"
+    error = refused(scenario([{"at": "1m", "delete": node_patch()}]))
+    assert error.path == "spec.workload[0].delete.kind" and "node-fail" in error.message
+    error = refused(scenario([{"at": "1m", "apply": node_patch(spec={"taints": [{"key": "k", "effect": "Often"}]})}]))
+    assert error.path == "spec.workload[0].apply.spec.taints[0].effect"
+    error = refused(scenario([{"at": "1m", "apply": node_patch(status={"allocatable": {"cpu": "1"}})}]))
+    assert error.path.startswith("spec.workload[0].apply")

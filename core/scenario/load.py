@@ -64,6 +64,7 @@ from .model import (
     ScoreStrategy,
     replica_name,
 )
+from .node_changes import starting_nodes
 from .object_changes import check_object_changes, is_object_change
 
 __all__ = [
@@ -168,7 +169,7 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
     kueue = broker_config(objects) is not None
     classes = [o for o in objects if o.get("kind") == "PriorityClass"]  # priority admission (kube/priority.py)
     workload = _workload(spec.get("workload"), duration_ms, profile, kueue=kueue, classes=classes)
-    changes = check_object_changes(spec.get("workload"), duration_ms, profile, objects)  # object_changes.py
+    changes = check_object_changes(spec.get("workload"), duration_ms, profile, objects, starting_nodes(nodes))
     faults = check_faults(spec.get("faults"), duration_ms)
     gated.check_faults(spec.get("faults") or [], "spec.faults", profile)
     return Scenario(

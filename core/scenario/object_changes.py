@@ -20,12 +20,14 @@ Kinds: DeviceClass, ResourceClaim, ResourceClaimTemplate, PodTemplate, Provision
 PodDisruptionBudget in all three operations (a budget's spec is mutable: the scheduler's preemption and the
 autoscaler's drains read the budgets in force at each decision); Workloads, PodGroups and CompositePodGroups can be
 created (the gang plugins key their state on them from then on: changing or deleting one mid-run is not modelled,
-and refused). PriorityClasses and Kueue's objects configure for the whole run (priorities are resolved at load,
-the broker from the run configuration): refused here, they belong in spec.objects.
+and refused). An `apply` of a Node patches a starting node's labels, taints and cordon (node_changes.py).
+PriorityClasses and Kueue's objects configure for the whole run (priorities are resolved at load, the broker from
+the run configuration): refused here, they belong in spec.objects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, cast
 
 from ..dra.taint_rules import KIND as TAINT_RULE_KIND
@@ -36,6 +38,7 @@ from ..kube.versions import Profile
 from . import gates as gated
 from .dra import check_objects
 from .model import ObjectChange
+from .node_changes import check_node_change
 
 OPS = ("create", "apply", "delete")
 # kinds a delete can name, namespaced or not (the manifests' own kinds are checked by check_objects)
@@ -62,10 +65,11 @@ def is_object_change(item: object) -> bool:
     return isinstance(item, dict) and any(op in item for op in OPS)
 
 
-def check_object_changes(value: object, duration_ms: int, profile: Profile,
-                         objects: list[dict[str, Any]]) -> list[ObjectChange]:
+def check_object_changes(value: object, duration_ms: int, profile: Profile, objects: list[dict[str, Any]],
+                         starting: Iterable[str] = ()) -> list[ObjectChange]:
     """The object changes of ``spec.workload`` (the other entries are arrivals, load.py's), checked and played
-    against ``objects`` (spec.objects as checked) in time order; in time order (file order at equal times)."""
+    against ``objects`` (spec.objects as checked) in time order; in time order (file order at equal times).
+    ``starting``: the starting nodes' names, which an `apply` of a Node may patch (node_changes.py)."""
     if value is None:
         return []
     entries: list[tuple[int, int, str, object]] = []
@@ -95,6 +99,11 @@ def check_object_changes(value: object, duration_ms: int, profile: Profile,
         path = join(index("spec.workload", i), op)
         if op == "delete":
             out.append(world.delete(_reference(raw, path), path, at_ms, i))
+        elif isinstance(raw, dict) and raw.get("kind") == "Node":
+            if op == "create":
+                raise FieldError(join(path, "kind"), "nodes come from spec.nodeGroups and spec.nodes (and the "
+                                                     "autoscaler): `apply` patches a starting node's labels and taints")
+            out.append(check_node_change(raw, path, at_ms, i, set(starting)))
         else:
             out.append(world.put(_check_manifest(raw, path, profile, classes), path, at_ms, i, op))
     return out
@@ -132,6 +141,9 @@ def _reference(raw: object, path: str) -> tuple[str, str, str, str]:
     if kind in SCHEDULING_KINDS:
         raise FieldError(join(path, "kind"), f"deleting a {kind} during a run is not modelled by dralab (the gang "
                                              "plugins keep its pods' state for the whole run)")
+    if kind == "Node":
+        raise FieldError(join(path, "kind"), "a node is deleted by the autoscaler's scale-down, or fails with a "
+                                             "`node-fail` fault (spec.faults)")
     if kind not in CHANGEABLE:
         raise FieldError(join(path, "kind"), f"unsupported kind `{kind}`; a delete names one of "
                                              + ", ".join(f"`{k}`" for k in CHANGEABLE))

@@ -27,6 +27,7 @@ from ..dra.convert import convert_device_class
 from ..log.events import ObjectCreated, ObjectDeleted, ObjectUpdated, ResourceClaimRemoved, claim_key
 from .dra import DraState, _convert
 from .gangs import GangState
+from .objects import NodeState
 from .provreq import ProvisioningState
 
 
@@ -34,6 +35,7 @@ class Fold(Protocol):
     """The fields of the fold (ClusterIndexes) these handlers change; indexes.py re-exports the handlers for the
     fold's dispatch table, so this module cannot import it."""
 
+    nodes: dict[str, NodeState]
     dra: DraState
     gang: GangState
     provisioning: ProvisioningState
@@ -77,7 +79,12 @@ def on_object_created(state: Fold, offset: int, t: int, event: ObjectCreated) ->
 def on_object_updated(state: Fold, offset: int, t: int, event: ObjectUpdated) -> None:
     manifest = event.manifest
     kind = manifest.get("kind")
-    state.room_offset = offset  # a changed DeviceClass may let a parked pod fit (the fold's ROOM_EVENTS)
+    state.room_offset = offset  # a changed DeviceClass or Node may let a parked pod fit (the fold's ROOM_EVENTS)
+    if kind == "Node":  # a patch of its labels, annotations, taints, unschedulable (scenario/node_changes.py)
+        node = state.nodes.get(str((manifest.get("metadata") or {}).get("name")))
+        if node is not None:  # a node gone by then: NotFound, nothing changes
+            node.manifest = patched_node(node.manifest, manifest)
+        return
     namespace, name = _names(manifest)
     key = f"{namespace}/{name}"
     dra, provisioning = state.dra, state.provisioning
@@ -181,3 +188,22 @@ OBJECT_HANDLERS: dict[type, Callable[[Any, int, int, Any], None]] = {
     ObjectDeleted: on_object_deleted,
     ResourceClaimRemoved: on_claim_removed,
 }
+
+
+def patched_node(node: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """A node's manifest after a scenario's patch (scenario/node_changes.py): a new dict, the old one may be shared
+    with the log's events."""
+    meta = dict(node.get("metadata") or {})
+    for field in ("labels", "annotations"):
+        given = (patch.get("metadata") or {}).get(field)
+        if given is not None:
+            merged = {**(meta.get(field) or {}), **given}
+            meta[field] = {k: v for k, v in merged.items() if v is not None}
+    spec = dict(node.get("spec") or {})
+    for field, value in (patch.get("spec") or {}).items():
+        spec[field] = value
+    if not spec.get("taints"):
+        spec.pop("taints", None)
+    if spec.get("unschedulable") is False:
+        spec.pop("unschedulable")
+    return {**node, "metadata": meta, "spec": spec}
