@@ -40,7 +40,8 @@ class ObjectCreated(Event, tag="ObjectCreated", frozen=True):
 
 class ObjectUpdated(Event, tag="ObjectUpdated", frozen=True):
     """An update of an existing object (a scenario's ``apply`` of an object that exists): the manifest replaces
-    the object's metadata and spec as a whole, as an update (PUT) does; its status is kept (a subresource)."""
+    the object's metadata and spec as a whole, as an update (PUT) does; its status is kept (a subresource). For a
+    Node it is a patch (labels and annotations merged, taints and unschedulable set): scenario/node_changes.py."""
 
     manifest: dict[str, Any]
 
