@@ -41,6 +41,7 @@ from .model import ObjectChange
 from .node_changes import check_node_change
 
 OPS = ("create", "apply", "delete")
+MAX_OBJECT_CHANGES = 100_000  # entries of spec.workload that change objects (as many as faults may be)
 # kinds a delete can name, namespaced or not (the manifests' own kinds are checked by check_objects)
 CHANGEABLE = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "PodTemplate", "ProvisioningRequest",
               TAINT_RULE_KIND, "PodDisruptionBudget")
@@ -91,6 +92,9 @@ def check_object_changes(value: object, duration_ms: int, profile: Profile, obje
         if m[op] is None:
             raise FieldError(join(path, op), "missing required field")
         entries.append((at_ms, i, op, m[op]))
+        if len(entries) > MAX_OBJECT_CHANGES:
+            raise FieldError(path, f"at most {MAX_OBJECT_CHANGES} object changes (create, apply, delete) in "
+                                   "spec.workload")
     entries.sort(key=lambda e: (e[0], e[1]))
     world = _World(objects)
     classes = [o for o in objects if o["kind"] == "PriorityClass"]
