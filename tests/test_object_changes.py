@@ -402,3 +402,36 @@ def test_node_entry_errors() -> None:
     assert error.path == "spec.workload[0].apply.spec.taints[0].effect"
     error = refused(scenario([{"at": "1m", "apply": node_patch(status={"allocatable": {"cpu": "1"}})}]))
     assert error.path.startswith("spec.workload[0].apply")
+
+
+def test_preemption_reads_a_budget_created_mid_run() -> None:
+    """tests/test_preemption.py's PDB case (DefaultPreemption prefers the node whose victims violate no budget): the
+    budget guarding the cheap victims created at 30s, before `high` arrives at 1m, protects them as one of
+    spec.objects would; deleted again at 45s, it does not."""
+    from builders import arrival, group, node_template, scenario_doc, simulated, sourced_events
+    from builders import pod as cpu_pod
+
+    from dralab.core.log.events import PodTerminating
+
+    def one(name: str, cpu: str, priority: int) -> dict[str, Any]:
+        return cpu_pod(name, cpu=cpu, priority=priority)
+
+    guarded = one("guarded", "1", -5)
+    guarded["metadata"]["labels"] = {"app": "guarded"}
+    low = one("low", "1", 0)
+    low["spec"]["terminationGracePeriodSeconds"] = 20
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
+              "spec": {"selector": {"matchLabels": {"app": "guarded"}}, "maxUnavailable": 0}}
+    ref = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"}}
+
+    def victims(changes: list[dict[str, Any]]) -> set[str]:
+        d = scenario_doc([group("cpu", min=2, max=2, template=node_template(gpu=0, cpu="4"))], nodes={"cpu": 2},
+                         workload=[arrival("0s", low, count=4), arrival("0s", guarded, count=4),
+                                   arrival("1m", one("high", "2", 1000)), *changes], duration="10m")
+        d["spec"]["kubernetes"] = {"version": "1.35"}
+        result = simulated(d, 0)
+        return {e.pod.rsplit("/", 1)[1].split("-")[0] for _, _, e in sourced_events(result.entries, PodTerminating)}
+
+    assert victims([]) == {"guarded"}
+    assert victims([{"at": "30s", "create": budget}]) == {"low"}
+    assert victims([{"at": "30s", "create": budget}, {"at": "45s", "delete": ref}]) == {"guarded"}
