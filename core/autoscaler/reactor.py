@@ -36,12 +36,13 @@ from ..log.events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
 from ..scheduler.filters import ShapeMemo
 from ..scheduler.plugins.dra_binding import nominated_waits
 from ..scheduler.plugins.dynamic_resources import DraPlugin
-from ..state.cluster import ClusterState, PodState
+from ..state.cluster import ClusterState
 from ..state.gangs import Reservation
+from ..state.object_changes import current_pdbs
 from .disruption.scale_down import ScaleDown
 from .provisioning.backoff import Timeouts, backed_off
 from .provisioning.expanders import EXPANDERS, expand
-from .provisioning.provreq_broker import Broker
+from .provisioning.provreq_broker import Broker, FakePods
 from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
@@ -88,7 +89,7 @@ class Autoscaler:
         self._dra = DraPlugin(allocator_features(self.profile))  # selectors cached
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
-        self._fake: dict[str, list[PodState] | str] = {}  # each ProvisioningRequest's pods, a cache
+        self._fake: FakePods = {}  # each ProvisioningRequest's pods, a cache (provreq_broker.py)
         self._shapes = ShapeMemo()  # static_shape per pod, a cache (filters.py)
         self._fits = FitMemo()  # resource fit on the view's usage across loops, a cache (capacity.py)
         self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
@@ -121,7 +122,8 @@ class Autoscaler:
             return sim, sim_ready_nodes(view, sim, nominated)
 
         def scale_down() -> list[AnyEvent]:
-            return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, self.pdbs,
+            pdbs = self.pdbs if self.kubernetes is None else current_pdbs(self.pdbs, view.pdbs)  # changed mid-run too
+            return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, pdbs,
                                            release=self.kubernetes is not None)
         unschedulable = sorted(
             (p for p in view.pending_pods()

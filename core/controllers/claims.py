@@ -5,7 +5,8 @@ It creates a pod's claims from its ResourceClaimTemplates, named as upstream doe
 the decision's seeded source), owned by the pod, annotated with the pod claim's name, and recorded
 in the pod's status (resourceClaimStatuses) through the event's `pod`/`pod_claim` fields. When a
 pod is done it takes the pod out of each claim's reservedFor, and deallocates a claim nobody uses
-any more, so its devices are free again.
+any more, so its devices are free again. A claim deleted while in use (core/state/object_changes.py) loses
+its delete-protection finalizer once nobody reserves it, and is gone (syncClaim).
 
 The same reactor hosts the workload controllers' part that matters here (workload_controllers.py): a
 replicated pod that failed or was evicted gets a replacement. Both are kube-controller-manager.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from ..cluster.pod_claims import claim_manifest, generate_name, group_claims, owned_claim_manifest, same_source
 from ..cluster.workload_controllers import replacements
 from ..engine.contract import Decision, Trigger
-from ..log.events import AnyEvent, ClaimReleased, ResourceClaimCreated
+from ..log.events import AnyEvent, ClaimReleased, ResourceClaimCreated, ResourceClaimRemoved
 from ..state.cluster import FAILED, PENDING, SUCCEEDED, ClusterState, PodState
 from ..state.gangs import PodGroupState
 
@@ -54,6 +55,10 @@ class ClaimController:
                 for i, pod_key in enumerate(gone):
                     last = i == len(gone) - 1 and len(state.reserved_for) == len(gone)
                     events.append(ClaimReleased(claim=claim_key, pod=pod_key, deallocate=last))
+        # a deleted claim nobody reserves any more: its delete-protection finalizer removed (objects over time)
+        held = {k for r in view.gang.reservations.values() for k in r.allocations} if view.dra.deleting else set()
+        events.extend(ResourceClaimRemoved(claim=key) for key in view.dra.deleting
+                      if key in view.dra.claims and not view.dra.claims[key].reserved_for and key not in held)
         events.extend(replacements(view, rng))  # after the claims: their names' random draws come first
         return Decision(tuple(events))
 

@@ -85,6 +85,7 @@ from .events_nodes import (
     StockWindow,
     UnhealthyDevice,
 )
+from .events_objects import ObjectCreated, ObjectDeleted, ObjectUpdated, ResourceClaimRemoved, object_key
 from .events_provisioning import (
     SCALE_UP_FAILURE_REASONS,
     AdmissionCheckUpdated,
@@ -159,6 +160,11 @@ __all__ = [
     "UnhealthyDevice",
     "Upcaster",
     "WorkloadCreated",
+    "ObjectCreated",
+    "ObjectDeleted",
+    "ObjectUpdated",
+    "ResourceClaimRemoved",
+    "object_key",
     "claim_key",
     "decode_record",
     "encode_record",
@@ -233,6 +239,10 @@ AnyEvent = (
     | DeviceTaintRuleStatus
     | KueueWorkloadUpdated
     | PodDeleted
+    | ObjectUpdated
+    | ObjectDeleted
+    | ResourceClaimRemoved
+    | ObjectCreated
 )
 
 

@@ -131,6 +131,7 @@ def _taint_rules(scenario: Scenario) -> bool:
     """Whether the scenario can taint a device NoExecute: DeviceTaintRules (spec.objects, `device-taint` faults) or
     a NoExecute taint in a node group's ResourceSlice templates."""
     return any(o.get("kind") == "DeviceTaintRule" for o in scenario.objects) or any(
+        c.kind == "DeviceTaintRule" and c.op != "delete" for c in scenario.object_changes) or any(
         f.kind == "device-taint" for f in scenario.faults) or any(
         (t or {}).get("effect") == "NoExecute" for g in scenario.node_groups for s in g.resource_slices
         for d in (s.get("spec") or {}).get("devices") or [] for t in (d.get("taints") or []))

@@ -1,8 +1,8 @@
 """A scenario as the external inputs of a run: the records the world appends, with their times.
 
 Everything a reactor did not decide enters the log through here: the run's configuration, node
-groups, the starting nodes, pod arrivals. Their ids are stable (`scenario/...`) so that a retried
-append after a crash is recognised as a duplicate.
+groups, the starting nodes, pod arrivals, faults, and objects created, changed or deleted during the run.
+Their ids are stable (`scenario/...`) so that a retried append after a crash is recognised as a duplicate.
 """
 
 from __future__ import annotations
@@ -18,11 +18,15 @@ from ..log.events import (
     DeviceBindingDefined,
     DeviceClassCreated,
     DeviceTaintRuleCreated,
+    DeviceTaintRuleDeleted,
     FaultInjected,
     JobCreated,
     NodeCreated,
     NodeGroupDefined,
     NodeReady,
+    ObjectCreated,
+    ObjectDeleted,
+    ObjectUpdated,
     PodCreated,
     PodGroupCreated,
     PodTemplateCreated,
@@ -36,6 +40,7 @@ from ..log.events import (
 )
 from ..scenario.dra import render_slice_templates
 from ..scenario.load import Scenario, replica_name
+from ..scenario.model import ObjectChange
 from ..state.cluster import NodeGroupState
 from .config import run_config
 
@@ -162,9 +167,32 @@ def fault_records(scenario: Scenario) -> list[Record]:
     ]
 
 
+def change_events(change: ObjectChange) -> tuple[AnyEvent, ...]:
+    """The events of one object change (core/scenario/object_changes.py): a creation is the kind's own `*Created`
+    event, as at t=0; a DeviceTaintRule keeps its own events (created or replaced, deleted), with its timeAdded."""
+    if change.kind == "DeviceTaintRule":
+        if change.op == "delete":
+            return (DeviceTaintRuleDeleted(name=change.name),)
+        return (DeviceTaintRuleCreated(manifest=tree_copy(change.manifest), time_added_ms=change.time_added_ms),)
+    if change.op == "create" and change.kind == "PodDisruptionBudget":  # no event of its own (spec.objects': config)
+        return (ObjectCreated(manifest=tree_copy(change.manifest)),)
+    if change.op == "create":
+        return tuple(object_events([tree_copy(change.manifest)]))
+    if change.op == "update":
+        return (ObjectUpdated(manifest=tree_copy(change.manifest)),)
+    return (ObjectDeleted(kind=change.kind, name=change.name, namespace=change.namespace),)
+
+
+def object_change_records(scenario: Scenario) -> list[Record]:
+    """One record per object change of `spec.workload`, at its time, with the entry's index as its id."""
+    return [Record(id=f"{SOURCE}/object/{c.entry}", source=SOURCE, view=-1, t=c.at_ms, events=change_events(c))
+            for c in scenario.object_changes]
+
+
 def scenario_inputs(
     scenario: Scenario, seed: int, mode: str = "sim", speed: float = 1.0, epoch: float = 0.0, drivers_shards: int = 1
 ) -> list[Record]:
     """All external inputs, in time order (setup first, at t=0). `drivers_shards`: live runs' driver actors."""
     return [setup_record(scenario, seed, mode, speed, epoch, drivers_shards),
-            *sorted([*arrival_records(scenario), *fault_records(scenario)], key=lambda r: r.t)]
+            *sorted([*arrival_records(scenario), *fault_records(scenario), *object_change_records(scenario)],
+                    key=lambda r: r.t)]

@@ -65,6 +65,8 @@ from .model import (
     ScoreStrategy,
     replica_name,
 )
+from .node_changes import starting_nodes
+from .object_changes import check_object_changes, is_object_change
 
 __all__ = [
     "API_VERSION",
@@ -169,6 +171,7 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
     check_kueue_release(objects, profile)  # core/scenario/kueue_release.py: the Kueue release's own refusals
     classes = [o for o in objects if o.get("kind") == "PriorityClass"]  # priority admission (kube/priority.py)
     workload = _workload(spec.get("workload"), duration_ms, profile, kueue=kueue, classes=classes)
+    changes = check_object_changes(spec.get("workload"), duration_ms, profile, objects, starting_nodes(nodes))
     faults = check_faults(spec.get("faults"), duration_ms)
     gated.check_faults(spec.get("faults") or [], "spec.faults", profile)
     return Scenario(
@@ -185,6 +188,7 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
         objects=objects,
         faults=faults,
         kubernetes=own,
+        object_changes=changes,
     )
 
 
@@ -379,6 +383,8 @@ def _workload(value: object, duration_ms: int, profile: Profile, *, kueue: bool 
     jobs: dict[tuple[str, str], str] = {}
     pods = 0
     for i, item in enumerate(expect_list(value, path)):
+        if is_object_change(item):
+            continue  # an object created, changed or deleted: object_changes.py
         a_path = index(path, i)
         m = expect_map(item, a_path)
         check_fields(m, a_path, _ARRIVAL[:-1] if "pod" in m and "job" not in m else _ARRIVAL, required=("at",))

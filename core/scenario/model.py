@@ -114,6 +114,21 @@ class Arrival(msgspec.Struct, frozen=True, kw_only=True):
     job: dict[str, Any] | None = None
 
 
+class ObjectChange(msgspec.Struct, frozen=True, kw_only=True):
+    """An object created, updated or deleted at a time of the run: a `spec.workload[]` entry `create`, `apply` or
+    `delete` (core/scenario/object_changes.py), checked at load; `apply` is resolved there to a create or an
+    update by what exists at that time."""
+
+    at_ms: int
+    op: Literal["create", "update", "delete"]
+    kind: str
+    name: str
+    namespace: str = ""  # "" for cluster-scoped kinds
+    manifest: dict[str, Any] = msgspec.field(default_factory=dict)  # as checked (create, update); {} to delete
+    entry: int = 0  # its index in spec.workload (the record's id)
+    time_added_ms: int = 0  # a DeviceTaintRule's taint timeAdded (bumped by an update that changes the effect)
+
+
 class Scenario(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     seed: int | None
@@ -133,6 +148,8 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True):
     # the release emulated (spec.kubernetes, core/kube/versions.py), without spec.scheduler.featureGates; a
     # Scenario made in code rather than loaded from a file is dralab's model from before profiles (1.35 legacy)
     kubernetes: Profile = LEGACY_PROFILE
+    # objects created, updated or deleted during the run (spec.workload[] create/apply/delete), in time order
+    object_changes: list[ObjectChange] = msgspec.field(default_factory=list)
 
 
 def effective_profile(scenario: Scenario) -> Profile:

@@ -56,9 +56,9 @@ class PodPreemption:
         return self._lowest_at[1]
 
     def budgets_for(self, view: ClusterState, pdbs: list[dict[str, Any]]) -> None:
-        """The decision's PodDisruptionBudgets (view_budgets)."""
-        if pdbs:
-            self.budgets = view_budgets(view, pdbs)
+        """The decision's PodDisruptionBudgets (view_budgets); none when there are none (budgets can be deleted
+        during a run: an earlier decision's must not stay)."""
+        self.budgets = view_budgets(view, pdbs) if pdbs else ()
 
     def before(self, cycle: Cycle, pod: PodState) -> None:
         """Before a single pod's attempt: nominated pods of lower priority (and its own room) out of its way."""

@@ -29,6 +29,7 @@ from ..engine.contract import Decision, Trigger
 from ..kube.versions import GATES, merge_gates, profile_from_config
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
 from ..state.cluster import ClusterState, PodState
+from ..state.object_changes import current_pdbs
 from .cycle import Attempt, Cycle
 from .feasibility_cache import FeasibilityCache
 from .filters import FILTERS as FILTERS
@@ -129,7 +130,7 @@ class Scheduler(NodeSearch):
         if self.kubernetes is not None:  # release profiles: upstream's domains and nominated rule (placement.py)
             cycle_pods(cycle, self._anti_memo, upstream=True)
         if self._preemption is not None:
-            self._preemption.budgets_for(view, self.pdbs)
+            self._preemption.budgets_for(view, current_pdbs(self.pdbs, view.pdbs))  # budgets changed mid-run too
         gangs.expire(cycle)
         busy = gangs.busy  # waiting at Permit, or just released: not in the queue this decision
         wake = gangs.wake_at()

@@ -58,7 +58,7 @@ from ..log.events import (
     WorkloadCreated,
 )
 from .groups import NodeGroupState as NodeGroupState  # re-exported: reactors import it from here
-from .indexes import RULE_ROOM_EVENTS, ClusterIndexes
+from .indexes import OBJECT_HANDLERS, RULE_ROOM_EVENTS, ClusterIndexes
 from .jobs import job_pod_created, on_job_created
 from .objects import FAILED as FAILED
 from .objects import PENDING as PENDING
@@ -469,7 +469,7 @@ class ClusterState(ClusterIndexes):
 
 
 # The fold's dispatch table (see ClusterState._apply_event).
-_HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
+_HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {**OBJECT_HANDLERS,  # object_changes.py
     PodCreated: ClusterState._pod_created,
     PodBound: ClusterState._pod_bound,
     PodUnschedulable: ClusterState._on_pod_unschedulable,

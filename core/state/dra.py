@@ -88,6 +88,9 @@ class DraState:
     # node group -> how its emulated drivers answer binding conditions (core/controllers/device_binding.py)
     binding_rules: dict[str, tuple[DeviceBindingRule, ...]] = field(default_factory=dict)
     taint_rules: DeviceTaintState = field(default_factory=DeviceTaintState)  # DeviceTaintRules (device_taints.py)
+    # claim key -> cluster ms of its deletion: claims deleted while allocated or reserved, kept by the
+    # delete-protection finalizer until the resourceclaim controller removes it (state/object_changes.py)
+    deleting: dict[str, int] = field(default_factory=dict)
     # derived from `slices`, dropped whenever a slice changes; a cache, so not part of equality
     _index: SliceIndex | None = field(default=None, compare=False, repr=False)
 

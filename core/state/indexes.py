@@ -9,6 +9,7 @@ The fields' order is the snapshot's (core/state/codec.py): add new ones at the e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..log.events import (
     ClaimAllocated,
@@ -23,6 +24,7 @@ from .dra import DraState
 from .gangs import GangState
 from .groups import NodeGroupState
 from .jobs import JobState
+from .object_changes import OBJECT_HANDLERS as OBJECT_HANDLERS  # re-exported for cluster.py's dispatch table
 from .objects import FAILED, PENDING, RUNNING, SUCCEEDED, FaultState, NodeState, PodState
 from .provreq import ProvisioningState
 
@@ -53,6 +55,9 @@ class ClusterIndexes:
     gang: GangState = field(default_factory=GangState)
     provisioning: ProvisioningState = field(default_factory=ProvisioningState)
     faults: dict[str, FaultState] = field(default_factory=dict)  # injected faults, by id (core/controllers/chaos.py)
+    # PodDisruptionBudgets created or changed (the manifest) or deleted (None) during the run, by "ns/name": on top of
+    # the run configuration's (object_changes.current_pdbs)
+    pdbs: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     # Last offset at which room may have appeared (a node turned Ready, a pod finished, a claim was
     # released, slices or classes or claims appeared): unschedulable pods are retried after it.
     room_offset: int = 0

@@ -72,10 +72,14 @@ class Handled:
     scale_up: tuple[str, int] | None = None  # (group, nodes) for an atomic request
 
 
+# request key -> (what its pods were made from: the request's and its PodTemplates' objects; its pods or why none)
+FakePods = dict[str, tuple[tuple[object, ...], list[PodState] | str]]
+
+
 class Broker:
     """One loop's view of the requests; `pods` caches each request's fake pods across loops."""
 
-    def __init__(self, view: ClusterState, now: int, pods: dict[str, list[PodState] | str]) -> None:
+    def __init__(self, view: ClusterState, now: int, pods: FakePods) -> None:
         self.view = view
         self.now = now
         self._pods = pods
@@ -83,11 +87,17 @@ class Broker:
         self._finished: set[str] = set()  # requests failed or deleted by this loop (not handled again)
 
     def fake(self, state: RequestState) -> list[PodState] | str:
+        """The request's pods, made again when the request or one of its PodTemplates is another object than when
+        they were cached (created again, or changed during the run: upstream reads the templates every loop)."""
+        templates = self.view.provisioning.templates
+        namespace = state.key.split("/", 1)[0]
+        deps = (state.manifest, *(templates.get(f"{namespace}/{s['podTemplateRef']['name']}")
+                                  for s in state.manifest["spec"]["podSets"]))
         hit = self._pods.get(state.key)
-        if hit is None:
-            made = fake_pods(state.manifest, self.view.provisioning.templates)
-            hit = self._pods[state.key] = made if isinstance(made, str) else [_pod_state(m) for m in made]
-        return hit
+        if hit is None or len(hit[0]) != len(deps) or any(a is not b for a, b in zip(hit[0], deps, strict=True)):
+            made = fake_pods(state.manifest, templates)
+            hit = self._pods[state.key] = (deps, made if isinstance(made, str) else [_pod_state(m) for m in made])
+        return hit[1]
 
     def consumers(self, key: str) -> list[PodState]:
         return [p for p in self.view.pods.values() if consumed_request(p.manifest) == key]

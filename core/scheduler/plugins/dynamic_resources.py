@@ -117,6 +117,9 @@ class DraPlugin:
                     continue
                 out.allocated.append((key, in_flight))
                 continue
+            if key in view.dra.deleting:  # upstream's podResourceClaims: the claim has a deletionTimestamp
+                out.missing = f"resourceclaim {key[6:]} is being deleted"
+                return out
             allocation = assumed.get(key, state.allocation)
             if allocation is not None:
                 consumer = out.consumers.get(key, pod.key)
