@@ -85,7 +85,8 @@ class Autoscaler:
         if self.scan_interval_ms <= 0:
             raise ValueError("scan interval must be positive")
         self.profile = profile_from_config(self.kubernetes)
-        self._dra = DraPlugin(allocator_features(self.profile))  # selectors cached
+        # selectors cached; release profiles: claims the pod's status names (cluster/pod_claims.py status_claim)
+        self._dra = DraPlugin(allocator_features(self.profile), status_claims=self.kubernetes is not None)
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
         self._fake: dict[str, list[PodState] | str] = {}  # each ProvisioningRequest's pods, a cache
@@ -100,7 +101,7 @@ class Autoscaler:
         wake = now + self.scan_interval_ms
         broker = Broker(view, now, self._fake) if view.provisioning.requests else None
         events: list[AnyEvent] = broker.expire() if broker is not None else []
-        ready = partial(node_ready_for, view, self.policy)
+        ready = partial(node_ready_for, view, self.policy, release=self.kubernetes is not None)
         # late nodes given up on: their groups back off (for `count`, only nodes never Ready can be late)
         timed_out = self._timeouts.check(view, now, ready, view.never_ready if self.policy == "count" else None)
         events += timed_out

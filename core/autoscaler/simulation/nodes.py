@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from ...state.cluster import ClusterState, NodeState, PodState
 from ...state.gangs import Reservation
-from .capacity import FirstFit, FitMemo, SimNode, Simulation, devices_unpublished
+from .capacity import FirstFit, FitMemo, SimNode, Simulation, devices_unready
 
 
-def node_ready_for(view: ClusterState, policy: str, node: NodeState) -> bool:
-    """Whether the policy counts the node as ready (DRA policies wait for its drivers' slices)."""
-    return node.ready and (policy == "count" or not devices_unpublished(view, node))
+def node_ready_for(view: ClusterState, policy: str, node: NodeState, release: bool = False) -> bool:
+    """Whether the policy counts the node as ready (DRA policies wait for its drivers' slices; `release`: as
+    upstream's DRA processor compares them, readiness.py)."""
+    return node.ready and (policy == "count" or not devices_unready(view, node, release))
 
 
 def sim_ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Reservation]) -> list[SimNode]:
