@@ -71,6 +71,8 @@ class Autoscaler:
     # PodDisruptionBudgets (kube/pdb.py) scale-down's drains respect (disruption/pdb.py); only when a scenario has
     # some, so other run configs read as before
     pdbs: list[dict[str, Any]] = field(default_factory=list)
+    # node group -> the Pod manifests each of its new nodes runs (DaemonSets'), on every template node (capacity.py)
+    daemon_set_pods: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -118,7 +120,7 @@ class Autoscaler:
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
-                             release=self.kubernetes is not None)
+                             release=self.kubernetes is not None, daemon_set_pods=self.daemon_set_pods)
             return sim, sim_ready_nodes(view, sim, nominated)
 
         def scale_down() -> list[AnyEvent]:
@@ -140,7 +142,7 @@ class Autoscaler:
             return Decision(tuple(events + scale_down()), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
-                             release=self.kubernetes is not None)
+                             release=self.kubernetes is not None, daemon_set_pods=self.daemon_set_pods)
         ready_nodes = sim_ready_nodes(view, sim, nominated)
         upcoming = sim_upcoming_nodes(view, sim, given_up, blocked)
         self._fits.sync(view, ready_nodes)

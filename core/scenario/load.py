@@ -64,6 +64,8 @@ from .model import (
     ScoreStrategy,
     replica_name,
 )
+from .template_pods import FIELD as DAEMON_SET_PODS
+from .template_pods import check_daemon_set_pods
 
 __all__ = [
     "API_VERSION",
@@ -120,6 +122,7 @@ _METADATA = ("name", "labels", "annotations")
 _SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects",
          "faults", "kubernetes")
 _GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS)
+_GROUP_FIELDS: tuple[str, ...] = (*_GROUP, DAEMON_SET_PODS)  # core/scenario/template_pods.py
 _ARRIVAL = ("at", "count", "runFor", "pod", "job")
 
 
@@ -295,7 +298,7 @@ def _node_groups(value: object) -> list[NodeGroup]:
     for i, item in enumerate(items):
         g_path = index(path, i)
         m = expect_map(item, g_path)
-        check_fields(m, g_path, _GROUP, required=("name", "max", "template"))
+        check_fields(m, g_path, _GROUP_FIELDS, required=("name", "max", "template"))
         name = expect_str(m["name"], join(g_path, "name"))
         error = dns1123_label_error(name)
         if error is not None:
@@ -332,6 +335,7 @@ def _node_groups(value: object) -> list[NodeGroup]:
                 not_ready_ms=cloud.not_ready_ms,
                 drivers=cloud.drivers,
                 binding=cloud.binding,
+                daemon_set_pods=check_daemon_set_pods(m.get(DAEMON_SET_PODS), join(g_path, DAEMON_SET_PODS)),
             )
         )
     return groups

@@ -96,6 +96,8 @@ class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
     not_ready_ms: int = 0
     drivers: tuple[DriverSpec, ...] = ()
     binding: tuple[DeviceBindingRule, ...] = ()  # drivers[].bindingConditions (core/scenario/device_binding.py)
+    # Pods each new node runs from the start (DaemonSets'), with their claims (core/scenario/template_pods.py)
+    daemon_set_pods: tuple[dict[str, Any], ...] = ()
 
 
 class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):

@@ -43,7 +43,7 @@ from ...state.cluster import ClusterState, NodeGroupState, NodeState, PodState
 from .readiness import dra_resources_ready
 from .shared_claims import SimClaims
 from .sim_pods import SimPlacement
-from .virtual_claims import materialize
+from .virtual_claims import materialize, node_pod
 
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
 STATIC_TEMPLATE_FILTERS = tuple(f for f in TEMPLATE_FILTERS if f is not fits_resources)
@@ -103,7 +103,8 @@ class Simulation:
 
     def __init__(self, view: ClusterState, policy: str, dra: DraPlugin, templates: dict[tuple[str, str], list[Slice]],
                  statics: StaticMemo | None = None, *, virtual_claims: bool = True,
-                 shapes: ShapeMemo | None = None, release: bool = False):
+                 shapes: ShapeMemo | None = None, release: bool = False,
+                 daemon_set_pods: dict[str, list[dict[str, Any]]] | None = None):
         self.view = view
         self.virtual_claims = virtual_claims  # claims of virtual pods made in memory (virtual_claims.py)
         self.policy = policy
@@ -127,6 +128,7 @@ class Simulation:
         self.release = release
         # release profiles: a claim allocated here is allocated for every pod sharing it (shared_claims.py)
         self.shared = SimClaims() if release else None
+        self._daemon_set_pods = daemon_set_pods or {}  # group -> pods every new node runs (template_pods.py)
 
     # ------------------------------------------------------------------ nodes
 
@@ -148,6 +150,11 @@ class Simulation:
                 self._templates[key] = slices
             sim.slices, sim.index = slices, SliceIndex.build(slices)
         self.placement.register(sim)
+        for manifest in self._daemon_set_pods.get(group.name, ()):
+            pod = node_pod(manifest, name)
+            claims = materialize(self.view, pod, self.dra.prefilter(self.view, pod, {}))
+            self._claims[pod.key] = self.shared.resolve(pod.key, claims) if self.shared is not None else claims
+            self.place(pod, sim, self.fits(pod, sim) or {})  # there from the start, devices or not
         return sim
 
     def ready(self, node: NodeState) -> bool:
@@ -223,7 +230,7 @@ class Simulation:
         its static filters (no claims to allocate, none missing or waiting: `fits` answers {} or None
         on the resources alone), else None."""
         claims = self.claims(pod)
-        if claims.missing or claims.waiting or claims.to_allocate:
+        if claims.missing or claims.waiting or claims.to_allocate or (self.shared is not None and claims.allocated):
             return None
         return tuple(self._fit_of(pod)[2])
 
@@ -256,6 +263,8 @@ class Simulation:
             return None
         claims = self.claims(pod)
         if claims.missing or claims.waiting:
+            return None
+        if self.shared is not None and not self.shared.reachable(claims, node):  # claims allocated here, elsewhere
             return None
         if not claims.to_allocate:
             return {}

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...kube.nodeselector import node_selector_matches
 from ...log.event_base import claim_key
 from ...scheduler.plugins.dynamic_resources import PodClaims
+from ...state.cluster import NodeState
 
 
 class SimClaims:
@@ -43,6 +45,11 @@ class SimClaims:
                                     *((claim_key(c.namespace, c.name), self.allocations[c.key])
                                       for c in claims.to_allocate if c.key in self.allocations)],
                          missing=claims.missing, waiting=claims.waiting, consumers=dict(claims.consumers))
+
+    def reachable(self, claims: PodClaims, node: NodeState) -> bool:
+        """Whether the node matches the node selector of every allocated claim of the pod (DynamicResources'
+        Filter for allocated claims: the static filters see only the view's allocations, not the simulation's)."""
+        return all(node_selector_matches(a.get("nodeSelector"), node.labels, node.name) for _, a in claims.allocated)
 
     def record(self, pod: str, allocations: dict[str, dict[str, Any]]) -> set[str]:
         """The simulation placed `pod` with these claim allocations: the other pods sharing one of them (whose
