@@ -134,7 +134,8 @@ def test_counts_match_readme() -> None:
     """README's table: per upstream test function, the cases restated, played, skipped."""
     specs = [load(p)[0]["spec"] for p in files()]
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in README.read_text().splitlines()]
-    for function in ("TestStaticAutoscalerDynamicResources", "TestFilterOutNodesWithUnreadyDRAResources"):
+    for function in ("TestStaticAutoscalerDynamicResources", "TestFilterOutNodesWithUnreadyDRAResources",
+                     "TestAreResourcePoolsReady"):
         mine = [s for s in specs if s["upstream"].startswith(function + ":")]
         counts = (len(mine), sum(1 for s in mine if not s.get("skip")), sum(1 for s in mine if s.get("skip")))
         table = [tuple(int(c) for c in r[2:5]) for r in rows if len(r) >= 5 and r[0] == f"`{function}`"
