@@ -116,12 +116,14 @@ class Autoscaler:
             nominated.update(nominated_waits(view))
         if self.kubernetes is not None:  # release profiles: single pods waiting for their victims (nominated.py)
             nominated.update(waiting_for_preemption(view, nominated))
+        # autoscaler#7683 (core/kube/bugs.py) off: those pods take their claims' devices in the snapshot (nominated.py)
+        claims_with = self.kubernetes is not None and not self.profile.bug("autoscaler#7683")
 
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
                              release=self.kubernetes is not None, daemon_set_pods=self.daemon_set_pods)
-            return sim, sim_ready_nodes(view, sim, nominated)
+            return sim, sim_ready_nodes(view, sim, nominated, claims_with)
 
         def scale_down() -> list[AnyEvent]:
             return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, self.pdbs,
@@ -136,14 +138,14 @@ class Autoscaler:
         request = broker.next_request() if broker is not None else None
         # WrapperOrchestrator: loops alternate between ProvisioningRequests and regular pods when both wait
         provreq_mode = request is not None and (not unschedulable or (now // self.scan_interval_ms) % 2 == 1)
-        booked = broker.booked() if broker is not None else []
+        booked = broker.booked(self.profile.bug("autoscaler#9805")) if broker is not None else []
         watch_bookings = self.capacity_revoked and bool(booked)
         if not unschedulable and not provreq_mode and not watch_bookings:
             return Decision(tuple(events + scale_down()), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
                              release=self.kubernetes is not None, daemon_set_pods=self.daemon_set_pods)
-        ready_nodes = sim_ready_nodes(view, sim, nominated)
+        ready_nodes = sim_ready_nodes(view, sim, nominated, claims_with)
         upcoming = sim_upcoming_nodes(view, sim, given_up, blocked)
         self._fits.sync(view, ready_nodes)
         memo = self._fits

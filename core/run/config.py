@@ -64,6 +64,11 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
             # the legacy model's drains never read budgets, and its logs must read as they were made
             **({"pdbs": pdbs} if (pdbs := _pdbs(scenario)) and profile_config(scenario.kubernetes) is not None
                else {}),
+            # autoscaler#10065 (open: every release has it) unless the scenario sets provisioningRequestClaims itself:
+            # virtual pods' template claims stay unresolved (autoscaler/simulation/virtual_claims.py)
+            **({"provisioning_request_claims": "unresolved"}
+               if not scenario.autoscaler.provisioning_request_claims_given
+               and scenario.kubernetes.bug("autoscaler#10065") else {}),
             # the pods each new node of a group runs (nodeGroups[].daemonSetPods), only when a group has some
             **({"daemon_set_pods": ds} if (ds := {g.name: list(g.daemon_set_pods) for g in scenario.node_groups
                                                    if g.daemon_set_pods}) else {}),

@@ -248,6 +248,7 @@ def _autoscaler(value: object) -> AutoscalerSettings:
         if m.get("provisioningRequestClaims") is None
         else expect_enum(m["provisioningRequestClaims"], join(path, "provisioningRequestClaims"),
                          ("materialize", "unresolved")),
+        provisioning_request_claims_given=m.get("provisioningRequestClaims") is not None,
     )
 
 

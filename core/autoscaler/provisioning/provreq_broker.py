@@ -152,16 +152,19 @@ class Broker:
                 events += set_taints(self.view, node.name, [t for t in node.taints if t.get("key") != BOOKING_TAINT])
         return events
 
-    def booked(self) -> list[PodState]:
+    def booked(self, double_count: bool = False) -> list[PodState]:
         """The fake pods of requests whose booking holds (placed into every snapshot), less one for each
-        consumer already running (its real pod holds that share of the capacity)."""
+        consumer already running (its real pod holds that share of the capacity). `double_count`: autoscaler#9805
+        (core/kube/bugs.py; fixed by kubernetes/autoscaler#9806, which expires the booking once all the request's
+        pods are scheduled): every fake pod stays booked, running consumers or not, so their capacity counts twice."""
         out: list[PodState] = []
         for state in self.view.provisioning.requests.values():
             if (state.is_true("Provisioned") and "BookingExpired" not in state.conditions
                     and state.key not in self._finished):
                 pods = self.fake(state)
                 if not isinstance(pods, str):
-                    started = sum(1 for p in self.consumers(state.key) if p.phase in (RUNNING, SUCCEEDED))
+                    started = 0 if double_count else sum(1 for p in self.consumers(state.key)
+                                                         if p.phase in (RUNNING, SUCCEEDED))
                     out.extend(pods[started:])
                     self._owner.update((p.key, state.key) for p in pods)
         return out

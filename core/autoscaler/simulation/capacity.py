@@ -30,7 +30,7 @@ from ...dra.allocated import AllocatedState
 from ...dra.allocator import AllocationError, Allocator
 from ...dra.cel import SelectorError
 from ...dra.convert import convert_slice
-from ...dra.model import Slice
+from ...dra.model import Claim, Slice
 from ...dra.pools import SliceIndex
 from ...scenario.dra import render_slice_templates, slice_names
 from ...scheduler.filters import ShapeMemo
@@ -271,12 +271,16 @@ class Simulation:
         if self.policy == "count":
             demand = sum(claim_demand(c) for c in claims.to_allocate)
             return {} if demand <= self._device_count(sim) - sim.devices_used - self._in_use(sim) else None
+        return self.allocate(claims.to_allocate, sim)
+
+    def allocate(self, claims: list[Claim], sim: SimNode) -> dict[str, dict[str, Any]] | None:
+        """The claims' allocations on the node in this snapshot (the scheduler's allocator), or None."""
         allocator = Allocator(sim.slices, self.view.dra.classes, self.allocated, self.dra.matcher,
                               features=self.dra.features,
                               # the slices as published: CA ignores DeviceTaintRules (kubernetes/autoscaler#7947)
                               index=sim.index if sim.index is not None else self.view.dra.slice_index())
         try:
-            outcome = allocator.allocate(dra_node(sim.node), claims.to_allocate, explain=False)
+            outcome = allocator.allocate(dra_node(sim.node), claims, explain=False)
         except (AllocationError, SelectorError):
             return None
         return dict(outcome.allocations) if outcome.outcome == "allocated" else None
