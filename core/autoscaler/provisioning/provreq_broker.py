@@ -92,10 +92,11 @@ class Broker:
     def consumers(self, key: str) -> list[PodState]:
         return [p for p in self.view.pods.values() if consumed_request(p.manifest) == key]
 
-    def expire(self) -> list[AnyEvent]:
+    def expire(self, consumed: bool = True) -> list[AnyEvent]:
         """BookingExpired for provisioned requests whose consumers all run, or whose 10 minutes are over;
         Failed=True (Expired) for requests not provisioned 7 days after their creation; then the
-        deletion of old finished requests (`collect`)."""
+        deletion of old finished requests (`collect`). `consumed` False: autoscaler#9805 (core/kube/bugs.py), before
+        kubernetes/autoscaler#9806 added CapacityBookingConsumed: only the 10 minutes end a booking."""
         events: list[AnyEvent] = []
         expired = failures = 0  # upstream's refresh updates at most MAX_UPDATED requests per loop
         for state in self.view.provisioning.requests.values():
@@ -117,7 +118,7 @@ class Broker:
                 # the atomic request failed at the cloud (upstream learns it from the resize call): retry
                 events.append(_condition(state, "Provisioned", "False", "CapacityIsNotFound",
                                          f"the atomic scale-up of node group {provisioned.group} failed"))
-            elif started >= state.count:
+            elif consumed and started >= state.count:
                 events.append(_condition(state, "BookingExpired", "True", "CapacityBookingConsumed",
                                          "all pods of the request are scheduled"))
                 events += self.unreserve(state.key)
