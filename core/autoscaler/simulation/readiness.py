@@ -69,6 +69,8 @@ def dra_resources_ready(view: ClusterState, node: NodeState) -> bool:
     group = view.node_groups.get(node.group)
     if group is None or not group.resource_slices:
         return True
-    published = [(s.driver, s.pool, s.generation, s.resource_slice_count)
-                 for _, s in view.dra.slice_index().by_node.get(node.name, ())]
+    index = view.dra.slice_index()  # the node's slices: its own, and those of its name the index keeps as shared
+    published = [(s.driver, s.pool, s.generation, s.resource_slice_count)  # (counter sets: upstream lists them too)
+                 for _, s in (*index.by_node.get(node.name, ()), *index.shared)
+                 if s.node_selection is not None and s.node_selection.node_name == node.name]
     return pools_ready(published, _template_slices(group.resource_slices))
