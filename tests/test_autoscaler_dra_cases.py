@@ -180,3 +180,35 @@ def test_daemon_set_pods_are_checked_with_their_path() -> None:
     with pytest.raises(FieldError) as e:
         parse_node_groups({"nodeGroups": [bad]})
     assert e.value.path.startswith("nodeGroups[0].daemonSetPods[0].spec.containers")
+
+
+def test_daemon_set_pods_reach_a_run_through_its_configuration() -> None:
+    """A scenario's nodeGroups[].daemonSetPods are recorded in the run's configuration (so a replay rebuilds the same
+    autoscaler) and the run's autoscaler counts them: 3 one-GPU pods need 3 new 3-GPU nodes whose DaemonSet pods hold
+    2 GPUs each (without them, 1 node)."""
+    from dralab.core.log.events import ScaleUpRequested, decode_record
+    from dralab.core.run.config import run_config
+    from dralab.core.scenario.load import parse_scenario
+    from dralab.replay.simulation.sim import simulate
+
+    test, manifests = load(CASES / "scaleup-from-0-nodes-template-pods-consuming-dra.yaml")
+    group = {k: v for k, v in test["spec"]["nodeGroups"][0].items()}
+    template = next(m for m in manifests if m["kind"] == "ResourceClaimTemplate")
+    device_class = next(m for m in manifests if m["kind"] == "DeviceClass")
+    pod = {"metadata": {"name": "job"}, "spec": {
+        "containers": [{"name": "c", "image": "c:1", "resources": {"requests": {"cpu": "100m"}}}],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template["metadata"]["name"]}]}}
+
+    def added(with_pods: bool) -> int:
+        g = group if with_pods else {k: v for k, v in group.items() if k != "daemonSetPods"}
+        doc = {"apiVersion": "dralab.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "ds"},
+               "spec": {"seed": 1, "duration": "5m", "kubernetes": {"version": "1.37"}, "policy": {"autoscaler": "dra"},
+                        "objects": [device_class, template], "nodeGroups": [g],
+                        "workload": [{"at": "0s", "count": 3, "pod": pod}]}}
+        scenario = parse_scenario(doc, "ds.yaml")
+        assert ("daemon_set_pods" in run_config(scenario)["autoscaler"]) == with_pods
+        result = simulate(scenario, 1)
+        return sum(e.delta for o, p in result.entries for e in decode_record(p, o).events
+                   if isinstance(e, ScaleUpRequested))
+
+    assert (added(True), added(False)) == (3, 1)
