@@ -152,6 +152,8 @@ class Simulation:
         self.placement.register(sim)
         for manifest in self._daemon_set_pods.get(group.name, ()):
             pod = node_pod(manifest, name)
+            if not self.static_ok(pod, sim):
+                continue  # a DaemonSet pod that would not run there (selector, taints): not on the template
             claims = materialize(self.view, pod, self.dra.prefilter(self.view, pod, {}))
             self._claims[pod.key] = self.shared.resolve(pod.key, claims) if self.shared is not None else claims
             self.place(pod, sim, self.fits(pod, sim) or {})  # there from the start, devices or not
