@@ -505,7 +505,13 @@ BAD: list[tuple[Keys, object, str, str]] = [
     ),
     ((*S, 0, "spec"), DELETE, "spec.nodeGroups[0].resourceSlices[0].spec", "missing required field"),
     ((*S, 0, "spec", "nodeName"), "n", "spec.nodeGroups[0].resourceSlices[0].spec.nodeName", PER_NODE),
-    ((*S, 0, "spec", "pool"), {"name": "p"}, "spec.nodeGroups[0].resourceSlices[0].spec.pool.name", PER_NODE),
+    (  # a pool name of its own is allowed (each node publishes `<node>/<name>`), a bad one is refused
+        (*S, 0, "spec", "pool"),
+        {"name": "Bad_Pool"},
+        "spec.nodeGroups[0].resourceSlices[0].spec.pool.name",
+        "Invalid value: \"Bad_Pool\": a pool name is one or more DNS subdomains separated by '/' "
+        "(`Bad_Pool` is not a DNS subdomain)",
+    ),
     ((*S, 0, "spec", "allNodes"), True, "spec.nodeGroups[0].resourceSlices[0].spec.allNodes", NODE_LOCAL),
     ((*S, 0, "spec", "nodeSelector"), {}, "spec.nodeGroups[0].resourceSlices[0].spec.nodeSelector", NODE_LOCAL),
     (

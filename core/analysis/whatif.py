@@ -147,6 +147,8 @@ class _Base:
     pending: tuple[str, ...]  # pod keys pending in the dump
     fits_now: tuple[str, ...]  # pod keys the first settle bound
     pdbs: tuple[dict[str, Any], ...] = ()  # the dump's PodDisruptionBudgets (preemption; scale-down's drains)
+    # the groups' nodeGroups[].daemonSetPods, which the autoscaler places on each template node
+    daemon_set_pods: tuple[tuple[str, tuple[dict[str, Any], ...]], ...] = ()
 
 
 def _short(key: str) -> str:
@@ -168,7 +170,8 @@ def _base(inv: Inventory, groups: Sequence[NodeGroup], seed: int, kubernetes: di
     pdbs = [o for o in inv.other if o.get("kind") == "PodDisruptionBudget"]
     records += log.settle(0, ClaimController(), _scheduler(kubernetes, pdbs))
     fits = tuple(k for k in dump.pending if log.state.pods[k].node is not None)
-    return _Base(tuple(records), dump.pending, fits, tuple(pdbs))
+    return _Base(tuple(records), dump.pending, fits, tuple(pdbs),
+                 tuple((g.name, g.daemon_set_pods) for g in groups if g.daemon_set_pods))
 
 
 def _pending_reason(view: ClusterState, key: str) -> tuple[str, str]:
@@ -190,7 +193,8 @@ def _policy(base: _Base, policy: str, seed: int, expander: str, max_loops: int,
     log = _Log(base.records, seed)
     # budgets for the autoscaler in release profiles only, as a run's config records them (run/config.py)
     autoscaler = Autoscaler(policy=policy, expander=expander, kubernetes=kubernetes,
-                            pdbs=list(base.pdbs) if kubernetes is not None else [])
+                            pdbs=list(base.pdbs) if kubernetes is not None else [],
+                            daemon_set_pods={g: list(pods) for g, pods in base.daemon_set_pods})
     claims, scheduler = ClaimController(), _scheduler(kubernetes, list(base.pdbs))
     step = max(autoscaler.scan_interval_ms, MAX_BACKOFF_MS)
     now = 0

@@ -72,6 +72,8 @@ class Autoscaler:
     # PodDisruptionBudgets (kube/pdb.py) scale-down's drains respect (disruption/pdb.py); only when a scenario has
     # some, so other run configs read as before
     pdbs: list[dict[str, Any]] = field(default_factory=list)
+    # node group -> the Pod manifests each of its new nodes runs (DaemonSets'), on every template node (capacity.py)
+    daemon_set_pods: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -86,7 +88,8 @@ class Autoscaler:
         if self.scan_interval_ms <= 0:
             raise ValueError("scan interval must be positive")
         self.profile = profile_from_config(self.kubernetes)
-        self._dra = DraPlugin(allocator_features(self.profile))  # selectors cached
+        # selectors cached; release profiles: claims the pod's status names (cluster/pod_claims.py status_claim)
+        self._dra = DraPlugin(allocator_features(self.profile), status_claims=self.kubernetes is not None)
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
         self._fake: FakePods = {}  # each ProvisioningRequest's pods, a cache (provreq_broker.py)
@@ -100,8 +103,8 @@ class Autoscaler:
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms
         broker = Broker(view, now, self._fake) if view.provisioning.requests else None
-        events: list[AnyEvent] = broker.expire() if broker is not None else []
-        ready = partial(node_ready_for, view, self.policy)
+        events: list[AnyEvent] = broker.expire(not self.profile.bug("autoscaler#9805")) if broker is not None else []
+        ready = partial(node_ready_for, view, self.policy, release=self.kubernetes is not None)
         # late nodes given up on: their groups back off (for `count`, only nodes never Ready can be late)
         timed_out = self._timeouts.check(view, now, ready, view.never_ready if self.policy == "count" else None)
         events += timed_out
@@ -114,12 +117,14 @@ class Autoscaler:
             nominated.update(nominated_waits(view))
         if self.kubernetes is not None:  # release profiles: single pods waiting for their victims (nominated.py)
             nominated.update(waiting_for_preemption(view, nominated))
+        # autoscaler#7683 (core/kube/bugs.py) off: those pods take their claims' devices in the snapshot (nominated.py)
+        claims_with = self.kubernetes is not None and not self.profile.bug("autoscaler#7683")
 
         def snapshot() -> tuple[Simulation, list[SimNode]]:  # for scale-down's drain simulation
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
-                             release=self.kubernetes is not None)
-            return sim, sim_ready_nodes(view, sim, nominated)
+                             release=self.kubernetes is not None, daemon_set_pods=self.daemon_set_pods)
+            return sim, sim_ready_nodes(view, sim, nominated, claims_with)
 
         def scale_down() -> list[AnyEvent]:
             pdbs = self.pdbs if self.kubernetes is None else current_pdbs(self.pdbs, view.pdbs)  # changed mid-run too
@@ -135,14 +140,14 @@ class Autoscaler:
         request = broker.next_request() if broker is not None else None
         # WrapperOrchestrator: loops alternate between ProvisioningRequests and regular pods when both wait
         provreq_mode = request is not None and (not unschedulable or (now // self.scan_interval_ms) % 2 == 1)
-        booked = broker.booked() if broker is not None else []
+        booked = broker.booked(self.profile.bug("autoscaler#9805")) if broker is not None else []
         watch_bookings = self.capacity_revoked and bool(booked)
         if not unschedulable and not provreq_mode and not watch_bookings:
             return Decision(tuple(events + scale_down()), wake)
         sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
-                             release=self.kubernetes is not None)
-        ready_nodes = sim_ready_nodes(view, sim, nominated)
+                             release=self.kubernetes is not None, daemon_set_pods=self.daemon_set_pods)
+        ready_nodes = sim_ready_nodes(view, sim, nominated, claims_with)
         upcoming = sim_upcoming_nodes(view, sim, given_up, blocked)
         self._fits.sync(view, ready_nodes)
         memo = self._fits

@@ -66,3 +66,16 @@ def same_source(group_entry: dict[str, Any], pod_entry: dict[str, Any]) -> bool:
     """KEP-5729's matching rule: the pod uses the group's claim only when its entry has the same name and the
     same claim or template name; any other entry is the pod's own."""
     return all(group_entry.get(f) == pod_entry.get(f) for f in ("resourceClaimName", "resourceClaimTemplateName"))
+
+
+def status_claim(generated: dict[str, str], entry: dict[str, Any]) -> str | None:
+    """The claim key `pod.status.resourceClaimStatuses` names for a template entry (the fold's `dra.pod_claims`
+    of the pod), else None. kube-scheduler and cluster-autoscaler resolve a template entry this way only
+    (component-helpers resource/resourceclaim.go `Name`: the status entry of that name, `ErrClaimNotFound`
+    without one): the ResourceClaimTemplate matters to the resourceclaim controller alone, so a claim that
+    exists and is named there is used even when its template is gone (issue 22, upstream's DRA tests name
+    templates that do not exist)."""
+    name = entry.get("name")
+    if not entry.get("resourceClaimTemplateName") or not isinstance(name, str):
+        return None
+    return generated.get(name)

@@ -76,6 +76,22 @@ BUGS: dict[str, Bug] = {
     "kueue#15734": Bug(
         "kueue", "a pod group whose member Succeeded is PodsReady=False and is evicted after recoveryTimeout",
         "https://github.com/kubernetes-sigs/kueue/pull/15734", ("0.14", "0.15", "0.16", "0.17", "0.18", "0.19")),
+    # still open (the fix, kubernetes-sigs/cluster-autoscaler#22, is under review): every release has it. Forks in
+    # core/run/config.py (the run's provisioningRequestClaims, unless the scenario sets it), virtual_claims.py.
+    "autoscaler#10065": Bug(
+        "cluster-autoscaler", "check-capacity ProvisioningRequests: virtual pods' ResourceClaimTemplates never "
+        "resolve, so capacity is never found", "https://github.com/kubernetes/autoscaler/issues/10065", until("")),
+    # fixed by kubernetes/autoscaler#9806 (merged 2026-06, before the 1.37 branch; reported on 1.35.3). Forks in
+    # provisioning/provreq_broker.py `Broker.booked`.
+    "autoscaler#9805": Bug(
+        "cluster-autoscaler", "a Provisioned ProvisioningRequest keeps booking capacity for its pods already running "
+        "(counted twice), so other requests get CapacityIsNotFound", "https://github.com/kubernetes/autoscaler/issues/9805",
+        until("1.37"), "1.37"),
+    # open: a pod waiting for preemption is force-added to its nominated node without its claims' devices. Forks in
+    # simulation/nodes.py `sim_ready_nodes` (without the bug: the claims are allocated there when they fit).
+    "autoscaler#7683": Bug(
+        "cluster-autoscaler", "a nominated pod is force-added to the autoscaler's snapshot without its ResourceClaims: "
+        "its devices look free", "https://github.com/kubernetes/autoscaler/issues/7683", until("")),
 }
 
 

@@ -64,6 +64,15 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
             # the legacy model's drains never read budgets, and its logs must read as they were made
             **({"pdbs": pdbs} if (pdbs := _pdbs(scenario)) and profile_config(scenario.kubernetes) is not None
                else {}),
+            # autoscaler#10065 (open: every release has it) unless the scenario sets provisioningRequestClaims itself:
+            # virtual pods' template claims stay unresolved (autoscaler/simulation/virtual_claims.py); recorded only
+            # where ProvisioningRequests can exist (objects, or Kueue's broker), so other runs record what they did
+            **({"provisioning_request_claims": "unresolved"}
+               if not scenario.autoscaler.provisioning_request_claims_given
+               and scenario.kubernetes.bug("autoscaler#10065") and _provreqs(scenario) else {}),
+            # the pods each new node of a group runs (nodeGroups[].daemonSetPods), only when a group has some
+            **({"daemon_set_pods": ds} if (ds := {g.name: list(g.daemon_set_pods) for g in scenario.node_groups
+                                                   if g.daemon_set_pods}) else {}),
         },
     }
 
@@ -147,3 +156,17 @@ def drivers_shards(shards: int) -> list[Drivers]:
 def policies(config: dict[str, Any]) -> dict[str, str]:
     """The `policy` object of the summary."""
     return {"autoscaler": str(config.get("autoscaler", {}).get("policy", "count"))}
+
+
+def _provreqs(scenario: Scenario) -> bool:
+    """Whether the run may have ProvisioningRequests whose virtual pods claim from a ResourceClaimTemplate (what
+    autoscaler#10065 is about): some in spec.objects with such a PodTemplate, or Kueue's broker making them for
+    workload pods with such claims."""
+    def templated(spec: object) -> bool:
+        claims = spec.get("resourceClaims") if isinstance(spec, dict) else None
+        return any(isinstance(c, dict) and c.get("resourceClaimTemplateName") for c in claims or [])
+    objects = scenario.objects
+    if any(o.get("kind") == "ProvisioningRequest" for o in objects) and any(
+            o.get("kind") == "PodTemplate" and templated((o.get("template") or {}).get("spec")) for o in objects):
+        return True
+    return broker_config(scenario.objects) is not None and any(templated(a.pod.get("spec")) for a in scenario.workload)

@@ -29,7 +29,7 @@ from ..dra.pools import SliceIndex, gather_pools
 from ..dra.taint_rules import GROUP as TAINT_RULE_GROUP
 from ..dra.taint_rules import KIND as TAINT_RULE_KIND
 from ..dra.taint_rules import convert_rule
-from ..dra.validation import check_driver_name, required
+from ..dra.validation import check_driver_name, check_pool_name, required
 from ..kube.fields import FieldError, expect_list, expect_map, expect_str, index, join, type_name
 from ..kube.kueue import ADMISSION_CHECK_KIND, CONFIG_KIND, KUEUE_API_VERSIONS, KUEUE_KINDS, check_kueue_object
 from ..kube.pdb import API_VERSION as PDB_API_VERSION
@@ -130,6 +130,8 @@ def render_slice_templates(templates: Sequence[dict[str, Any]], node_name: str,
         manifest = copiers[i]() if copiers is not None else copy.deepcopy(template)
         manifest["metadata"] = {"name": name, **manifest["metadata"]}
         pool = {"name": node_name, **manifest["spec"]["pool"]}
+        if manifest["spec"]["pool"].get("name"):  # a pool of its own on every node (check_slice_templates)
+            pool["name"] = f"{node_name}/{manifest['spec']['pool']['name']}"
         manifest["spec"] = {"driver": driver, "pool": pool, "nodeName": node_name, **manifest["spec"]}
         manifest["spec"]["pool"] = pool
         out.append(manifest)
@@ -288,11 +290,15 @@ def _check_object(obj: dict[str, Any], o_path: str, api_version: str, kind: str,
 def check_slice_templates(value: object, path: str, group: str) -> list[dict[str, Any]]:
     """Check ``spec.nodeGroups[g].resourceSlices`` of node group ``group``; return copies of the templates
     with ``apiVersion``, ``kind``, ``spec.pool.generation`` (1) and ``spec.pool.resourceSliceCount`` (the
-    number of templates of the driver) filled in."""
+    number of templates of the driver's pool) filled in. A template may name its pool (``spec.pool.name``): a node
+    then publishes that pool as ``<node>/<name>``, so one driver may have several pools per node; without a name,
+    a driver's templates form one pool named after the node. ``resourceSliceCount`` above the templates listed, or
+    templates of two generations, make every node publish its pool partly (cluster-autoscaler's readiness counts
+    only complete pools: core/autoscaler/simulation/readiness.py)."""
     if value is None:
         return []
     templates: list[dict[str, Any]] = []
-    counts: dict[str, int] = {}
+    counts: dict[tuple[str, str], int] = {}  # (driver, pool name given or "") -> its templates
     for i, item in enumerate(expect_list(value, path)):
         t_path = index(path, i)
         template = copy.deepcopy(expect_map(item, t_path))
@@ -322,17 +328,17 @@ def check_slice_templates(value: object, path: str, group: str) -> list[dict[str
         driver = check_driver_name(expect_str(spec["driver"], join(spec_path, "driver")), join(spec_path, "driver"))
         pool_path = join(spec_path, "pool")
         pool = expect_map(spec.get("pool") or {}, pool_path)
-        if pool.get("name") is not None:
-            raise FieldError(join(pool_path, "name"), f"leave it out: {_PER_NODE}")
+        if pool.get("name") is not None:  # several pools of one driver: each node publishes `<node>/<name>`
+            check_pool_name(expect_str(pool["name"], join(pool_path, "name")), join(pool_path, "name"))
         spec["pool"] = pool
-        counts[driver] = counts.get(driver, 0) + 1
+        counts[(driver, pool.get("name") or "")] = counts.get((driver, pool.get("name") or ""), 0) + 1
         # The usual order of a manifest's fields, so that a rendered slice reads as `kubectl` prints one.
         ordered = {k: template[k] for k in ("apiVersion", "kind", "metadata", "spec")}
         templates.append({**ordered, **template})
     for template in templates:
         pool = template["spec"]["pool"]
         pool.setdefault("generation", 1)
-        pool.setdefault("resourceSliceCount", counts[template["spec"]["driver"]])
+        pool.setdefault("resourceSliceCount", counts[(template["spec"]["driver"], pool.get("name") or "")])
     _check_rendered(templates, path, f"{group}-0")
     return templates
 
@@ -340,8 +346,8 @@ def check_slice_templates(value: object, path: str, group: str) -> list[dict[str
 def _check_rendered(templates: list[dict[str, Any]], path: str, node: str) -> None:
     """Check the slices one node of the group would publish, as the loader and the allocator see them."""
     slices: list[Slice] = []
-    devices: dict[tuple[str, str], str] = {}  # (driver, device) -> where
-    counters: dict[tuple[str, str], str] = {}  # (driver, counter set) -> where
+    devices: dict[tuple[str, str, str], str] = {}  # (driver, pool, device) -> where
+    counters: dict[tuple[str, str, str], str] = {}  # (driver, pool, counter set) -> where
     for i, manifest in enumerate(render_slice_templates(templates, node)):
         t_path = index(path, i)
         [slc] = _parse(manifest, t_path).slices.values()
@@ -350,14 +356,14 @@ def _check_rendered(templates: list[dict[str, Any]], path: str, node: str) -> No
         for what, field, seen in (("device", "devices", devices), ("counter set", "sharedCounters", counters)):
             for j, entry in enumerate(spec.get(field) or []):
                 where = join(index(join(join(t_path, "spec"), field), j), "name")
-                first = seen.get((slc.driver, entry["name"]))
+                first = seen.get((slc.driver, slc.pool, entry["name"]))
                 if first is not None:
                     raise FieldError(
                         where,
                         f"duplicate {what} name `{entry['name']}` in the pool of driver `{slc.driver}` (also {first}); "
                         "the slices of one driver on a node form one pool",
                     )
-                seen[(slc.driver, entry["name"])] = where
+                seen[(slc.driver, slc.pool, entry["name"])] = where
     for pool in gather_pools(SliceIndex.build(slices), DraNode(name=node)):
         if pool.invalid:
             raise FieldError(path, f"the slices of driver `{pool.driver}` make an invalid pool: {pool.invalid_reason}")

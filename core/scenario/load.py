@@ -67,6 +67,8 @@ from .model import (
 )
 from .node_changes import starting_nodes
 from .object_changes import check_object_changes, is_object_change
+from .template_pods import FIELD as DAEMON_SET_PODS
+from .template_pods import check_daemon_set_pods
 
 __all__ = [
     "API_VERSION",
@@ -123,6 +125,7 @@ _METADATA = ("name", "labels", "annotations")
 _SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects",
          "faults", "kubernetes")
 _GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS)
+_GROUP_FIELDS: tuple[str, ...] = (*_GROUP, DAEMON_SET_PODS)  # core/scenario/template_pods.py
 _ARRIVAL = ("at", "count", "runFor", "pod", "job")
 
 
@@ -251,6 +254,7 @@ def _autoscaler(value: object) -> AutoscalerSettings:
         if m.get("provisioningRequestClaims") is None
         else expect_enum(m["provisioningRequestClaims"], join(path, "provisioningRequestClaims"),
                          ("materialize", "unresolved")),
+        provisioning_request_claims_given=m.get("provisioningRequestClaims") is not None,
     )
 
 
@@ -301,7 +305,7 @@ def _node_groups(value: object) -> list[NodeGroup]:
     for i, item in enumerate(items):
         g_path = index(path, i)
         m = expect_map(item, g_path)
-        check_fields(m, g_path, _GROUP, required=("name", "max", "template"))
+        check_fields(m, g_path, _GROUP_FIELDS, required=("name", "max", "template"))
         name = expect_str(m["name"], join(g_path, "name"))
         error = dns1123_label_error(name)
         if error is not None:
@@ -338,6 +342,7 @@ def _node_groups(value: object) -> list[NodeGroup]:
                 not_ready_ms=cloud.not_ready_ms,
                 drivers=cloud.drivers,
                 binding=cloud.binding,
+                daemon_set_pods=check_daemon_set_pods(m.get(DAEMON_SET_PODS), join(g_path, DAEMON_SET_PODS)),
             )
         )
     return groups

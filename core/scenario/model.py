@@ -76,6 +76,8 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     # ProvisioningRequests' virtual pods: claims from templates made in memory (the fix of autoscaler#10065)
     # or left unresolved, so such pods never fit (the bug); see core/autoscaler/simulation/virtual_claims.py
     provisioning_request_claims: str = "materialize"
+    # whether the scenario set it: when not, the release decides (autoscaler#10065, core/kube/bugs.py; run/config.py)
+    provisioning_request_claims_given: bool = False
 
 
 class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,6 +98,8 @@ class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
     not_ready_ms: int = 0
     drivers: tuple[DriverSpec, ...] = ()
     binding: tuple[DeviceBindingRule, ...] = ()  # drivers[].bindingConditions (core/scenario/device_binding.py)
+    # Pods each new node runs from the start (DaemonSets'), with their claims (core/scenario/template_pods.py)
+    daemon_set_pods: tuple[dict[str, Any], ...] = ()
 
 
 class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):

@@ -100,7 +100,7 @@ class Scheduler(NodeSearch):
             raise ValueError(f"unknown scheduler feature gates {unknown}; expected some of {sorted(GATES)}")
         # the release emulated, with the scheduler's own gates on top (FieldError if they do not fit it)
         self.profile = merge_gates(profile_from_config(self.kubernetes), self.feature_gates, path="scheduler")
-        self._dra = DraPlugin(allocator_features(self.profile))
+        self._dra = DraPlugin(allocator_features(self.profile), status_claims=self.kubernetes is not None)
         if self.config is not None and self.score == "fragmentation":
             raise ValueError("the fragmentation score is dralab's own: not with a scheduler configuration")
         self._scoring = Scoring(self.config) if self.config is not None else None  # scoring.py

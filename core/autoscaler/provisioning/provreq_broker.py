@@ -102,10 +102,11 @@ class Broker:
     def consumers(self, key: str) -> list[PodState]:
         return [p for p in self.view.pods.values() if consumed_request(p.manifest) == key]
 
-    def expire(self) -> list[AnyEvent]:
+    def expire(self, consumed: bool = True) -> list[AnyEvent]:
         """BookingExpired for provisioned requests whose consumers all run, or whose 10 minutes are over;
         Failed=True (Expired) for requests not provisioned 7 days after their creation; then the
-        deletion of old finished requests (`collect`)."""
+        deletion of old finished requests (`collect`). `consumed` False: autoscaler#9805 (core/kube/bugs.py), before
+        kubernetes/autoscaler#9806 added CapacityBookingConsumed: only the 10 minutes end a booking."""
         events: list[AnyEvent] = []
         expired = failures = 0  # upstream's refresh updates at most MAX_UPDATED requests per loop
         for state in self.view.provisioning.requests.values():
@@ -127,7 +128,7 @@ class Broker:
                 # the atomic request failed at the cloud (upstream learns it from the resize call): retry
                 events.append(_condition(state, "Provisioned", "False", "CapacityIsNotFound",
                                          f"the atomic scale-up of node group {provisioned.group} failed"))
-            elif started >= state.count:
+            elif consumed and started >= state.count:
                 events.append(_condition(state, "BookingExpired", "True", "CapacityBookingConsumed",
                                          "all pods of the request are scheduled"))
                 events += self.unreserve(state.key)
@@ -162,16 +163,19 @@ class Broker:
                 events += set_taints(self.view, node.name, [t for t in node.taints if t.get("key") != BOOKING_TAINT])
         return events
 
-    def booked(self) -> list[PodState]:
+    def booked(self, double_count: bool = False) -> list[PodState]:
         """The fake pods of requests whose booking holds (placed into every snapshot), less one for each
-        consumer already running (its real pod holds that share of the capacity)."""
+        consumer already running (its real pod holds that share of the capacity). `double_count`: autoscaler#9805
+        (core/kube/bugs.py; fixed by kubernetes/autoscaler#9806, which expires the booking once all the request's
+        pods are scheduled): every fake pod stays booked, running consumers or not, so their capacity counts twice."""
         out: list[PodState] = []
         for state in self.view.provisioning.requests.values():
             if (state.is_true("Provisioned") and "BookingExpired" not in state.conditions
                     and state.key not in self._finished):
                 pods = self.fake(state)
                 if not isinstance(pods, str):
-                    started = sum(1 for p in self.consumers(state.key) if p.phase in (RUNNING, SUCCEEDED))
+                    started = 0 if double_count else sum(1 for p in self.consumers(state.key)
+                                                         if p.phase in (RUNNING, SUCCEEDED))
                     out.extend(pods[started:])
                     self._owner.update((p.key, state.key) for p in pods)
         return out

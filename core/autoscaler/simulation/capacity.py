@@ -30,7 +30,7 @@ from ...dra.allocated import AllocatedState
 from ...dra.allocator import AllocationError, Allocator
 from ...dra.cel import SelectorError
 from ...dra.convert import convert_slice
-from ...dra.model import Slice
+from ...dra.model import Claim, Slice
 from ...dra.pools import SliceIndex
 from ...scenario.dra import render_slice_templates, slice_names
 from ...scheduler.filters import ShapeMemo
@@ -40,8 +40,10 @@ from ...scheduler.plugins.node_resources_fit import lacking
 from ...scheduler.plugins.pod_topology_spread import HOSTNAME
 from ...scheduler.reactor import FILTERS, fits_resources, node_ready
 from ...state.cluster import ClusterState, NodeGroupState, NodeState, PodState
+from .readiness import dra_resources_ready
+from .shared_claims import SimClaims
 from .sim_pods import SimPlacement
-from .virtual_claims import materialize
+from .virtual_claims import materialize, node_pod
 
 TEMPLATE_FILTERS = tuple(f for f in FILTERS if f is not node_ready)
 STATIC_TEMPLATE_FILTERS = tuple(f for f in TEMPLATE_FILTERS if f is not fits_resources)
@@ -67,6 +69,11 @@ def devices_unpublished(view: ClusterState, node: NodeState) -> bool:
     if group is None or not group.resource_slices:
         return False
     return any(name not in view.dra.slices for name in slice_names(group.resource_slices, node.name))
+
+
+def devices_unready(view: ClusterState, node: NodeState, release: bool = False) -> bool:
+    """Release profiles: upstream's DRA readiness check (readiness.py); legacy: `devices_unpublished`."""
+    return not dra_resources_ready(view, node) if release else devices_unpublished(view, node)
 
 
 _NODE, _NAME, _MANIFEST = attrgetter("node"), attrgetter("name"), attrgetter("manifest")  # (FitMemo.sync)
@@ -96,7 +103,8 @@ class Simulation:
 
     def __init__(self, view: ClusterState, policy: str, dra: DraPlugin, templates: dict[tuple[str, str], list[Slice]],
                  statics: StaticMemo | None = None, *, virtual_claims: bool = True,
-                 shapes: ShapeMemo | None = None, release: bool = False):
+                 shapes: ShapeMemo | None = None, release: bool = False,
+                 daemon_set_pods: dict[str, list[dict[str, Any]]] | None = None):
         self.view = view
         self.virtual_claims = virtual_claims  # claims of virtual pods made in memory (virtual_claims.py)
         self.policy = policy
@@ -117,6 +125,10 @@ class Simulation:
         self._static_shape = ShapeMemo() if shapes is None else shapes  # static_shape, kept across loops or not
         # PodTopologySpread, InterPodAffinity (sim_pods.py); its anti-affinity memo kept with the static memo
         self.placement = SimPlacement(view, self.ready, self._statics.setdefault(ANTI_MEMO, {}), release)
+        self.release = release
+        # release profiles: a claim allocated here is allocated for every pod sharing it (shared_claims.py)
+        self.shared = SimClaims() if release else None
+        self._daemon_set_pods = daemon_set_pods or {}  # group -> pods every new node runs (template_pods.py)
 
     # ------------------------------------------------------------------ nodes
 
@@ -138,13 +150,20 @@ class Simulation:
                 self._templates[key] = slices
             sim.slices, sim.index = slices, SliceIndex.build(slices)
         self.placement.register(sim)
+        for manifest in self._daemon_set_pods.get(group.name, ()):
+            pod = node_pod(manifest, name)
+            if not self.static_ok(pod, sim):
+                continue  # a DaemonSet pod that would not run there (selector, taints): not on the template
+            claims = materialize(self.view, pod, self.dra.prefilter(self.view, pod, {}))
+            self._claims[pod.key] = self.shared.resolve(pod.key, claims) if self.shared is not None else claims
+            self.place(pod, sim, self.fits(pod, sim) or {})  # there from the start, devices or not
         return sim
 
     def ready(self, node: NodeState) -> bool:
         """Whether the autoscaler treats the node as ready (else it is an upcoming node)."""
         if not node.ready:
             return False
-        return self.policy == "count" or not devices_unpublished(self.view, node)
+        return self.policy == "count" or not devices_unready(self.view, node, self.release)
 
     # ------------------------------------------------------------------ pods
 
@@ -155,8 +174,15 @@ class Simulation:
                    else PodClaims())
             if hit.waiting and self.virtual_claims and pod.key not in self.view.pods:  # a virtual pod
                 hit = materialize(self.view, pod, hit)
+            if self.shared is not None:
+                hit = self.shared.resolve(pod.key, hit)
             self._claims[pod.key] = hit
         return hit
+
+    def forget_claims(self) -> None:
+        """Drop every pod's cached claims and shape (the simulation's shared claims changed)."""
+        self._claims.clear()
+        self._shapes.clear()
 
     def set_claims(self, pod: PodState, claims: PodClaims) -> None:
         """What the pod's claims are in this snapshot from now on (a drain deallocates a moving pod's
@@ -206,7 +232,7 @@ class Simulation:
         its static filters (no claims to allocate, none missing or waiting: `fits` answers {} or None
         on the resources alone), else None."""
         claims = self.claims(pod)
-        if claims.missing or claims.waiting or claims.to_allocate:
+        if claims.missing or claims.waiting or claims.to_allocate or (self.shared is not None and claims.allocated):
             return None
         return tuple(self._fit_of(pod)[2])
 
@@ -240,17 +266,23 @@ class Simulation:
         claims = self.claims(pod)
         if claims.missing or claims.waiting:
             return None
+        if self.shared is not None and not self.shared.reachable(claims, node):  # claims allocated here, elsewhere
+            return None
         if not claims.to_allocate:
             return {}
         if self.policy == "count":
             demand = sum(claim_demand(c) for c in claims.to_allocate)
             return {} if demand <= self._device_count(sim) - sim.devices_used - self._in_use(sim) else None
+        return self.allocate(claims.to_allocate, sim)
+
+    def allocate(self, claims: list[Claim], sim: SimNode) -> dict[str, dict[str, Any]] | None:
+        """The claims' allocations on the node in this snapshot (the scheduler's allocator), or None."""
         allocator = Allocator(sim.slices, self.view.dra.classes, self.allocated, self.dra.matcher,
                               features=self.dra.features,
                               # the slices as published: CA ignores DeviceTaintRules (kubernetes/autoscaler#7947)
                               index=sim.index if sim.index is not None else self.view.dra.slice_index())
         try:
-            outcome = allocator.allocate(dra_node(sim.node), claims.to_allocate, explain=False)
+            outcome = allocator.allocate(dra_node(sim.node), claims, explain=False)
         except (AllocationError, SelectorError):
             return None
         return dict(outcome.allocations) if outcome.outcome == "allocated" else None
@@ -267,6 +299,10 @@ class Simulation:
             sim.devices_used += sum(claim_demand(c) for c in self.claims(pod).to_allocate)
         for allocation in allocations.values():
             self.allocated.add_allocation(allocation)
+        if self.shared is not None and allocations:
+            for stale in self.shared.record(pod.key, allocations):  # pods sharing a claim just allocated
+                self._claims.pop(stale, None)
+                self._shapes.pop(stale, None)
 
     # ------------------------------------------------------------------ count policy
 
@@ -287,7 +323,7 @@ class Savepoint:
     gang the estimator could not place whole, a PodGroup's trial in one topology domain (the atomic policy,
     provisioning/scale_up.py). `restore` may be called more than once."""
 
-    __slots__ = ("_allocated", "_nodes", "_sim")
+    __slots__ = ("_allocated", "_nodes", "_shared", "_sim")
 
     def __init__(self, sim: Simulation, nodes: Sequence[SimNode]) -> None:
         self._sim = sim
@@ -295,12 +331,17 @@ class Savepoint:
         # recognises it (FirstFit: `sim_node.used is node.used`)
         self._nodes = [(n, dict(n.used) if n.own else n.used, n.own, n.devices_used, n.pods) for n in nodes]
         self._allocated = sim.allocated.copy()
+        self._shared = sim.shared.copy() if sim.shared is not None else None
 
     def restore(self) -> None:
         for node, used, own, devices, pods in self._nodes:
             node.used, node.own, node.devices_used, node.pods = (dict(used) if own else used), own, devices, pods
         self._sim.placement.changed()
         self._sim.allocated = self._allocated.copy()
+        shared = self._sim.shared
+        if shared is not None and self._shared is not None and shared.allocations != self._shared:
+            shared.allocations = dict(self._shared)  # claims the rolled-back pods allocated: unallocated again
+            self._sim.forget_claims()
 
 
 def resources_fit(checks: Sequence[tuple[str, int]], used: dict[str, int], alloc: dict[str, int]) -> bool:

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 from ...state.cluster import ClusterState, NodeState, PodState
 from ...state.gangs import Reservation
-from .capacity import FirstFit, FitMemo, SimNode, Simulation, devices_unpublished
+from .capacity import FirstFit, FitMemo, SimNode, Simulation, devices_unready
+from .nominated import with_claims
 
 
-def node_ready_for(view: ClusterState, policy: str, node: NodeState) -> bool:
-    """Whether the policy counts the node as ready (DRA policies wait for its drivers' slices)."""
-    return node.ready and (policy == "count" or not devices_unpublished(view, node))
+def node_ready_for(view: ClusterState, policy: str, node: NodeState, release: bool = False) -> bool:
+    """Whether the policy counts the node as ready (DRA policies wait for its drivers' slices; `release`: as
+    upstream's DRA processor compares them, readiness.py)."""
+    return node.ready and (policy == "count" or not devices_unready(view, node, release))
 
 
-def sim_ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Reservation]) -> list[SimNode]:
+def sim_ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Reservation],
+                    nominated_claims: bool = False) -> list[SimNode]:
     """The snapshot's ready nodes, with the pods bound there and those nominated to them (CA
-    force-places nominated pods into its snapshot)."""
+    force-places nominated pods into its snapshot). `nominated_claims`: a pod waiting for preemption takes its claims'
+    devices there too, where they fit (autoscaler#7683 fixed, nominated.py); else it is placed without them."""
     if sim.policy == "count":  # sim.ready and sim.existing, inlined: a loop over every node, every loop
         if not nominated:
             return [SimNode(node, node.used, False) for node in view.nodes.values() if node.ready]
@@ -31,7 +35,9 @@ def sim_ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Re
     for reservation in nominated.values():
         node = nodes.get(reservation.node)
         if node is not None:
-            sim.place(view.pods[reservation.pod], node, reservation.allocations)
+            pod = view.pods[reservation.pod]
+            allocations = with_claims(sim, pod, node, reservation) if nominated_claims else reservation.allocations
+            sim.place(pod, node, allocations)
     return list(nodes.values())
 
 

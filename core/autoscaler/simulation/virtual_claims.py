@@ -11,9 +11,13 @@ claims in memory for the simulation only; dralab does that by default, and keeps
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 from ...cluster.pod_claims import claim_manifest
 from ...dra.claims import convert_claim
 from ...dra.model import Claim
+from ...kube.resources import pod_requests
 from ...scheduler.plugins.dynamic_resources import PodClaims
 from ...state.cluster import ClusterState, PodState
 
@@ -38,3 +42,17 @@ def materialize(view: ClusterState, pod: PodState, resolved: PodClaims) -> PodCl
         manifest = claim_manifest(template, pod, entry["name"], f"{pod_name}-{entry['name']}")
         made.append(convert_claim(manifest, f"virtual claim of {pod.key[4:]}"))
     return PodClaims(to_allocate=[*resolved.to_allocate, *made], allocated=list(resolved.allocated))
+
+
+def node_pod(manifest: dict[str, Any], node: str) -> PodState:
+    """A node group's DaemonSet pod (nodeGroups[].daemonSetPods) as it runs on the simulation's template node
+    `node`: named `<pod>-<node>` (one copy per node, as a DaemonSet's), bound there. Its template claims are
+    made in memory by `materialize` (the pod is not in the view), one per node."""
+    meta = manifest["metadata"]
+    namespace = meta.get("namespace") or "default"
+    name = f"{meta['name']}-{node}"
+    pod = copy.deepcopy(manifest)
+    pod["metadata"] = {**meta, "name": name, "namespace": namespace}
+    pod["spec"] = {**pod["spec"], "nodeName": node}
+    return PodState(key=f"pod/{namespace}/{name}", manifest=pod, requests=pod_requests(pod),
+                    priority=int(pod["spec"].get("priority") or 0), created_t=0, created_offset=0, run_for_ms=-1)

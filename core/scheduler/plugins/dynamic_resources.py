@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...cluster.pod_claims import group_claims, same_source
+from ...cluster.pod_claims import group_claims, same_source, status_claim
 from ...dra.allocated import AllocatedState
 from ...dra.allocator import AllocationError, Allocator, Features
 from ...dra.cel import CelMatcher, SelectorError
@@ -73,9 +73,12 @@ class DraPlugin:
     """Holds the compiled-selector cache across decisions (a cache, it never changes an answer) and the
     allocator's features, which do: the release's DRA gates (core/dra/features.py)."""
 
-    def __init__(self, features: Features | None = None) -> None:
+    def __init__(self, features: Features | None = None, status_claims: bool = False) -> None:
         self.matcher = CelMatcher()
         self.features = features or Features()  # the allocator's, from the release's gates (dra/features.py)
+        # release profiles: a template entry whose claim the pod's status names is that claim, template or not
+        # (cluster/pod_claims.py status_claim); legacy logs were made with the template looked up first
+        self.status_claims = status_claims
 
     def prefilter(self, view: ClusterState, pod: PodState, assumed: dict[str, dict[str, Any]],
                   held: Held | None = None, gang: str | None = None) -> PodClaims:
@@ -100,6 +103,11 @@ class DraPlugin:
                 if key not in view.dra.claims:
                     out.missing = f"ResourceClaim {namespace}/{entry['resourceClaimName']} does not exist"
                     return out
+            elif self.status_claims and (made := status_claim(generated, entry)) is not None:
+                if made not in view.dra.claims:  # named, not seen yet: upstream waits for it to be created
+                    out.waiting = True
+                    continue
+                key = made
             else:
                 template = entry.get("resourceClaimTemplateName", "")
                 if f"{namespace}/{template}" not in view.dra.templates:
