@@ -62,6 +62,12 @@ BUGS: dict[str, Bug] = {
     "autoscaler#3886": Bug(
         "cluster-autoscaler", "scale-down deletes a node a pod was bound to after the empty-node judgment",
         "https://github.com/kubernetes/autoscaler/issues/3886", (), "1.26"),
+    # the target size is not reverted when a scale-up times out: a cloud that retries a stockout in silence
+    # delivers the node late (core/autoscaler/provisioning/target_revert.py); fixed by PR #9132, merged
+    # 2026-06-12, first in cluster-autoscaler-1.36.0
+    "autoscaler#9120": Bug(
+        "cluster-autoscaler", "scale-up timeout does not decrease the target size: the cloud keeps retrying",
+        "https://github.com/kubernetes/autoscaler/issues/9120", until("1.36"), "1.36"),
 }
 
 

@@ -80,3 +80,11 @@ JOB_BACKOFF_LIMIT: Final = 6
 KUEUE_RETRY_BACKOFF_LIMIT_COUNT: Final = 3
 KUEUE_RETRY_BACKOFF_BASE_S: Final = 60
 KUEUE_RETRY_BACKOFF_MAX_S: Final = 1800
+
+# --- the cloud ------------------------------------------------------------------------------------------
+
+# A Spot instance's interruption notice: AWS gives two minutes (EC2 "Spot Instance interruption notices");
+# GCE gives 30 s to preemptible and Spot VMs ("Preemption process"). The default of a spot-preemption fault
+# without `notice` is AWS's.
+SPOT_INTERRUPTION_NOTICE_MS: Final = 2 * MINUTE_MS
+GCE_PREEMPTION_NOTICE_MS: Final = 30_000

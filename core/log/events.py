@@ -31,6 +31,14 @@ from .event_base import (
     node_key,
     pod_key,
 )
+from .events_cloud import (
+    InstancePending,
+    NodeDeleting,
+    NodeDeletionFailed,
+    NodeDeletionRequested,
+    NodeGroupCloudDefined,
+    NodePreemptionNotice,
+)
 from .events_dra import (
     ClaimAllocated,
     ClaimDeviceConditionSet,
@@ -156,6 +164,12 @@ __all__ = [
     "UnhealthyDevice",
     "Upcaster",
     "WorkloadCreated",
+    "InstancePending",
+    "NodeDeleting",
+    "NodeDeletionFailed",
+    "NodeDeletionRequested",
+    "NodeGroupCloudDefined",
+    "NodePreemptionNotice",
     "claim_key",
     "decode_record",
     "encode_record",
@@ -228,6 +242,12 @@ AnyEvent = (
     | DeviceTaintRuleCreated
     | DeviceTaintRuleDeleted
     | DeviceTaintRuleStatus
+    | NodeGroupCloudDefined
+    | NodeDeletionRequested
+    | NodeDeleting
+    | NodeDeletionFailed
+    | InstancePending
+    | NodePreemptionNotice
 )
 
 

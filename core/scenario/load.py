@@ -332,6 +332,7 @@ def _node_groups(value: object) -> list[NodeGroup]:
                 not_ready_ms=cloud.not_ready_ms,
                 drivers=cloud.drivers,
                 binding=cloud.binding,
+                cloud_ops=cloud.ops,
             )
         )
     return groups

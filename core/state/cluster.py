@@ -58,7 +58,7 @@ from ..log.events import (
     WorkloadCreated,
 )
 from .groups import NodeGroupState as NodeGroupState  # re-exported: reactors import it from here
-from .indexes import RULE_ROOM_EVENTS, ClusterIndexes
+from .indexes import CLOUD_HANDLERS, RULE_ROOM_EVENTS, ClusterIndexes
 from .jobs import job_pod_created, on_job_created
 from .objects import FAILED as FAILED
 from .objects import PENDING as PENDING
@@ -497,4 +497,4 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {
     FaultInjected: ClusterState._on_fault_injected,
     FaultApplied: ClusterState._on_fault_applied,
     JobCreated: on_job_created, PodTerminating: on_pod_terminating,  # (termination.py: graceful deletion)
-}
+    **CLOUD_HANDLERS}  # a misbehaving cloud: deletions, pending instances, preemptions (cloud_ops.py)
