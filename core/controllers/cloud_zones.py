@@ -3,10 +3,11 @@
 A group spanning zones places its nodes round-robin over them (cluster/nodes.py `zone_of`), as a regional
 instance group or a multi-AZ Auto Scaling group spreads instances evenly. When a zone cannot take one (a
 `cloud-stockout` or a `quota-cut` with a `zone`, or the group's `zoneQuota`), the cloud launches it in the
-next zone that can, as an Auto Scaling group does ("if a launch fails in one Availability Zone, Amazon EC2
-Auto Scaling attempts to launch in another", the EC2 Auto Scaling user guide, "Availability Zone
-distribution") and a regional MIG with target distribution shape ANY/BALANCED does; when none can, the node
-fails `out-of-stock` (a zone stocked out) or `quota`.
+zone with the fewest of the group's nodes among those that can (ties: the round-robin order from the
+node's ordinal), as an Auto Scaling group does (the EC2 Auto Scaling user guide, "Availability Zone
+distribution": it launches in the zone with the fewest instances and, if a launch fails there, in another
+zone until one succeeds) and a regional MIG keeps its zones even; when none can, the node fails
+`out-of-stock` (a zone stocked out) or `quota`. Without such a zone fault or quota, round-robin as always.
 """
 
 from __future__ import annotations
@@ -52,14 +53,15 @@ class ZonePicker:
         if not self.active:
             return zone_of(self.zones, index), ""
         stocked_out = False
+        open_zones: list[tuple[int, int, str]] = []  # (nodes there, rotation from the ordinal's zone, zone)
         for k in range(len(self.zones)):
             zone = zone_of(self.zones, index + k)
             if zone in self.out:
                 stocked_out = True
-                continue
-            if zone in self.quota and self.running.get(zone, 0) >= self.quota[zone]:
-                continue
-            return zone, ""
+            elif zone not in self.quota or self.running.get(zone, 0) < self.quota[zone]:
+                open_zones.append((self.running.get(zone, 0), k, zone))
+        if open_zones:
+            return min(open_zones)[2], ""
         return None, "out-of-stock" if stocked_out else "quota"
 
     def short(self, index: int, nodes: int) -> str:
