@@ -122,6 +122,25 @@ def test_a_stockout_retried_forever_never_registers() -> None:
     assert "a100-0" not in result.state.nodes and "a100-0" in result.state.provisioning_nodes
 
 
+@pytest.mark.parametrize("bug", [True, False])
+def test_3490_a_stockout_is_seen_at_the_timeout_with_the_bug_at_once_without(bug: bool) -> None:
+    doc = _doc("upstream/aws-stockout-fallback.yaml")
+    if not bug:
+        doc["spec"]["kubernetes"]["bugs"] = {}  # fixed since cluster-autoscaler 1.24: off unless asked
+    _, records = _run(doc)
+    [(bound_t, bound)] = [(t, e) for t, e in _events(records, "PodBound")]
+    assert bound.node == "ondemand-a100-0"
+    waited = bound_t - 60_000
+    if bug:
+        assert [e.nodes for _, e in _events(records, "ScaleUpTimedOut")] == [("spot-a100-0",)]
+        assert not _events(records, "ScaleUpFailed")
+        assert 16 * 60_000 <= waited < 17 * 60_000
+    else:
+        assert [(e.group, e.reason) for _, e in _events(records, "ScaleUpFailed")] == [("spot-a100", "out-of-stock")]
+        assert not _events(records, "ScaleUpTimedOut") and not _events(records, "InstancePending")
+        assert waited < 2 * 60_000
+
+
 # ---------------------------------------------------------------- never Ready, zones, spot
 
 

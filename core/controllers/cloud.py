@@ -35,6 +35,7 @@ from ..cluster.cloud_faults import cloud_faults
 from ..cluster.nodes import copier, node_from_template, node_name
 from ..engine.contract import Decision, Trigger
 from ..kube.provreq import BOOKING_TAINT
+from ..kube.versions import profile_from_config
 from ..log.events import AnyEvent, InstancePending, NodeProvisioning, ScaleUpFailed
 from ..state.cluster import ClusterState, NodeGroupState
 from .cloud_ops import deletion_events, preemption_events, restock_at
@@ -71,13 +72,21 @@ def running(view: ClusterState, group: NodeGroupState) -> int:
 class Cloud:
     name: str = "cloud"
     trigger: Trigger = "events"
+    # the release emulated (core/kube/versions.py profile_config; None: legacy): autoscaler#3490 decides whether
+    # the autoscaler's cloud provider sees a stockout at once (core/kube/bugs.py)
+    kubernetes: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # autoscaler#3490: before cluster-autoscaler 1.24 the AWS provider did not read an Auto Scaling group's
+        # failed scaling activities, so a stockout is a silent retry (as `retryStockouts`) to the autoscaler
+        self._silent_stockouts = profile_from_config(self.kubernetes).bug("autoscaler#3490")
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         events: list[AnyEvent] = []
         for group_name in sorted(view.node_groups):
             group = view.node_groups[group_name]
             if group.unserved:
-                events.extend(_Serve(view, group, now, rng).run())
+                events.extend(_Serve(view, group, now, rng, self._silent_stockouts).run())
         wake: list[int] = []
         if view.cloud_ops.deleting:  # deletions asked of the cloud (cloud_ops.py)
             events.extend(deletion_events(view, now, rng, wake))
@@ -89,7 +98,8 @@ class Cloud:
 class _Serve:
     """One group's unanswered requests, oldest first, answered in full in one decision."""
 
-    def __init__(self, view: ClusterState, group: NodeGroupState, now: int, rng: random.Random) -> None:
+    def __init__(self, view: ClusterState, group: NodeGroupState, now: int, rng: random.Random,
+                 silent_stockouts: bool = False) -> None:
         self.view, self.group, self.now, self.rng = view, group, now, rng
         self.running = running(view, group)
         self.faults = cloud_faults(view, group.name, now)
@@ -101,6 +111,7 @@ class _Serve:
         self.events: list[AnyEvent] = []
         self.settings = view.cloud_ops.groups.get(group.name)  # a misbehaving cloud (None: as always)
         self.zones = ZonePicker(view, group, self.faults, self.settings)
+        self.retry = silent_stockouts or (self.settings is not None and self.settings.retry_stockouts)
 
     def run(self) -> list[AnyEvent]:
         for nodes, atomic, booking in self.group.unserved:
@@ -139,7 +150,7 @@ class _Serve:
         self._fail(nodes - allowed, "quota")
         in_stock = min(allowed, self.stock, self.faults.deliverable(nodes))
         retried = 0
-        if self.settings is not None and self.settings.retry_stockouts:  # kept in the target, retried in silence
+        if self.retry:  # kept in the target, retried in silence (retryStockouts, or autoscaler#3490)
             retried = min(allowed, self.faults.deliverable(nodes)) - in_stock
         self._fail(allowed - in_stock - retried, "out-of-stock")
         failed = 0
