@@ -209,6 +209,16 @@ def test_a_republished_pool_drops_and_changes_devices_and_claims_stay() -> None:
     assert all(result.state.pods[f"pod/default/infer-{i}"].phase == "Running" for i in range(2))
 
 
+def test_a_removed_device_that_a_fault_wants_tainted_is_not_republished_forever() -> None:
+    """Found by `dralab chaos` (seed 17): a device-unhealthy fault on a device a driver-republish removed wanted a
+    taint no slice could show, and the drivers republished in a loop."""
+    doc = _doc("chaos/driver-republish.yaml")
+    doc["spec"]["faults"].append({"at": "4m42s", "kind": "device-unhealthy", "node": "gpu-node-0",
+                                  "driver": "gpu.example.com", "device": "gpu-0", "for": "170s"})
+    _, records = _run(doc)
+    assert len(_events(records, "ResourceSlicePublished")) <= 5
+
+
 # ---------------------------------------------------------------- bad input
 
 

@@ -184,7 +184,7 @@ class Drivers:
         templates = [t for t in group.resource_slices if t["spec"]["driver"] == driver]
         stale = [i for i, template in enumerate(templates)
                  if not _as_wanted(view.dra.slices.get(slice_name(node.name, driver, i)), template, driver, bump,
-                                   unhealthy, healed)]
+                                   unhealthy - removed, healed)]  # (a removed device has no taint to show)
         if not stale:
             return []  # the common case, decided without rendering anything
         if group.name not in copiers:
