@@ -189,6 +189,25 @@ def test_spot_preemption_drains_within_the_notice_and_the_node_goes() -> None:
     assert all(result.state.pods[k].finished_t <= 420_000 for k in graces)
 
 
+def test_a_spot_group_at_a_rate_draws_each_nodes_preemption_from_the_seed() -> None:
+    doc = _doc("chaos/spot-preemption.yaml")
+    del doc["spec"]["faults"], doc["spec"]["nodes"]
+    doc["spec"]["nodeGroups"][0].update(preemptionRate=6, preemptionNotice="30s")  # GCE's notice
+    _, records = _run(doc)
+    made = [e.name for _, e in _events(records, "NodeProvisioning")]
+    drawn = {e.name: (e.notice_at, e.deadline) for _, e in _events(records, "NodePreemptionScheduled")}
+    assert made and set(drawn) == set(made)
+    assert all(deadline - at == 30_000 for at, deadline in drawn.values())
+    notices = {e.name: t for t, e in _events(records, "NodePreemptionNotice")}
+    gone = {e.name: t for t, e in _events(records, "NodeDeleted")}
+    for name, (at, deadline) in drawn.items():
+        if deadline <= 15 * 60_000:
+            assert (notices[name], gone[name]) == (at, deadline)
+    _, again = _run(doc)
+    assert {e.name: e.notice_at for _, e in _events(again, "NodePreemptionScheduled")} == \
+        {name: at for name, (at, _) in drawn.items()}
+
+
 # ---------------------------------------------------------------- a driver republishes a changed pool
 
 

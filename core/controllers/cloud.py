@@ -38,7 +38,7 @@ from ..kube.provreq import BOOKING_TAINT
 from ..kube.versions import profile_from_config
 from ..log.events import AnyEvent, InstancePending, NodeProvisioning, ScaleUpFailed
 from ..state.cluster import ClusterState, NodeGroupState
-from .cloud_ops import deletion_events, preemption_events, restock_at
+from .cloud_ops import deletion_events, preemption_drawn, preemption_events, restock_at
 from .cloud_zones import ZonePicker
 
 UNLIMITED = 2**62
@@ -90,7 +90,7 @@ class Cloud:
         wake: list[int] = []
         if view.cloud_ops.deleting:  # deletions asked of the cloud (cloud_ops.py)
             events.extend(deletion_events(view, now, rng, wake))
-        if view.faults:  # spot preemptions (cloud_ops.py)
+        if view.faults or view.cloud_ops.scheduled_preemptions:  # spot preemptions (cloud_ops.py)
             events.extend(preemption_events(view, now, wake))
         return Decision(tuple(events), min(wake) if wake else None)
 
@@ -185,6 +185,8 @@ class _Serve:
         if self.settings is not None and self.settings.never_ready_rate > 0 and \
                 self.rng.random() < self.settings.never_ready_rate:
             ready_at = -1  # it registers and never turns Ready (register_at as drawn)
+        if self.settings is not None and self.settings.preemption_rate > 0:  # a spot group (cloud_ops.py)
+            self.events.extend(preemption_drawn(name, ready_at, self.settings, self.rng))
         publish = {d.name: draw(d.publish_delay_ms, self.rng) for d in group.drivers}
         if self.copy_template is None:
             self.copy_template = copier(group.template)

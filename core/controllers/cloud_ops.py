@@ -30,11 +30,20 @@ from typing import Any
 from ..cluster.cloud_faults import active_faults, is_active
 from ..cluster.nodes import delete_node, set_taints
 from ..kube.defaults import SPOT_INTERRUPTION_NOTICE_MS
-from ..log.events import AnyEvent, NodeDeleting, NodeDeletionFailed, NodePreemptionNotice, PodTerminating
+from ..log.events import (
+    AnyEvent,
+    NodeDeleting,
+    NodeDeletionFailed,
+    NodeGroupCloudDefined,
+    NodePreemptionNotice,
+    NodePreemptionScheduled,
+    PodTerminating,
+)
 from ..state.cluster import ClusterState, NodeGroupState
 from ..state.termination import grace_ms, terminating
 
 DELETION_FAILED = "cloud: instance deletion failed"
+HOUR_MS = 3_600_000
 # aws-node-termination-handler's taint for a Spot interruption notice (pkg/node/node.go, SpotInterruptionTaint)
 PREEMPTION_TAINT = {"key": "aws-node-termination-handler/spot-itn", "value": "", "effect": "NoSchedule"}
 
@@ -74,21 +83,44 @@ def deletion_events(view: ClusterState, now: int, rng: random.Random, wake: list
     return events
 
 
+def preemption_drawn(name: str, ready_at: int, settings: NodeGroupCloudDefined,
+                     rng: random.Random) -> list[AnyEvent]:
+    """A new spot node's preemption: an exponential time of the group's rate after it turns Ready (none for a
+    node never Ready), drawn now with the decision's source."""
+    if ready_at < 0:
+        return []
+    notice_at = ready_at + max(1, round(rng.expovariate(settings.preemption_rate / HOUR_MS)))
+    return [NodePreemptionScheduled(name=name, notice_at=notice_at,
+                                    deadline=notice_at + settings.preemption_notice_ms)]
+
+
+def _preemptions(view: ClusterState) -> list[tuple[str, int, int]]:
+    """(node, notice at, deadline) of every spot preemption: the faults' (a node that did not exist when one
+    started is not hit, even if a node of that name comes later), then those drawn by the cloud."""
+    out = []
+    for fault in view.faults.values():
+        node = view.nodes.get(fault.target) if fault.kind == "spot-preemption" else None
+        if node is not None and node.created_t <= fault.start_ms:
+            notice = int(fault.params.get("notice", SPOT_INTERRUPTION_NOTICE_MS))
+            out.append((node.name, fault.start_ms, fault.start_ms + notice))
+    out.extend((name, at, deadline) for name, (at, deadline) in view.cloud_ops.scheduled_preemptions.items())
+    return out
+
+
 def preemption_events(view: ClusterState, now: int, wake: list[int]) -> list[AnyEvent]:
-    """Spot preemptions in force: the notice (taint, graceful pod deletion), then the node's end."""
+    """Spot preemptions due: the notice (taint, graceful pod deletion), then the node's end."""
     ops = view.cloud_ops
     events: list[AnyEvent] = []
-    for fault in view.faults.values():
-        if fault.kind != "spot-preemption":
+    done: set[str] = set()
+    for name, start, planned in _preemptions(view):
+        node = view.nodes.get(name)
+        if node is None or name in done:
             continue
-        node = view.nodes.get(fault.target)
-        if node is None or node.created_t > fault.start_ms:
-            continue  # no such node when it started (a later node of that name is not hit)
-        deadline = ops.preempted.get(node.name, fault.start_ms + int(fault.params.get("notice",
-                                                                                   SPOT_INTERRUPTION_NOTICE_MS)))
-        if fault.start_ms > now:
-            wake.append(fault.start_ms)
+        deadline = ops.preempted.get(name, planned)
+        if start > now:
+            wake.append(start)
             continue
+        done.add(name)
         if now >= deadline:
             events += delete_node(view, node.name, reason="spot preemption", direct=True)
             continue

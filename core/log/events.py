@@ -38,6 +38,7 @@ from .events_cloud import (
     NodeDeletionRequested,
     NodeGroupCloudDefined,
     NodePreemptionNotice,
+    NodePreemptionScheduled,
 )
 from .events_dra import (
     ClaimAllocated,
@@ -170,6 +171,7 @@ __all__ = [
     "NodeDeletionRequested",
     "NodeGroupCloudDefined",
     "NodePreemptionNotice",
+    "NodePreemptionScheduled",
     "claim_key",
     "decode_record",
     "encode_record",
@@ -248,6 +250,7 @@ AnyEvent = (
     | NodeDeletionFailed
     | InstancePending
     | NodePreemptionNotice
+    | NodePreemptionScheduled
 )
 
 

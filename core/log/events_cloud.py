@@ -12,11 +12,13 @@ behaviour (a node group's cloud settings, a fault of the new kinds), so older lo
   the usual `NodeDeleted`;
 - `InstancePending`: a node the cloud accepted into the group's target size but cannot create before
   `until` (a stockout it retries in silence): no instance exists meanwhile;
+- `NodePreemptionScheduled`: a spot node's preemption, drawn when it was made (a group's `preemptionRate`);
 - `NodePreemptionNotice`: the cloud reclaims a spot node at `deadline` (its interruption notice).
 """
 
 from __future__ import annotations
 
+from ..kube.defaults import SPOT_INTERRUPTION_NOTICE_MS
 from .event_base import Event, group_key, node_key
 
 
@@ -29,7 +31,8 @@ class NodeGroupCloudDefined(Event, tag="NodeGroupCloudDefined", frozen=True):
     retry_stockouts: bool = False  # out-of-stock nodes are retried in silence, not reported failed
     never_ready_rate: float = 0.0  # probability that a new node registers and never turns Ready
     zone_quota: dict[str, int] = {}  # zone -> most nodes of the group the cloud runs there
-    async_delete: bool = False  # deletions go through the cloud (NodeDeletionRequested) even without delay
+    preemption_rate: float = 0.0  # spot: mean preemptions per node-hour (each node's time drawn when it is made)
+    preemption_notice_ms: int = SPOT_INTERRUPTION_NOTICE_MS  # spot: the interruption notice
 
     def touched(self) -> tuple[str, ...]:
         return (group_key(self.group),)
@@ -78,6 +81,18 @@ class InstancePending(Event, tag="InstancePending", frozen=True):
         return (node_key(self.name),)
 
 
+class NodePreemptionScheduled(Event, tag="NodePreemptionScheduled", frozen=True):
+    """A spot node's preemption drawn when the cloud made it (`preemptionRate`): notice at `notice_at`, the
+    instance stops at `deadline`. Written with the node's `NodeProvisioning`."""
+
+    name: str
+    notice_at: int
+    deadline: int
+
+    def touched(self) -> tuple[str, ...]:
+        return (node_key(self.name),)
+
+
 class NodePreemptionNotice(Event, tag="NodePreemptionNotice", frozen=True):
     """The cloud reclaims the (spot) node: its instance stops at `deadline`."""
 
@@ -90,4 +105,4 @@ class NodePreemptionNotice(Event, tag="NodePreemptionNotice", frozen=True):
 
 
 CLOUD_EVENTS = (NodeGroupCloudDefined, NodeDeletionRequested, NodeDeleting, NodeDeletionFailed, InstancePending,
-                NodePreemptionNotice)
+                NodePreemptionScheduled, NodePreemptionNotice)

@@ -8,7 +8,10 @@
   kept in the target size and retried in silence until stock returns, as an AWS Auto Scaling group or a
   Cluster API MachinePool does (kubernetes/autoscaler#9120);
 - ``neverReadyRate`` (0..1): the probability that a new node registers and never turns Ready;
-- ``zoneQuota`` (zone -> count): the most nodes of the group the cloud runs in that zone.
+- ``zoneQuota`` (zone -> count): the most nodes of the group the cloud runs in that zone;
+- ``preemptionRate`` (per node-hour) and ``preemptionNotice`` (default 2m, AWS's; GCE's is 30s): a spot group;
+  each node the cloud makes is reclaimed after a time drawn from an exponential distribution of that rate
+  (counted from when it turns Ready), with that notice (core/controllers/cloud_ops.py).
 
 Any of them set makes the group's `NodeGroupCloudDefined` event (core/log/events_cloud.py): a group without
 them writes the log it always wrote.
@@ -19,11 +22,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..kube.fields import FieldError, expect_bool, expect_int, expect_map, expect_number, join, label_value_error
+from ..kube.defaults import SPOT_INTERRUPTION_NOTICE_MS
+from ..kube.fields import (
+    FieldError,
+    expect_bool,
+    expect_duration,
+    expect_int,
+    expect_map,
+    expect_number,
+    join,
+    label_value_error,
+)
 from ..kube.limits import MAX_NODE_COUNT
 from ..log.events_cloud import NodeGroupCloudDefined
 
-OPS_FIELDS = ("deleteDelay", "deleteFailureRate", "retryStockouts", "neverReadyRate", "zoneQuota")
+OPS_FIELDS = ("deleteDelay", "deleteFailureRate", "retryStockouts", "neverReadyRate", "zoneQuota", "preemptionRate",
+              "preemptionNotice")
+MAX_PREEMPTION_RATE = 1000.0  # per node-hour: beyond this a node would not live a few seconds
 
 
 def _rate(value: object, path: str) -> float:
@@ -61,4 +76,15 @@ def check_cloud_ops(m: dict[str, Any], path: str, zones: tuple[str, ...],
         never_ready_rate=0.0 if m.get("neverReadyRate") is None
         else _rate(m["neverReadyRate"], join(path, "neverReadyRate")),
         zone_quota=quota,
+        preemption_rate=0.0 if m.get("preemptionRate") is None
+        else _per_hour(m["preemptionRate"], join(path, "preemptionRate")),
+        preemption_notice_ms=SPOT_INTERRUPTION_NOTICE_MS if m.get("preemptionNotice") is None
+        else expect_duration(m["preemptionNotice"], join(path, "preemptionNotice"), positive=True),
     )
+
+
+def _per_hour(value: object, path: str) -> float:
+    rate = expect_number(value, path, minimum=0)
+    if rate > MAX_PREEMPTION_RATE:
+        raise FieldError(path, f"at most {MAX_PREEMPTION_RATE:g} per node-hour, got {value}")
+    return rate

@@ -19,6 +19,7 @@ from ..log.events_cloud import (
     NodeDeletionRequested,
     NodeGroupCloudDefined,
     NodePreemptionNotice,
+    NodePreemptionScheduled,
 )
 from .objects import NodeState
 
@@ -41,11 +42,13 @@ class CloudOps:
     last_deletion_failure_t: int = -1
     pending_instances: dict[str, int] = field(default_factory=dict)  # node -> until when it is only a target
     preempted: dict[str, int] = field(default_factory=dict)  # node -> the deadline of its preemption notice
+    # node -> (notice at, deadline) of a spot preemption drawn when the node was made (preemptionRate)
+    scheduled_preemptions: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def async_deletes(self, group: str) -> bool:
         """Whether deleting a node of `group` is a request the cloud answers later (its settings say so)."""
         g = self.groups.get(group)
-        return g is not None and (g.async_delete or g.delete_delay_ms[1] > 0 or g.delete_failure_rate > 0)
+        return g is not None and (g.delete_delay_ms[1] > 0 or g.delete_failure_rate > 0)
 
     def deletion_pending(self, node: str) -> bool:
         return node in self.deleting
@@ -91,6 +94,10 @@ def on_instance_pending(state: _Fold, offset: int, t: int, event: InstancePendin
     state.cloud_ops.pending_instances[event.name] = event.until
 
 
+def on_preemption_scheduled(state: _Fold, offset: int, t: int, event: NodePreemptionScheduled) -> None:
+    state.cloud_ops.scheduled_preemptions[event.name] = (event.notice_at, event.deadline)
+
+
 def on_preemption_notice(state: _Fold, offset: int, t: int, event: NodePreemptionNotice) -> None:
     state.cloud_ops.preempted[event.name] = event.deadline
 
@@ -103,4 +110,5 @@ CLOUD_HANDLERS: dict[type, Callable[[Any, int, int, Any], None]] = {
     NodeDeletionFailed: on_deletion_failed,
     InstancePending: on_instance_pending,
     NodePreemptionNotice: on_preemption_notice,
+    NodePreemptionScheduled: on_preemption_scheduled,
 }
