@@ -1,8 +1,8 @@
 """Node operations several reactors share: a node made from its group's template (name, zone, identity
 labels), a fast copier of templates, and the events that publish a node's slices, taint it, take it out of
-service or delete it. The cloud, node lifecycle, the drivers, the chaos reactor and the autoscaler's
-scale-down and ProvisioningRequest processing all act on nodes through these, so none of them imports
-another reactor to do so."""
+service or delete it (at once, or by asking the cloud where the node's group deletes through it). The cloud,
+node lifecycle, the drivers, the chaos reactor and the autoscaler's scale-down and ProvisioningRequest
+processing all act on nodes through these, so none of them imports another reactor to do so."""
 
 from __future__ import annotations
 

@@ -22,6 +22,12 @@ label, round-robin over the group's zones), and its timing drawn now (when it re
 Ready, when each device driver publishes after Ready), so the lifecycle and drivers reactors only
 replay what the cloud decided. A node slower than the autoscaler's max-node-provision-time still comes:
 the cloud does not know about that timeout.
+
+A group's misbehaviour settings (`NodeGroupCloudDefined`, core/scenario/cloud_ops.py) change this: out-of-stock
+nodes kept in the target and retried in silence (`retryStockouts`, or autoscaler#3490: `InstancePending`,
+registering when stock returns), nodes that never turn Ready (`neverReadyRate`: `ready_at` -1), zones
+stocked out or at their quota (cloud_zones.py), spot preemptions drawn per node (`preemptionRate`). The
+cloud also answers deletions and reclaims spot nodes (cloud_ops.py).
 """
 
 from __future__ import annotations
