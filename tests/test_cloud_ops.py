@@ -238,6 +238,30 @@ def test_a_removed_device_that_a_fault_wants_tainted_is_not_republished_forever(
     assert len(_events(records, "ResourceSlicePublished")) <= 5
 
 
+@pytest.mark.parametrize("path", ["chaos/cloud-deletion-failure.yaml", "upstream/scale-up-timeout-target.yaml",
+                                  "chaos/spot-preemption.yaml"])
+def test_a_snapshot_of_the_cloud_state_then_the_tail_is_the_whole_fold(path: str) -> None:
+    """The misbehaving cloud's part of the state (deletions, pending instances, preemptions) survives a
+    snapshot (core/state/codec.py): fold a prefix, encode, decode, fold the rest: the same bytes."""
+    from dralab.core.state.cluster import ClusterState
+    from dralab.core.state.codec import decode_state, encode_state
+
+    _, records = _run(_doc(path))
+    whole = ClusterState()
+    for offset, record in enumerate(records, start=1):
+        whole.apply(offset, record)
+    assert whole.cloud_ops.groups or whole.cloud_ops.preempted
+    for cut in range(0, len(records) + 1, 3):
+        prefix = ClusterState()
+        for offset, record in enumerate(records[:cut], start=1):
+            prefix.apply(offset, record)
+        restored = decode_state(encode_state(prefix))
+        for offset, record in enumerate(records[cut:], start=cut + 1):
+            restored.apply(offset, record)
+        assert encode_state(restored) == encode_state(whole)
+        assert restored.cloud_ops == whole.cloud_ops
+
+
 # ---------------------------------------------------------------- bad input
 
 
