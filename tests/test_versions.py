@@ -397,7 +397,9 @@ def test_sim_flags_and_summary(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert main(["sim", str(SCENARIOS / "dra-quickstart.yaml"), "-o", "json", "--kubernetes-version", "1.35",
                  "--feature-gates", "DRADeviceTaints=true"]) == 0
     summary = json.loads(capsys.readouterr().out)
+    bugs = summary["kubernetes"].pop("upstreamBugs", [])  # the upstream bugs present in 1.35 (core/kube/bugs.py)
     assert summary["kubernetes"] == {"version": "1.35", "featureGates": {"DRADeviceTaints": True}}
+    assert "autoscaler#9120" in bugs
     assert main(["sim", str(SCENARIOS / "dra-quickstart.yaml"), "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["kubernetes"] == {"version": DEFAULT_VERSION, "featureGates": {}}
     assert main(["sim", str(SCENARIOS / "gang-quickstart.yaml"), "--kubernetes-version", "1.37"]) == 2
