@@ -79,6 +79,25 @@ def test_a_deletion_failure_rate_is_drawn_from_the_seed() -> None:
     assert len(_events(records, "NodeDeletionFailed")) >= 2 and not _events(records, "NodeDeleted")
 
 
+def test_an_unregistered_vm_whose_deletion_keeps_failing_comes_anyway() -> None:
+    doc = _doc("chaos/cloud-late-vm.yaml")
+    _, records = _run(doc)
+    [(timed_out_t, _)] = _events(records, "ScaleUpTimedOut")
+    asks = [t for t, e in _events(records, "NodeDeletionRequested") if e.name == "spot-slow-0"]
+    fails = [t for t, e in _events(records, "NodeDeletionFailed") if e.name == "spot-slow-0"]
+    created = {e.name: t for t, e in _events(records, "NodeCreated")}
+    assert asks[0] == timed_out_t and asks[1] - asks[0] == 10_000  # asked again each loop (scanInterval)
+    assert fails and max(fails) <= created["spot-slow-0"] == 18 * 60_000 + 10_000
+    [(gone_t, gone)] = [(t, e) for t, e in _events(records, "NodeDeleted") if e.name == "spot-slow-0"]
+    assert gone.reason == "cloud: instance deleted (scale-down: unneeded)"
+    assert 10 * 60_000 <= gone_t - created["spot-slow-0"] < 11 * 60_000  # idle, paid, until scale-down
+    del doc["spec"]["faults"]
+    _, clean = _run(doc)
+    assert "spot-slow-0" not in {e.name for _, e in _events(clean, "NodeCreated")}
+    assert [(t, e.reason) for t, e in _events(clean, "NodeDeleted")] == [
+        (timed_out_t, "unregistered for max-node-provision-time")]
+
+
 # ---------------------------------------------------------------- autoscaler#9120: a node that comes late
 
 

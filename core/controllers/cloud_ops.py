@@ -60,12 +60,14 @@ def deletion_events(view: ClusterState, now: int, rng: random.Random, wake: list
     for name in sorted(ops.deleting):
         deletion = ops.deleting[name]
         node = view.nodes.get(name)
-        if node is None:
+        vm = view.provisioning_nodes.get(name) if node is None else None  # an unregistered instance
+        group = node.group if node is not None else vm.group if vm is not None else None
+        if group is None:
             continue  # gone some other way (a preemption)
         done_at, error = deletion.done_at, deletion.error
         if done_at < 0:  # not answered yet: decide now
-            settings = ops.groups.get(node.group)
-            faults = active_faults(view, ("deletion-delay", "deletion-failure"), node.group, now) if view.faults \
+            settings = ops.groups.get(group)
+            faults = active_faults(view, ("deletion-delay", "deletion-failure"), group, now) if view.faults \
                 else []
             delay = _draw(settings.delete_delay_ms, rng) if settings is not None else 0
             delay += max((int(f.params.get("delay", 0)) for f in faults if f.kind == "deletion-delay"), default=0)
