@@ -39,11 +39,14 @@ from ..scheduler.plugins.dynamic_resources import DraPlugin
 from ..state.cluster import ClusterState
 from ..state.gangs import Reservation
 from ..state.object_changes import current_pdbs
+from .disruption.cloud_deletions import failed_deletions
 from .disruption.scale_down import ScaleDown
 from .provisioning.backoff import Timeouts, backed_off
 from .provisioning.expanders import EXPANDERS, expand
 from .provisioning.provreq_broker import Broker, FakePods
 from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
+from .provisioning.target_revert import revert_timed_out
+from .provisioning.unregistered import unregistered_deletions
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
 from .simulation.nominated import expendable, waiting_for_preemption
@@ -107,7 +110,10 @@ class Autoscaler:
         ready = partial(node_ready_for, view, self.policy, release=self.kubernetes is not None)
         # late nodes given up on: their groups back off (for `count`, only nodes never Ready can be late)
         timed_out = self._timeouts.check(view, now, ready, view.never_ready if self.policy == "count" else None)
+        timed_out = revert_timed_out(view.cloud_ops.pending_instances, timed_out, self.profile, now)  # autoscaler#9120
+        timed_out = unregistered_deletions(view, timed_out)  # through a cloud that may refuse (unregistered.py)
         events += timed_out
+        events += failed_deletions(view)  # the cloud failed a deletion: its taint goes (disruption/cloud_deletions.py)
         given_up = {n for e in timed_out if isinstance(e, ScaleUpTimedOut) for n in e.nodes}
         # groups in backoff, and those that fail in this very decision (the view does not show it yet)
         blocked = {name for name, group in view.node_groups.items() if backed_off(group, now)}

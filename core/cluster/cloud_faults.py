@@ -6,6 +6,8 @@ faults active at that time change its answer for a group, so the answer stays a 
 
 - `cloud-stockout`: no stock at all (a stock window of 0: the nodes fail `out-of-stock`);
 - `quota-cut`: the group's quota is the fault's `quota` (never raised: the lowest of the quotas applies);
+- with a `zone`, `cloud-stockout` and `quota-cut` hit that zone of the group only: the cloud places the
+  group's nodes in its other zones (core/controllers/cloud_zones.py);
 - `partial-fulfilment`: of each request, only floor(nodes * `fraction`) nodes are delivered; the others
   fail `out-of-stock`. That is how a partially fulfilled resize shows upstream: a GCE MIG leaves the
   instances it cannot create in CREATING with error RESOURCE_POOL_EXHAUSTED / ZONE_RESOURCE_POOL_EXHAUSTED,
@@ -48,6 +50,8 @@ class CloudFaults:
     stockout: bool = False
     quota: int = -1  # the cut quota (-1: no cut)
     fraction: float = 1.0  # the share of each request delivered
+    zones_out: frozenset[str] = frozenset()  # zones of the group stocked out (a cloud-stockout with a `zone`)
+    zone_quota: tuple[tuple[str, int], ...] = ()  # (zone, quota) of quota-cuts with a `zone`
 
     def quota_of(self, group_quota: int) -> int:
         """The group's quota under a cut: the lower of the two (-1: unlimited)."""
@@ -70,8 +74,12 @@ def cloud_faults(view: ClusterState, group: str, now: int) -> CloudFaults:
     faults = active_faults(view, CLOUD_KINDS, group, now)
     if not faults:
         return NO_FAULTS
-    quotas = [int(f.params.get("quota", 0)) for f in faults if f.kind == "quota-cut"]
+    quotas = [int(f.params.get("quota", 0)) for f in faults if f.kind == "quota-cut" and "zone" not in f.params]
     fractions = [float(f.params.get("fraction", 1.0)) for f in faults if f.kind == "partial-fulfilment"]
-    return CloudFaults(stockout=any(f.kind == "cloud-stockout" for f in faults),
+    return CloudFaults(stockout=any(f.kind == "cloud-stockout" and "zone" not in f.params for f in faults),
                        quota=min(quotas) if quotas else -1,
-                       fraction=min(fractions) if fractions else 1.0)
+                       fraction=min(fractions) if fractions else 1.0,
+                       zones_out=frozenset(str(f.params["zone"]) for f in faults
+                                           if f.kind == "cloud-stockout" and "zone" in f.params),
+                       zone_quota=tuple((str(f.params["zone"]), int(f.params.get("quota", 0))) for f in faults
+                                        if f.kind == "quota-cut" and "zone" in f.params))

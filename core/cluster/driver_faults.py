@@ -21,6 +21,12 @@ function of its view (`view.faults`) and `now`:
   driver's `unhealthy` setting does, while the fault is in force; at its end the slice is republished
   (same generation) without the taint, unless the driver's own `unhealthy` list still wants it.
 
+- `driver-republish` (`remove`, `change`): the driver republishes its pool (as published at the fault's start,
+  delayed by a slow fault) with generation + 1, the `remove`d devices gone and the `change`d ones with the
+  given attributes/capacity merged in; at the fault's end it republishes the original set, generation + 1
+  again. Claims allocated on a device that vanished stay allocated, as upstream (core/dra/pools.py has
+  the allocator's side; docs/chaos.md what kube-scheduler and the kubelet do per release).
+
 A fault is in force at `now` when `start_ms <= now` and (`until_ms < 0` or `now < until_ms`).
 """
 
@@ -32,7 +38,7 @@ from ..state.cluster import ClusterState
 from ..state.objects import FaultState
 from .cloud_faults import is_active
 
-DRIVER_KINDS = ("driver-crash", "driver-slow", "device-unhealthy")
+DRIVER_KINDS = ("driver-crash", "driver-slow", "device-unhealthy", "driver-republish")
 
 
 @dataclass
@@ -75,13 +81,35 @@ class DriverFaults:
         return {str(f.params.get("device")) for f in self.faults if f.kind == "device-unhealthy"
                 and f.until_ms >= 0 and self.due(f.until_ms) <= now}
 
+    def republishes(self, now: int) -> int:
+        """Generation bumps of driver-republish faults by `now`: one when each starts, one when it ends."""
+        bumps = 0
+        for f in self.faults:
+            if f.kind == "driver-republish":
+                bumps += (self.due(f.start_ms) <= now) + (f.until_ms >= 0 and self.due(f.until_ms) <= now)
+        return bumps
+
+    def device_edits(self, now: int) -> tuple[set[str], dict[str, dict[str, dict[str, object]]]]:
+        """The devices removed and the changes merged into devices by driver-republish faults in force (as
+        published) at `now`, in fault order (a later fault's change wins)."""
+        removed: set[str] = set()
+        changed: dict[str, dict[str, dict[str, object]]] = {}
+        for f in self.faults:
+            if f.kind == "driver-republish" and self.due(f.start_ms) <= now and \
+                    (f.until_ms < 0 or now < self.due(f.until_ms)):
+                removed.update(str(d) for d in f.params.get("remove") or ())
+                for device, change in (f.params.get("change") or {}).items():
+                    for part, values in change.items():
+                        changed.setdefault(str(device), {}).setdefault(part, {}).update(values)
+        return removed, changed
+
     def wakes(self, now: int) -> list[int]:
         """The times after `now` when what the driver wants may change because of a fault."""
         times = []
         for f in self.faults:
             if f.kind == "driver-crash":
                 times.append(self._restart_at(f))
-            elif f.kind == "device-unhealthy":
+            elif f.kind in ("device-unhealthy", "driver-republish"):
                 times += [self.due(f.start_ms), -1 if f.until_ms < 0 else self.due(f.until_ms)]
         return [t for t in times if t > now]
 

@@ -1,8 +1,8 @@
 """Node operations several reactors share: a node made from its group's template (name, zone, identity
 labels), a fast copier of templates, and the events that publish a node's slices, taint it, take it out of
-service or delete it. The cloud, node lifecycle, the drivers, the chaos reactor and the autoscaler's
-scale-down and ProvisioningRequest processing all act on nodes through these, so none of them imports
-another reactor to do so."""
+service or delete it (at once, or by asking the cloud where the node's group deletes through it). The cloud,
+node lifecycle, the drivers, the chaos reactor and the autoscaler's scale-down and ProvisioningRequest
+processing all act on nodes through these, so none of them imports another reactor to do so."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import msgspec
 from ..log.events import (
     AnyEvent,
     NodeDeleted,
+    NodeDeletionRequested,
     NodeNotReady,
     NodeTaintsChanged,
     PodEvicted,
@@ -92,12 +93,17 @@ def set_taints(view: ClusterState, name: str, taints: Iterable[dict[str, Any]]) 
     return [NodeTaintsChanged(name=name, taints=new)]
 
 
-def delete_node(view: ClusterState, name: str, reason: str = "", evict: Collection[str] = ()) -> list[AnyEvent]:
+def delete_node(view: ClusterState, name: str, reason: str = "", evict: Collection[str] = (),
+                direct: bool = False) -> list[AnyEvent]:
     """Delete a node (or cancel a VM still provisioning): the pods running there end as Failed and
     gang members waiting at Permit there are released, in the same record, before the node goes.
-    `evict`: pods of the node a drain evicts first (`PodEvicted`, so their controllers replace them)."""
+    `evict`: pods of the node a drain evicts first (`PodEvicted`, so their controllers replace them).
+    Where the node's group deletes through the cloud (`request_deletion`), this asks it instead, unless
+    `direct` (the cloud itself, when the instance is gone)."""
     events: list[AnyEvent] = []
     node = view.nodes.get(name)
+    if node is not None and not direct and deletes_through_cloud(view, node.group):
+        return request_deletion(view, name, reason, evict)
     if node is not None:
         events += [PodEvicted(pod=key, node=name, reason=reason) for key in node.pods if key in evict]
         events += [PodUnreserved(pod=key, reason="node-deleted")
@@ -106,3 +112,40 @@ def delete_node(view: ClusterState, name: str, reason: str = "", evict: Collecti
     elif name not in view.provisioning_nodes:
         return []
     return [*events, NodeDeleted(name=name, reason=reason)]
+
+
+DELETE_FAULTS = ("deletion-delay", "deletion-failure")
+
+
+def deletes_through_cloud(view: ClusterState, group: str) -> bool:
+    """Whether deleting a node of `group` is a request the cloud answers later (core/controllers/cloud_ops.py):
+    its settings say so, or a deletion fault targets it. Otherwise the node goes at once, as always."""
+    if view.cloud_ops.async_deletes(group):
+        return True
+    return bool(view.faults) and any(f.kind in DELETE_FAULTS and f.target == group for f in view.faults.values())
+
+
+def request_deletion(view: ClusterState, name: str, reason: str = "", evict: Collection[str] = ()) -> list[AnyEvent]:
+    """Ask the cloud to delete the node's instance (cluster-autoscaler's `DeleteNodes`, after the drain): the
+    drained pods are evicted now; the node, the pods left on it (DaemonSet pods) and its bill stay until the
+    cloud says the instance is gone. Nothing if a deletion of it is under way already."""
+    node = view.nodes.get(name)
+    if node is None or view.cloud_ops.deletion_pending(name) or _failed_since_taint(view, name):
+        return []
+    evicted: list[AnyEvent] = [PodEvicted(pod=key, node=name, reason=reason) for key in node.pods if key in evict]
+    return [*evicted, NodeDeletionRequested(name=name, reason=reason)]
+
+
+TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"  # cluster-autoscaler's taint (autoscaler/disruption/scale_down.py)
+
+
+def _failed_since_taint(view: ClusterState, name: str) -> bool:
+    """The cloud failed to delete the node after it was last tainted for deletion: the autoscaler removes
+    that taint (autoscaler/disruption/cloud_deletions.py) rather than ask again on the same judgment."""
+    failed = view.cloud_ops.failed_deletions.get(name)
+    if failed is None:
+        return False
+    for taint in view.nodes[name].taints:
+        if taint.get("key") == TO_BE_DELETED:
+            return int(str(taint.get("value") or "0") or 0) <= failed
+    return True

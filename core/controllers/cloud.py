@@ -22,6 +22,12 @@ label, round-robin over the group's zones), and its timing drawn now (when it re
 Ready, when each device driver publishes after Ready), so the lifecycle and drivers reactors only
 replay what the cloud decided. A node slower than the autoscaler's max-node-provision-time still comes:
 the cloud does not know about that timeout.
+
+A group's misbehaviour settings (`NodeGroupCloudDefined`, core/scenario/cloud_ops.py) change this: out-of-stock
+nodes kept in the target and retried in silence (`retryStockouts`, or autoscaler#3490: `InstancePending`,
+registering when stock returns), nodes that never turn Ready (`neverReadyRate`: `ready_at` -1), zones
+stocked out or at their quota (cloud_zones.py), spot preemptions drawn per node (`preemptionRate`). The
+cloud also answers deletions and reclaims spot nodes (cloud_ops.py).
 """
 
 from __future__ import annotations
@@ -32,11 +38,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cluster.cloud_faults import cloud_faults
-from ..cluster.nodes import copier, node_from_template, node_name, zone_of
+from ..cluster.nodes import copier, node_from_template, node_name
 from ..engine.contract import Decision, Trigger
 from ..kube.provreq import BOOKING_TAINT
-from ..log.events import AnyEvent, NodeProvisioning, ScaleUpFailed
+from ..kube.versions import profile_from_config
+from ..log.events import AnyEvent, InstancePending, NodeProvisioning, ScaleUpFailed
 from ..state.cluster import ClusterState, NodeGroupState
+from .cloud_ops import deletion_events, preemption_drawn, preemption_events, restock_at
+from .cloud_zones import ZonePicker
 
 UNLIMITED = 2**62
 
@@ -69,20 +78,34 @@ def running(view: ClusterState, group: NodeGroupState) -> int:
 class Cloud:
     name: str = "cloud"
     trigger: Trigger = "events"
+    # the release emulated (core/kube/versions.py profile_config; None: legacy): autoscaler#3490 decides whether
+    # the autoscaler's cloud provider sees a stockout at once (core/kube/bugs.py)
+    kubernetes: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # autoscaler#3490: before cluster-autoscaler 1.24 the AWS provider did not read an Auto Scaling group's
+        # failed scaling activities, so a stockout is a silent retry (as `retryStockouts`) to the autoscaler
+        self._silent_stockouts = profile_from_config(self.kubernetes).bug("autoscaler#3490")
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         events: list[AnyEvent] = []
         for group_name in sorted(view.node_groups):
             group = view.node_groups[group_name]
             if group.unserved:
-                events.extend(_Serve(view, group, now, rng).run())
-        return Decision(tuple(events))
+                events.extend(_Serve(view, group, now, rng, self._silent_stockouts).run())
+        wake: list[int] = []
+        if view.cloud_ops.deleting:  # deletions asked of the cloud (cloud_ops.py)
+            events.extend(deletion_events(view, now, rng, wake))
+        if view.faults or view.cloud_ops.scheduled_preemptions:  # spot preemptions (cloud_ops.py)
+            events.extend(preemption_events(view, now, wake))
+        return Decision(tuple(events), min(wake) if wake else None)
 
 
 class _Serve:
     """One group's unanswered requests, oldest first, answered in full in one decision."""
 
-    def __init__(self, view: ClusterState, group: NodeGroupState, now: int, rng: random.Random) -> None:
+    def __init__(self, view: ClusterState, group: NodeGroupState, now: int, rng: random.Random,
+                 silent_stockouts: bool = False) -> None:
         self.view, self.group, self.now, self.rng = view, group, now, rng
         self.running = running(view, group)
         self.faults = cloud_faults(view, group.name, now)
@@ -92,6 +115,9 @@ class _Serve:
         self.booking = ""  # the request being answered reserves its nodes for this ProvisioningRequest
         self.copy_template: Callable[[], dict[str, Any]] | None = None  # made for the first node delivered
         self.events: list[AnyEvent] = []
+        self.settings = view.cloud_ops.groups.get(group.name)  # a misbehaving cloud (None: as always)
+        self.zones = ZonePicker(view, group, self.faults, self.settings)
+        self.retry = silent_stockouts or (self.settings is not None and self.settings.retry_stockouts)
 
     def run(self) -> list[AnyEvent]:
         for nodes, atomic, booking in self.group.unserved:
@@ -119,6 +145,8 @@ class _Serve:
             self._fail(nodes, "out-of-stock")
         elif any([self._instance_fails() for _ in range(nodes)]):  # every draw made: a fixed number of them
             self._fail(nodes, "instance-failed")
+        elif (why := self.zones.short(self.index, nodes)):  # the zones cannot take them all (cloud_zones.py)
+            self._fail(nodes, why)
         else:
             for _ in range(nodes):
                 self._deliver()
@@ -127,27 +155,48 @@ class _Serve:
         allowed = min(nodes, self._quota_room())
         self._fail(nodes - allowed, "quota")
         in_stock = min(allowed, self.stock, self.faults.deliverable(nodes))
-        self._fail(allowed - in_stock, "out-of-stock")
+        retried = 0
+        if self.retry:  # kept in the target, retried in silence (retryStockouts, or autoscaler#3490)
+            retried = min(allowed, self.faults.deliverable(nodes)) - in_stock
+        self._fail(allowed - in_stock - retried, "out-of-stock")
         failed = 0
-        for _ in range(in_stock):
-            if self._instance_fails():
+        no_zone: dict[str, int] = {}
+        for i in range(in_stock + retried):
+            if i < in_stock and self._instance_fails():
                 failed += 1
-            else:
-                self._deliver()
+            elif (reason := self._deliver(retry=i >= in_stock)):
+                no_zone[reason] = no_zone.get(reason, 0) + 1
         self._fail(failed, "instance-failed")
+        for reason, count in sorted(no_zone.items()):
+            self._fail(count, reason)
 
-    def _deliver(self) -> None:
+    def _deliver(self, retry: bool = False) -> str:
+        """Make one node; `retry`: one the cloud has no stock for and retries until stock returns. Returns
+        "" when made, else why not (no zone could take it: cloud_zones.py)."""
         group = self.group
         while node_name(group.name, self.index) in self.view.nodes or \
                 node_name(group.name, self.index) in self.view.provisioning_nodes:
             self.index += 1  # a name taken by a node made outside the cloud
+        zone, why = self.zones.pick(self.index)
+        if zone is None:
+            return why
         name = node_name(group.name, self.index)
-        ready_at = self.now + draw(group.provision_delay_ms, self.rng)
-        register_at = max(self.now, ready_at - group.not_ready_ms)
+        start = self.now
+        if retry:
+            start = restock_at(self.view, group, self.now,
+                               lambda t: max(self.stock, 0) if t == self.now else stock_left(group, t))
+            self.events.append(InstancePending(name=name, until=start))
+        ready_at = start + draw(group.provision_delay_ms, self.rng) if start >= 0 else -1
+        register_at = max(start, ready_at - group.not_ready_ms) if start >= 0 else -1
+        if self.settings is not None and self.settings.never_ready_rate > 0 and \
+                self.rng.random() < self.settings.never_ready_rate:
+            ready_at = -1  # it registers and never turns Ready (register_at as drawn)
+        if self.settings is not None and self.settings.preemption_rate > 0:  # a spot group (cloud_ops.py)
+            self.events.extend(preemption_drawn(name, ready_at, self.settings, self.rng))
         publish = {d.name: draw(d.publish_delay_ms, self.rng) for d in group.drivers}
         if self.copy_template is None:
             self.copy_template = copier(group.template)
-        node = node_from_template(group, name, zone_of(group.zones, self.index), self.copy_template)
+        node = node_from_template(group, name, zone, self.copy_template)
         if self.booking:  # a capacity reservation: only the request's consumer pods may land here
             spec = node.setdefault("spec", {})
             spec["taints"] = [*(spec.get("taints") or []),
@@ -158,3 +207,5 @@ class _Serve:
         self.index += 1
         self.running += 1
         self.stock -= 1
+        self.zones.take(zone)
+        return ""

@@ -13,6 +13,8 @@ the published ones. That covers the scenario's faults too:
 
 - a driver restart (`restart_after_ms` after it first published) republishes its pool with
   generation + 1, as a restarted plugin does; the allocator then only uses the new generation;
+- a `driver-republish` fault republishes the pool with devices removed or changed, generation + 1
+  (core/cluster/driver_faults.py);
 - an unhealthy device (`unhealthy[].after_ms` after it first published) is republished in its slice
   with a device taint (`<driver>/unhealthy`, NoSchedule): the allocator leaves it out for requests that
   do not tolerate it, and allocations made before stay (NoSchedule does not evict).
@@ -171,21 +173,40 @@ class Drivers:
                     unhealthy.add(fault.device)
                 else:
                     wake.append(at(published + fault.after_ms))
+        removed: set[str] = set()
+        changed: dict[str, dict[str, dict[str, object]]] = {}
         if faults is not None:
             bump += faults.restarts(now, due)
             unhealthy |= faults.unhealthy(now)
             healed = faults.healed(now) - unhealthy
+            bump += faults.republishes(now)  # a driver-republish: devices removed or changed (driver_faults.py)
+            removed, changed = faults.device_edits(now)
         templates = [t for t in group.resource_slices if t["spec"]["driver"] == driver]
         stale = [i for i, template in enumerate(templates)
                  if not _as_wanted(view.dra.slices.get(slice_name(node.name, driver, i)), template, driver, bump,
-                                   unhealthy, healed)]
+                                   unhealthy - removed, healed)]  # (a removed device has no taint to show)
         if not stale:
             return []  # the common case, decided without rendering anything
         if group.name not in copiers:
             copiers[group.name] = [copier(t) for t in group.resource_slices]
         rendered = driver_slices(group.resource_slices, node.name, driver, bump, frozenset(unhealthy),
                                  copiers[group.name])
+        if removed or changed:
+            edit_devices(rendered, removed, changed)
         return [ResourceSlicePublished(manifest=rendered[i]) for i in stale]
+
+
+def edit_devices(manifests: list[dict[str, Any]], removed: AbstractSet[str],
+                 changed: dict[str, dict[str, dict[str, object]]]) -> None:
+    """A republished pool's devices as a driver-republish fault wants them (in place: fresh renders): the
+    `removed` ones left out, the `changed` ones with their attributes/capacity entries replaced."""
+    for manifest in manifests:
+        spec = manifest["spec"]
+        devices = [d for d in spec.get("devices") or [] if str(d.get("name")) not in removed]
+        for device in devices:
+            for part, values in changed.get(str(device.get("name")), {}).items():
+                device[part] = {**(device.get(part) or {}), **copy.deepcopy(values)}
+        spec["devices"] = devices
 
 
 def _on_time(t: int) -> int:

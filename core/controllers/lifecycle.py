@@ -37,14 +37,16 @@ class Lifecycle:
         events: list[AnyEvent] = []
         wake: list[int] = []
         for vm in view.provisioning_nodes.values():
+            if vm.register_at < 0:
+                continue  # an instance the cloud never creates (a stockout it retries forever: cloud_ops.py)
             if vm.register_at > now:
                 wake.append(vm.register_at)
                 continue
             events.append(NodeCreated(name=vm.name, group=vm.group, node=vm.node, ready_at=vm.ready_at))
-            if vm.ready_at <= now:
+            if 0 <= vm.ready_at <= now:
                 events.append(NodeReady(name=vm.name))
-            else:
-                wake.append(vm.ready_at)
+            elif vm.ready_at > now:
+                wake.append(vm.ready_at)  # (-1: it never turns Ready, cloud.py `neverReadyRate`)
         for name in view.never_ready:  # the nodes never Ready yet, in the order of view.nodes
             node = view.nodes[name]
             if node.ready_t < 0 and not node.ready and node.ready_at >= 0:

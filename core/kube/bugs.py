@@ -92,6 +92,19 @@ BUGS: dict[str, Bug] = {
     "autoscaler#7683": Bug(
         "cluster-autoscaler", "a nominated pod is force-added to the autoscaler's snapshot without its ResourceClaims: "
         "its devices look free", "https://github.com/kubernetes/autoscaler/issues/7683", until("")),
+    # the target size is not reverted when a scale-up times out: a cloud that retries a stockout in silence
+    # delivers the node late (core/autoscaler/provisioning/target_revert.py); fixed by PR #9132, merged
+    # 2026-06-12, first in cluster-autoscaler-1.36.0
+    "autoscaler#9120": Bug(
+        "cluster-autoscaler", "scale-up timeout does not decrease the target size: the cloud keeps retrying",
+        "https://github.com/kubernetes/autoscaler/issues/9120", until("1.36"), "1.36"),
+    # an Auto Scaling group out of capacity keeps retrying and SetDesiredCapacity returns no error: before PR #4489
+    # ("Early abort if AWS node group has no capacity", merged 2022-03-03, first in cluster-autoscaler-1.24.0: failed
+    # scaling activities mark the placeholder instances OutOfResources) the autoscaler only noticed at
+    # max-node-provision-time; fixed before every release dralab emulates (core/controllers/cloud.py)
+    "autoscaler#3490": Bug(
+        "cluster-autoscaler", "a node group the cloud cannot fill is given up on only at max-node-provision-time",
+        "https://github.com/kubernetes/autoscaler/issues/3490", (), "1.24"),
 }
 
 

@@ -127,3 +127,10 @@ KUEUE_PODS_READY_TIMEOUT_V1BETA1_MS: Final = 5 * MINUTE_MS
 KUEUE_PODS_READY_TIMEOUT_V1BETA2_MS: Final = 30 * MINUTE_MS
 KUEUE_REQUEUING_BACKOFF_BASE_S: Final = 60
 KUEUE_REQUEUING_BACKOFF_MAX_S: Final = 3600
+# --- the cloud ------------------------------------------------------------------------------------------
+
+# A Spot instance's interruption notice: AWS gives two minutes (EC2 "Spot Instance interruption notices");
+# GCE gives 30 s to preemptible and Spot VMs ("Preemption process"). The default of a spot-preemption fault
+# without `notice` is AWS's.
+SPOT_INTERRUPTION_NOTICE_MS: Final = 2 * MINUTE_MS
+GCE_PREEMPTION_NOTICE_MS: Final = 30_000

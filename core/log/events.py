@@ -31,6 +31,15 @@ from .event_base import (
     node_key,
     pod_key,
 )
+from .events_cloud import (
+    InstancePending,
+    NodeDeleting,
+    NodeDeletionFailed,
+    NodeDeletionRequested,
+    NodeGroupCloudDefined,
+    NodePreemptionNotice,
+    NodePreemptionScheduled,
+)
 from .events_dra import (
     ClaimAllocated,
     ClaimDeviceConditionSet,
@@ -165,6 +174,13 @@ __all__ = [
     "ObjectUpdated",
     "ResourceClaimRemoved",
     "object_key",
+    "InstancePending",
+    "NodeDeleting",
+    "NodeDeletionFailed",
+    "NodeDeletionRequested",
+    "NodeGroupCloudDefined",
+    "NodePreemptionNotice",
+    "NodePreemptionScheduled",
     "claim_key",
     "decode_record",
     "encode_record",
@@ -243,6 +259,13 @@ AnyEvent = (
     | ObjectDeleted
     | ResourceClaimRemoved
     | ObjectCreated
+    | NodeGroupCloudDefined
+    | NodeDeletionRequested
+    | NodeDeleting
+    | NodeDeletionFailed
+    | InstancePending
+    | NodePreemptionNotice
+    | NodePreemptionScheduled
 )
 
 

@@ -118,7 +118,7 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
     return [
         Scheduler(**scheduler, kubernetes=kubernetes),
         Autoscaler(**config.get("autoscaler", {}), kubernetes=profile_config(merged)),
-        Cloud(),
+        Cloud(kubernetes=profile_config(merged)),
         Lifecycle(),
         *drivers_shards(int(config.get("drivers_shards", 1))),
         ClaimController(),

@@ -74,6 +74,8 @@ def setup_record(scenario: Scenario, seed: int, mode: str = "sim", speed: float 
         )
         if g.binding:  # drivers' answers to binding conditions (only when set: older logs stay as they were)
             events.append(DeviceBindingDefined(group=g.name, rules=g.binding))
+        if g.cloud_ops is not None:  # a misbehaving cloud (only when set: core/log/events_cloud.py)
+            events.append(g.cloud_ops)
         groups[g.name] = NodeGroupState(
             g.name, g.min, g.max, g.provision_delay_ms, g.template, g.cost_per_hour, node_allocatable(g.template),
             tuple(g.resource_slices), zones=tuple(g.zones),

@@ -29,9 +29,11 @@ from ..kube.fields import (
 )
 from ..kube.limits import MAX_NODE_COUNT
 from ..log.events import DeviceBindingRule, DriverSpec, StockWindow, UnhealthyDevice
+from ..log.events_cloud import NodeGroupCloudDefined
+from .cloud_ops import OPS_FIELDS, check_cloud_ops
 from .device_binding import binding_rules
 
-CLOUD_FIELDS = ("zones", "quota", "stock", "failureRate", "notReadyFor", "drivers")
+CLOUD_FIELDS = ("zones", "quota", "stock", "failureRate", "notReadyFor", "drivers", *OPS_FIELDS)
 _STOCK = ("from", "until", "available")
 _DRIVER = ("name", "publishDelay", "restartAfter", "unhealthy", "bindingConditions")
 
@@ -44,14 +46,16 @@ class CloudSettings(msgspec.Struct, frozen=True, kw_only=True):
     not_ready_ms: int = 0
     drivers: tuple[DriverSpec, ...] = ()
     binding: tuple[DeviceBindingRule, ...] = ()
+    ops: NodeGroupCloudDefined | None = None  # deletions, retried stockouts, never Ready, zone quotas (cloud_ops.py)
 
 
 def check_cloud(m: dict[str, Any], path: str, slices: list[dict[str, Any]],
                 delay: Callable[[object, str], tuple[int, int]]) -> CloudSettings:
     """The cloud settings of node group ``m`` at ``path`` (its checked slice templates are ``slices``;
     ``delay`` reads a duration or ``{min, max}`` as ``provisionDelay`` does)."""
+    zones = _zones(m.get("zones"), join(path, "zones"))
     return CloudSettings(
-        zones=_zones(m.get("zones"), join(path, "zones")),
+        zones=zones,
         quota=-1 if m.get("quota") is None else expect_int(m["quota"], join(path, "quota"), minimum=0,
                                                                             maximum=MAX_NODE_COUNT),
         stock=_stock(m.get("stock"), join(path, "stock")),
@@ -60,6 +64,7 @@ def check_cloud(m: dict[str, Any], path: str, slices: list[dict[str, Any]],
                                                                             join(path, "notReadyFor")),
         drivers=_drivers(m.get("drivers"), join(path, "drivers"), slices, delay),
         binding=binding_rules(m.get("drivers"), join(path, "drivers"), slices),  # device_binding.py
+        ops=check_cloud_ops(m, path, zones, delay),
     )
 
 

@@ -46,6 +46,7 @@ from ..kube.fields import (
     expect_map,
     expect_number,
     expect_str,
+    label_value_error,
 )
 from ..kube.limits import MAX_NODE_COUNT
 
@@ -85,18 +86,30 @@ KINDS: dict[str, KindSpec] = {
     "swizzle": KindSpec("", ("reactors", "step"), who="runtime"),
     "redis-restart": KindSpec("", who="runtime"),
     "foreign-writer": KindSpec("", ("entries",), ("form",), who="runtime"),
+    # a misbehaving cloud (core/controllers/cloud_ops.py): deletions asked while in force fail or take `delay`
+    "deletion-failure": KindSpec("group", who="cloud"),
+    "deletion-delay": KindSpec("group", ("delay",), who="cloud"),
+    # the cloud reclaims a (spot) node: notice at `at`, gone `notice` later (default 2 min: AWS's)
+    "spot-preemption": KindSpec("node", (), ("notice",), who="cloud"),
+    # a driver republishes its pool with devices removed or changed, generation + 1 (core/cluster/driver_faults.py)
+    "driver-republish": KindSpec("node", ("driver",), ("remove", "change"), who="drivers"),
 }
+# zone scope: a stockout or a quota cut of one zone of the group (core/cluster/cloud_faults.py)
+KINDS["cloud-stockout"] = KindSpec("group", (), ("zone",), who="cloud")
+KINDS["quota-cut"] = KindSpec("group", ("quota",), ("zone",), who="cloud")
 BUS_KINDS = frozenset({"redis-restart", "foreign-writer"})  # live only: they act on the run's Redis
 # only in a scenario's spec.faults: a random chaos schedule (replay/simulation/chaos.py) does not draw them (a
 # device-taint needs a taint and a release that serves DeviceTaintRules)
 SCENARIO_ONLY_KINDS = frozenset({"device-taint"})
+# the misbehaving cloud's kinds are scenario-only too: `dralab chaos` schedules stay as they were
+SCENARIO_ONLY_KINDS |= frozenset({"deletion-failure", "deletion-delay", "spot-preemption", "driver-republish"})
 FOREIGN_FORMS = ("both", "auto-id", "no-payload")
 MAX_FOREIGN_ENTRIES = 1000
 BINDING_OUTCOMES = ("never", "fail")  # a device-binding fault's `outcome` (default never)
 FAULT_KINDS = tuple(KINDS)
 TARGETS = ("node", "group", "reactor")
 PARAMS = ("taint", "driver", "pool", "rule", "device", "delay", "quota", "fraction", "lag", "skew", "reactors", "step",
-          "entries", "form", "outcome")
+          "entries", "form", "outcome", "zone", "notice", "remove", "change")
 _FAULT = ("at", "kind", "for", *TARGETS, *PARAMS)
 
 
@@ -162,6 +175,14 @@ def _param(name: str, value: object, path: str) -> Any:
         return expect_enum(value, path, FOREIGN_FORMS)
     if name == "outcome":
         return expect_enum(value, path, BINDING_OUTCOMES)
+    if name == "zone":
+        return _zone(value, path)
+    if name == "notice":
+        return expect_duration(value, path, positive=True)  # ms
+    if name == "remove":
+        return _device_names(value, path)
+    if name == "change":
+        return _device_changes(value, path)
     if name == "fraction":
         fraction = expect_number(value, path, minimum=0.0)
         if fraction > 1:
@@ -181,3 +202,36 @@ def _taint(value: object, path: str) -> dict[str, str]:
         taint["value"] = expect_str(m["value"], _path(path, "value"))
     taint["effect"] = expect_enum(m["effect"], _path(path, "effect"), TAINT_EFFECTS)
     return taint
+
+
+def _zone(value: object, path: str) -> str:
+    zone = expect_str(value, path, nonempty=True)
+    error = label_value_error(zone)
+    if error is not None:
+        raise FieldError(path, error)
+    return zone
+
+
+def _device_names(value: object, path: str) -> list[str]:
+    names = [expect_str(d, f"{path}[{i}]", nonempty=True) for i, d in enumerate(expect_list(value, path))]
+    if not names:
+        raise FieldError(path, "name at least one device")
+    return names
+
+
+_CHANGE = ("attributes", "capacity")
+
+
+def _device_changes(value: object, path: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """device -> {attributes: {name: attribute}, capacity: {name: capacity}}, merged into the device as
+    republished (resource.k8s.io/v1 shapes: an attribute is `{int|string|bool|version: v}`, a capacity
+    `{value: quantity}`; checked again as a slice when published)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for device, change in expect_map(value, path).items():
+        d_path = _path(path, str(device))
+        m = expect_map(change, d_path)
+        check_fields(m, d_path, _CHANGE)
+        out[str(device)] = {k: dict(expect_map(m[k], _path(d_path, k))) for k in _CHANGE if m.get(k) is not None}
+    if not out:
+        raise FieldError(path, "change at least one device")
+    return out

@@ -343,6 +343,7 @@ def _node_groups(value: object) -> list[NodeGroup]:
                 drivers=cloud.drivers,
                 binding=cloud.binding,
                 daemon_set_pods=check_daemon_set_pods(m.get(DAEMON_SET_PODS), join(g_path, DAEMON_SET_PODS)),
+                cloud_ops=cloud.ops,
             )
         )
     return groups

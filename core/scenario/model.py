@@ -22,6 +22,7 @@ from ..kube.defaults import (
 from ..kube.versions import LEGACY_PROFILE, Profile, merge_gates
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
 from ..log.events import DeviceBindingRule, DriverSpec, StockWindow
+from ..log.events_cloud import NodeGroupCloudDefined
 from .faults import Fault
 
 API_VERSION = "dralab.io/v1alpha1"
@@ -100,6 +101,7 @@ class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):
     binding: tuple[DeviceBindingRule, ...] = ()  # drivers[].bindingConditions (core/scenario/device_binding.py)
     # Pods each new node runs from the start (DaemonSets'), with their claims (core/scenario/template_pods.py)
     daemon_set_pods: tuple[dict[str, Any], ...] = ()
+    cloud_ops: NodeGroupCloudDefined | None = None  # a misbehaving cloud's settings (core/scenario/cloud_ops.py)
 
 
 class InitialNodes(msgspec.Struct, frozen=True, kw_only=True):

@@ -58,7 +58,7 @@ from ..log.events import (
     WorkloadCreated,
 )
 from .groups import NodeGroupState as NodeGroupState  # re-exported: reactors import it from here
-from .indexes import OBJECT_HANDLERS, RULE_ROOM_EVENTS, ClusterIndexes
+from .indexes import CLOUD_HANDLERS, OBJECT_HANDLERS, RULE_ROOM_EVENTS, ClusterIndexes
 from .jobs import job_pod_created, on_job_created
 from .objects import FAILED as FAILED
 from .objects import PENDING as PENDING
@@ -497,4 +497,4 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {**OBJECT
     FaultInjected: ClusterState._on_fault_injected,
     FaultApplied: ClusterState._on_fault_applied,
     JobCreated: on_job_created, PodTerminating: on_pod_terminating,  # (termination.py: graceful deletion)
-    PodDeleted: on_pod_deleted}  # (termination.py: deletion at once, Kueue stopping a Workload)
+    PodDeleted: on_pod_deleted, **CLOUD_HANDLERS}  # (termination.py: deletion at once; cloud_ops.py: a misbehaving cloud)

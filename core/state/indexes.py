@@ -19,6 +19,8 @@ from ..log.events import (
     ResourceClaimCreated,
     RunStarted,
 )
+from .cloud_ops import CLOUD_HANDLERS as CLOUD_HANDLERS  # re-exported for cluster.py's dispatch table
+from .cloud_ops import CloudOps
 from .device_taints import RULE_ROOM_EVENTS as RULE_ROOM_EVENTS  # re-exported for cluster.py's ROOM_TYPES
 from .dra import DraState
 from .gangs import GangState
@@ -77,6 +79,7 @@ class ClusterIndexes:
     usage_changes: list[str] = field(default_factory=list, compare=False, repr=False)
     _view: int = 0
     jobs: dict[str, JobState] = field(default_factory=dict)  # batch/v1 Jobs and their pods (jobs.py)
+    cloud_ops: CloudOps = field(default_factory=CloudOps)  # deletions, pending instances, preemptions (cloud_ops.py)
 
     def version(self, key: str) -> int:
         return self.versions.get(key, 0)
