@@ -497,4 +497,4 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {**OBJECT
     FaultInjected: ClusterState._on_fault_injected,
     FaultApplied: ClusterState._on_fault_applied,
     JobCreated: on_job_created, PodTerminating: on_pod_terminating,  # (termination.py: graceful deletion)
-    PodDeleted: on_pod_deleted, **CLOUD_HANDLERS}  # (termination.py: deletion at once; cloud_ops.py: a misbehaving cloud)
+    PodDeleted: on_pod_deleted, **CLOUD_HANDLERS}  # (termination.py: deletion at once; cloud_ops.py: the cloud)
