@@ -49,8 +49,8 @@ def test_a_bug_follows_the_release_unless_set(monkeypatch: pytest.MonkeyPatch) -
     assert make_profile("1.37", bugs={"autoscaler#1": True}).bug("autoscaler#1")
     assert not make_profile("1.34", bugs={"autoscaler#1": False}).bug("autoscaler#1")
     assert not LEGACY_PROFILE.bug("autoscaler#1")  # logs from before profiles: no bug
-    assert summary(make_profile("1.35"))["upstreamBugs"] == ["autoscaler#1"]
-    assert "upstreamBugs" not in summary(make_profile("1.37"))
+    assert "autoscaler#1" in summary(make_profile("1.35"))["upstreamBugs"]  # with the registry's own
+    assert "autoscaler#1" not in summary(make_profile("1.37")).get("upstreamBugs", [])  # open bugs may be listed
     with pytest.raises(KeyError):
         make_profile("1.37").bug("autoscaler#2")
 
@@ -124,8 +124,8 @@ def test_run_takes_bugs_flag(tmp_path: Path) -> None:
                               capture_output=True, text=True, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         out[bugs] = json.loads(proc.stdout)
-    assert out["autoscaler#3886=true"]["kubernetes"]["upstreamBugs"] == ["autoscaler#3886"]
-    assert "upstreamBugs" not in out[""]["kubernetes"]
+    assert "autoscaler#3886" in out["autoscaler#3886=true"]["kubernetes"]["upstreamBugs"]
+    assert "autoscaler#3886" not in out[""]["kubernetes"].get("upstreamBugs", [])  # open bugs may be listed
     bad = subprocess.run([sys.executable, "-m", "dralab.cli", "sim", str(path), "--bugs", "nope#1=true"],
                          capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and "--bugs: unknown upstream bug `nope#1`" in bad.stderr
