@@ -50,7 +50,7 @@ def test_137617_a_gang_sharing_a_claim_never_completes_in_1_35() -> None:
     assert bound(buggy) == set()  # nothing ever runs
     refused = [e for _, e in events(buggy, PodUnschedulable) if "in the process of being allocated" in e.message]
     assert refused and all(e.reason == "Unschedulable" for e in refused)
-    assert "resource claim default/single-gpu is in the process of being allocated" == refused[0].message
+    assert refused[0].message == "resource claim default/single-gpu is in the process of being allocated"
     timeouts = [t for t, e in events(buggy, PodUnschedulable) if "timeout" in e.message]
     assert timeouts and min(timeouts) == 300_000  # the gang's deadline: the first worker released, again and again
     fixed = run("gang-shared-claim", bugs={"kubernetes#137617": False})
