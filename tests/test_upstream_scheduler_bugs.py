@@ -43,6 +43,8 @@ def test_the_entries_name_their_releases() -> None:
     assert BUGS["kubernetes#139016"].present == ("1.35", "1.36") and BUGS["kubernetes#139016"].fixed_in == "1.37"
     assert BUGS["kubernetes#141290"].present == ("1.34", "1.35", "1.36", "1.37")
     assert BUGS["kubernetes#141290"].component == "kube-controller-manager"
+    assert BUGS["kubernetes#139034"].present == ("1.34", "1.35", "1.36")
+    assert BUGS["kubernetes#139034"].fixed_in == "1.37"
 
 
 def test_137617_a_gang_sharing_a_claim_never_completes_in_1_35() -> None:
@@ -90,4 +92,19 @@ def test_141290_taint_eviction_skips_extended_resource_pods() -> None:
 def test_legacy_profile_has_none_of_them() -> None:
     from dralab.core.kube.versions import LEGACY_PROFILE
 
-    assert not any(LEGACY_PROFILE.bug(name) for name in ("kubernetes#137617", "kubernetes#139016", "kubernetes#141290"))
+    names = ("kubernetes#137617", "kubernetes#139016", "kubernetes#139034", "kubernetes#141290")
+    assert not any(LEGACY_PROFILE.bug(name) for name in names)
+
+
+def test_139034_a_committed_share_leaves_its_counters_free_before_1_37() -> None:
+    buggy = run("shared-device-counters")  # 1.36
+    pods = buggy.state.pods
+    assert pods["pod/default/notebook"].node == pods["pod/default/finetune"].node == "gpu-0"
+    devices = {r["device"] for c in buggy.state.dra.claims.values() if c.allocation is not None
+               for r in c.allocation["devices"]["results"]}
+    assert devices == {"gpu-0", "gpu-0-3g-0"}  # the whole GPU shared, and a partition of it: a double allocation
+    assert any("counters-within-capacity" in str(v) for v in buggy.violations)
+    for fixed in (run("shared-device-counters", version="1.37"),
+                  run("shared-device-counters", bugs={"kubernetes#139034": False})):
+        assert fixed.state.pods["pod/default/finetune"].node not in (None, "gpu-0")  # a node the autoscaler added
+        assert not fixed.violations

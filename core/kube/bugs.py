@@ -81,6 +81,14 @@ BUGS: dict[str, Bug] = {
     "kubernetes#141290": Bug(
         "kube-controller-manager", "NoExecute device taints do not evict pods using DRA-backed extended resources",
         "https://github.com/kubernetes/kubernetes/issues/141290", _K8S, ""),
+    # The structured allocator (kube-scheduler's DynamicResources, vendored by cluster-autoscaler) rebuilt a pool's
+    # shared counters from dedicated allocations only: a committed share of a multi-allocatable device
+    # (DRAConsumableCapacity) that consumes counters (DRAPartitionableDevices) left them free, so an overlapping
+    # partition is allocated too. Fixed by #139040 in 1.37.0, backported to 1.36 (#139211); 1.34 and 1.35 have the
+    # same incubating/experimental code (both gates alpha there), no backport found.
+    "kubernetes#139034": Bug(
+        "kube-scheduler", "committed shares of a multi-allocatable device do not consume its shared counters",
+        "https://github.com/kubernetes/kubernetes/issues/139034", ("1.34", "1.35", "1.36"), "1.37"),
 }
 
 

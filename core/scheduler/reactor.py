@@ -287,6 +287,11 @@ class Scheduler(NodeSearch):
         return (f'running Score plugins: plugin "DynamicResources" failed with: number of allocations '
                 f'{len(claims.to_allocate)} is smaller than number of claims')
 
+    def _plain_score_error(self, state: Attempt, node: str) -> tuple[str, str] | None:
+        """The plain run's kubernetes#139016 check (plain.attempt's `score_error`), as the fast path's."""
+        error = self._dra_score_error(state.cycle, state.pod, state.claims, state.allocator, node)
+        return None if error is None else (error, DRA_SCORE_CAUSE)
+
     def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle, now: int = 0) -> None:
         """One pod's attempt (upstream's scheduleOne): the points of the default profile (profile.py) in
         upstream's order, with the fast paths between them; without fast paths, plain.attempt's loop."""
@@ -296,7 +301,8 @@ class Scheduler(NodeSearch):
                                waits_enabled(self.profile))
             nominated = self._preemption.nominated_first if self._preemption else None
             attempt(replace(default_profile(self._dra, gangs, self._scorer, self._preemption), pre_bind=(pre_bind,)),
-                    Attempt(cycle, pod), self._plain_pick, nominated)
+                    Attempt(cycle, pod), self._plain_pick, nominated,
+                    self._plain_score_error if self.profile.bug("kubernetes#139016") else None)
             return
         gate = gated(pod)  # PreEnqueue: SchedulingGates, then GangScheduling
         if gate is not None:
