@@ -400,7 +400,10 @@ def _shared_claim_doc(second_member_gpus: str) -> dict[str, Any]:
 
 
 def test_a_claim_shared_by_a_gang_is_allocated_once_and_reserved_by_every_consumer() -> None:
-    result = run(_shared_claim_doc("one-gpu"))
+    doc = _shared_claim_doc("one-gpu")
+    # the fixed behaviour (1.36.0+, kubernetes#137647); 1.35 itself has kubernetes#137617 (test_upstream_scheduler_bugs)
+    doc["spec"]["kubernetes"]["bugs"] = {"kubernetes#137617": False}
+    result = run(doc)
     shared = result.state.dra.claims["claim/default/shared"]
     assert set(shared.reserved_for) == {key("worker-0"), key("worker-1"), key("solo")}
     assert [e.claim for _, _, e in events_of(result, ClaimAllocated)].count("claim/default/shared") == 1

@@ -107,7 +107,7 @@ def _controlled_by(claim: ClaimState, pod: PodState) -> bool:
     return ref.get("name") == pod.key.rsplit("/", 1)[1]
 
 
-def pod_claims(view: ClusterState, pod: PodState) -> list[tuple[str, bool]]:
+def pod_claims(view: ClusterState, pod: PodState, extended: bool = True) -> list[tuple[str, bool]]:
     """The claims the pod uses as upstream's controller resolves them (podEvictionTime: resourceclaim.Name per
     `spec.resourceClaims` entry, then `status.extendedResourceClaimStatus`): (claim key, whether the claim must
     be controlled by the pod). An entry naming a claim uses it as is; an entry naming a template uses the claim
@@ -115,7 +115,9 @@ def pod_claims(view: ClusterState, pod: PodState) -> list[tuple[str, bool]]:
     status entry, or one without a claim name, is no claim); the extended-resource claim is the one the scheduler
     recorded (`pod_claims`' `<extended-resources>`) or, in a dump, the one `status.extendedResourceClaimStatus`
     names. Generated claims must be the pod's own (mustCheckOwner). A PodGroup member's entry that matches a
-    group entry (KEP-5729 same_source) is the group's claim, owned by the group."""
+    group entry (KEP-5729 same_source) is the group's claim, owned by the group. `extended` False: the
+    extended-resource claim is not looked at (kubernetes#141290, open: podEvictionTime reads spec.resourceClaims
+    only, so such a pod is never evicted)."""
     namespace = pod.key.split("/")[1]
     made = view.dra.pod_claims.get(pod.key, {})
     groups = group_claims(view, pod)
@@ -134,24 +136,26 @@ def pod_claims(view: ClusterState, pod: PodState) -> list[tuple[str, bool]]:
             out.append((f"claim/{namespace}/{entry['resourceClaimName']}", False))
         elif name in made:
             out.append((made[name], True))
-    extended = made.get(POD_CLAIM)
-    if extended is None:
+    if not extended:  # kubernetes#141290
+        return out
+    claim = made.get(POD_CLAIM)
+    if claim is None:
         named = ((pod.manifest.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-        extended = f"claim/{namespace}/{named}" if named else None
-    if extended is not None:
-        out.append((extended, True))
+        claim = f"claim/{namespace}/{named}" if named else None
+    if claim is not None:
+        out.append((claim, True))
     return out
 
 
-def uses(view: ClusterState, pod: PodState, claim: str) -> bool:
+def uses(view: ClusterState, pod: PodState, claim: str, extended: bool = True) -> bool:
     """Whether the pod uses the claim as upstream's controller sees it: resolved from the pod (pod_claims), and
     for a generated claim controlled by the pod; the caller has the claim reserved for the pod or its group."""
     state = view.dra.claims.get(claim)
     return state is not None and any(
-        key == claim and (not owned or _controlled_by(state, pod)) for key, owned in pod_claims(view, pod))
+        key == claim and (not owned or _controlled_by(state, pod)) for key, owned in pod_claims(view, pod, extended))
 
 
-def _consumers(view: ClusterState, claim: str, reserved_for: Iterable[str]) -> list[str]:
+def _consumers(view: ClusterState, claim: str, reserved_for: Iterable[str], extended: bool = True) -> list[str]:
     """The pods using a claim (upstream IsReservedForPod and podEvictionTime both): those in its reservedFor, and
     the members of a PodGroup in it (KEP-5729), that use it (`uses`: a member that does not name the claim,
     upstream's no-evict-pod-in-podgroup-without-claim, or a pod whose status names no claim, is left alone)."""
@@ -161,13 +165,15 @@ def _consumers(view: ClusterState, claim: str, reserved_for: Iterable[str]) -> l
                 if consumer.startswith("podgroup/") else [consumer])
         for key in keys:
             pod = view.pods.get(key)
-            if pod is not None and uses(view, pod, claim):
+            if pod is not None and uses(view, pod, claim, extended):
                 out.append(key)
     return out
 
 
-def schedule(view: ClusterState, rules: Sequence[tuple[TaintRule, int]]) -> dict[str, tuple[int, list[str]]]:
-    """Pod key -> (when it is evicted, the rules that evict it), for the running pods of allocated claims."""
+def schedule(view: ClusterState, rules: Sequence[tuple[TaintRule, int]],
+             extended: bool = True) -> dict[str, tuple[int, list[str]]]:
+    """Pod key -> (when it is evicted, the rules that evict it), for the running pods of allocated claims
+    (`extended` False: not through their extended-resource claims, kubernetes#141290)."""
     out: dict[str, tuple[int, list[str]]] = {}
     if not rules:
         return out
@@ -177,7 +183,7 @@ def schedule(view: ClusterState, rules: Sequence[tuple[TaintRule, int]]) -> dict
         eviction = claim_eviction(state.allocation, rules)
         if eviction is None:
             continue
-        for pod_key in _consumers(view, key, state.reserved_for):
+        for pod_key in _consumers(view, key, state.reserved_for, extended):
             pod = view.pods.get(pod_key)
             if pod is None or pod.node is None or pod.phase in (SUCCEEDED, FAILED):
                 continue
@@ -274,7 +280,9 @@ class DeviceTaintEviction:
         if not (state.rules or state.no_execute_since) or not profile.enabled("DRADeviceTaints"):
             return Decision(())
         timed = [(r, state.rules[r.name].time_added_ms) for r in state.converted()]
-        due = schedule(view, [(r, t) for r, t in timed if r.taint.effect == "NoExecute"] + slice_taints(view))
+        # kubernetes#141290 (open; core/kube/bugs.py): podEvictionTime skips status.extendedResourceClaimStatus
+        extended = not profile.bug("kubernetes#141290")
+        due = schedule(view, [(r, t) for r, t in timed if r.taint.effect == "NoExecute"] + slice_taints(view), extended)
         events: list[AnyEvent] = []
         wakes: list[int] = []
         evicted: dict[str, int] = {}
@@ -298,12 +306,12 @@ class DeviceTaintEviction:
             else:
                 wakes.append(when)
         if profile.version != "1.34":  # rule status exists from 1.35
-            events += self._status(view, now, timed, evicted, pending, wakes)
+            events += self._status(view, now, timed, evicted, pending, wakes, extended)
         return Decision(tuple(events), min(wakes) if wakes else None)
 
     @staticmethod
     def _status(view: ClusterState, now: int, timed: list[tuple[TaintRule, int]], evicted: dict[str, int],
-                pending: dict[str, dict[str, None]], wakes: list[int]) -> list[AnyEvent]:
+                pending: dict[str, dict[str, None]], wakes: list[int], extended: bool = True) -> list[AnyEvent]:
         """The rules' conditions as maybeUpdateRuleStatus writes them: from the view the decision saw (pods evicted
         by this very decision still pending, as upstream's first update precedes the deletion), at most every
         STATUS_PERIOD_MS per rule, and again STATUS_PERIOD_MS after the rule evicted pods. Eviction counts are
@@ -318,7 +326,7 @@ class DeviceTaintEviction:
                 if state.condition is not None:
                     continue
                 as_noexecute = replace(rule, taint=replace(rule.taint, effect="NoExecute"))
-                cond = condition(rule, (), state.evicted, schedule(view, [(as_noexecute, added)]),
+                cond = condition(rule, (), state.evicted, schedule(view, [(as_noexecute, added)], extended),
                                  selected_devices(view, rule))
             else:
                 cond = condition(rule, pending.get(rule.name, {}), state.evicted)

@@ -25,7 +25,11 @@ GATE_FEATURES: dict[str, str] = {
 
 def allocator_features(profile: Profile) -> Features:
     """The allocator's features under `profile`. Binding conditions need DRAResourceClaimDeviceStatus as
-    well (the allocator reports them through the claim's device status, KEP-5007)."""
+    well (the allocator reports them through the claim's device status, KEP-5007). Also the allocator's upstream
+    bugs of that release (core/kube/bugs.py)."""
     on = {field: profile.enabled(gate) for gate, field in GATE_FEATURES.items()}
     on["binding_conditions"] = on["binding_conditions"] and profile.enabled("DRAResourceClaimDeviceStatus")
+    # kubernetes#139034: the release's allocator (the scheduler's, and cluster-autoscaler's, which vendors it)
+    # forgets the counters of committed shares
+    on["shared_counters"] = not profile.bug("kubernetes#139034")
     return Features(**on)

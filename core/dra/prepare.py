@@ -55,6 +55,9 @@ class Features:
     device_taints: bool = True  # DRADeviceTaints
     binding_conditions: bool = True  # DRADeviceBindingConditions + DRAResourceClaimDeviceStatus
     consumable_capacity: bool = True  # DRAConsumableCapacity
+    # committed shares of multi-allocatable devices consume their counters; False reproduces kubernetes#139034
+    # (core/kube/bugs.py): the allocator rebuilt a pool's counters from dedicated allocations only
+    shared_counters: bool = True
 
 
 @dataclass(eq=False)
@@ -104,7 +107,10 @@ class NodeContext:
                         names.append(f"{pool.id}/{set_name}/{counter}")
                 for slc in pool.device_slices + pool.other_slices:
                     for device in slc.devices:
-                        if device.id in allocated.devices or device.id in shared:
+                        # kubernetes#139034 (fixed by #139040 in 1.37.0, 1.36 patch #139211): upstream's
+                        # incubating/experimental allocators checked only AllocatedDevices here, so a committed
+                        # share left the device's counters free for an overlapping partition
+                        if device.id in allocated.devices or (device.id in shared and features.shared_counters):
                             for use in device.consumes_counters:
                                 for counter, amount in use.counters.items():
                                     k = keys.get((use.counter_set, counter))

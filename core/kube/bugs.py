@@ -105,6 +105,33 @@ BUGS: dict[str, Bug] = {
     "autoscaler#3490": Bug(
         "cluster-autoscaler", "a node group the cloud cannot fill is given up on only at max-node-provision-time",
         "https://github.com/kubernetes/autoscaler/issues/3490", (), "1.24"),
+    # kube-scheduler's DynamicResources PreFilter refused a claim whose allocation is pending (reserved by a gang
+    # member waiting at Permit) even to the same gang: the gang never completes. Fixed in 1.36.0 by #137647
+    # (reuse the pending allocation within the gang); not backported to 1.35.
+    "kubernetes#137617": Bug(
+        "kube-scheduler", "gang members sharing a ResourceClaim: later members blocked by the pending allocation",
+        "https://github.com/kubernetes/kubernetes/issues/137617", ("1.35",), "1.36"),
+    # DynamicResources' Score (computeScore, added in 1.35 for prioritized lists) indexed the Filter's
+    # allocations by the claim's position among all the pod's claims: a pod with an allocated (shared) claim and
+    # an unallocated one fails Score with an error whenever more than one node is feasible. Fixed by #139017 in
+    # 1.37.0 (and 1.35.6, 1.36 patch #139363): on in the 1.35 and 1.36 profiles (dralab's profiles are minors).
+    "kubernetes#139016": Bug(
+        "kube-scheduler", "a pod with an allocated multi-node claim and an unallocated claim fails Score (stuck)",
+        "https://github.com/kubernetes/kubernetes/issues/139016", ("1.35", "1.36"), "1.37"),
+    # kube-controller-manager's device taint eviction (podEvictionTime) reads only spec.resourceClaims: a pod
+    # that got its device as a DRA-backed extended resource (status.extendedResourceClaimStatus, KEP-5004) is
+    # never evicted by a NoExecute taint. Open (fix PR #142289 not merged): on in every release.
+    "kubernetes#141290": Bug(
+        "kube-controller-manager", "NoExecute device taints do not evict pods using DRA-backed extended resources",
+        "https://github.com/kubernetes/kubernetes/issues/141290", _K8S, ""),
+    # The structured allocator (kube-scheduler's DynamicResources, vendored by cluster-autoscaler) rebuilt a pool's
+    # shared counters from dedicated allocations only: a committed share of a multi-allocatable device
+    # (DRAConsumableCapacity) that consumes counters (DRAPartitionableDevices) left them free, so an overlapping
+    # partition is allocated too. Fixed by #139040 in 1.37.0, backported to 1.36 (#139211); 1.34 and 1.35 have the
+    # same incubating/experimental code (both gates alpha there), no backport found.
+    "kubernetes#139034": Bug(
+        "kube-scheduler", "committed shares of a multi-allocatable device do not consume its shared counters",
+        "https://github.com/kubernetes/kubernetes/issues/139034", ("1.34", "1.35", "1.36"), "1.37"),
 }
 
 

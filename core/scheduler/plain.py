@@ -33,17 +33,20 @@ from .queue import NOT_READY
 
 # a nominated pod's node and allocations if it fits there (preemption.py PodPreemption.nominated_first)
 Nominated = Callable[[Cycle, PodState, Any, Any], "tuple[str, dict[str, dict[str, Any]]] | None"]
+# a Score plugin's error for the attempt on the node found: (message, dralab cause), or None
+ScoreError = Callable[[Attempt, str], "tuple[str, str] | None"]
 Pick = Callable[[dict[float, list[str]], Counter[str], list[str]], tuple[str | None, dict[str, dict[str, Any]]]]
 
 
 def attempt(profile: Profile[Attempt], state: Attempt, pick: Callable[[Attempt], Pick],
-            nominated: Nominated | None = None) -> None:
+            nominated: Nominated | None = None, score_error: ScoreError | None = None) -> None:
     """One pod through the profile's points (upstream's scheduleOne, its binding cycle at once): a
     rejection at PreEnqueue or PreFilter is written as the pod's condition (SchedulingGated, or
     NotReadyForScheduling), a Wait there writes nothing; no node found: PostFilter's Status; else the
     node is reserved and, unless a Permit plugin says Wait, bound. `pick`: DynamicResources' Filter on
     the best-scored nodes, bound to the attempt. `nominated`: a nominated pod's node tried first
-    (evaluateNominatedNode, with DefaultPreemption)."""
+    (evaluateNominatedNode, with DefaultPreemption). `score_error`: a Score plugin's error on the node found
+    (kubernetes#139016, reactor.py), written as SchedulerError."""
     cycle, pod = state.cycle, state.pod
     for enqueue in profile.pre_enqueue:
         status = enqueue(pod)
@@ -55,8 +58,9 @@ def attempt(profile: Profile[Attempt], state: Attempt, pick: Callable[[Attempt],
     for pre_filter in profile.pre_filter:
         status = pre_filter(state, pod)
         if status is not None:
-            if status.code != Code.WAIT:
-                cycle.pending(pod, NOT_READY, status.message, status.cause, status.detail)
+            if status.code != Code.WAIT:  # Unschedulable is an attempt (kubernetes#137617's refusal)
+                reason = "Unschedulable" if status.code == Code.UNSCHEDULABLE else NOT_READY
+                cycle.pending(pod, reason, status.message, status.cause, status.detail)
             return
     for pre_score in profile.pre_score:
         pre_score(state, pod, list(cycle.view.nodes.values()))
@@ -68,6 +72,10 @@ def attempt(profile: Profile[Attempt], state: Attempt, pick: Callable[[Attempt],
     else:
         node, state.reasons, state.allocations, state.dra_nodes = schedule_pod(
             cycle, pod, profile.filter, state.score, pick(state))
+        error = score_error(state, node) if score_error is not None and node is not None else None
+        if error is not None:
+            cycle.pending(pod, "SchedulerError", error[0], error[1], error[0])
+            return
     if node is None:
         for post_filter in profile.post_filter:
             status = post_filter(state, pod, state.reasons)

@@ -17,7 +17,7 @@ from dataclasses import replace
 from ..state.cluster import NodeState, PodState
 from .cycle import Attempt, Cycle, pod_has_claims
 from .filters import FILTERS, fit_error, fragmented
-from .framework import Code, Profile, ScorePlugin, Status, unresolvable
+from .framework import Code, Profile, ScorePlugin, Status, unresolvable, unschedulable
 from .placement import PlacementFilter
 from .plugins import dynamic_resources, gang_scheduling
 from .plugins.dynamic_resources import DraPlugin
@@ -44,6 +44,8 @@ class DynamicResources:
         if claims.missing:
             return unresolvable(f"waiting for objects: {claims.missing}", "missing", dynamic_resources.NAME,
                                 claims.missing)
+        if claims.in_flight is not None:  # kubernetes#137617: Unschedulable, an attempt (plugins/dynamic_resources.py)
+            return unschedulable(claims.in_flight, "gang", dynamic_resources.NAME, claims.in_flight)
         if claims.waiting:
             return WAITING  # the claim controller has not created the pod's claims yet, or a waiting gang holds one
         if claims.to_allocate:

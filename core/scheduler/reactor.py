@@ -41,7 +41,7 @@ from .filters import pending_cause as pending_cause
 from .filters import static_shape as static_shape
 from .filters import tolerates as tolerates
 from .filters import unschedulable_message as unschedulable_message
-from .framework import Status, unresolvable, unschedulable
+from .framework import Code, Status, unresolvable, unschedulable
 from .node_search import NodeSearch
 from .placement import AntiIndex, cycle_pods, depends
 from .plain import attempt
@@ -70,6 +70,7 @@ from .profile import WAITING, DynamicResources, default_profile
 from .queue import NOT_READY, due, group_due
 from .scoring import Scoring
 
+DRA_SCORE_CAUSE = "dra-score-error"  # kubernetes#139016's Score error (Scheduler._dra_score_error)
 SCORE_POLICIES = (*SCORERS, "fragmentation")  # plugins/fragmentation.py: needs the decision's device counts
 
 
@@ -100,7 +101,8 @@ class Scheduler(NodeSearch):
             raise ValueError(f"unknown scheduler feature gates {unknown}; expected some of {sorted(GATES)}")
         # the release emulated, with the scheduler's own gates on top (FieldError if they do not fit it)
         self.profile = merge_gates(profile_from_config(self.kubernetes), self.feature_gates, path="scheduler")
-        self._dra = DraPlugin(allocator_features(self.profile), status_claims=self.kubernetes is not None)
+        self._dra = DraPlugin(allocator_features(self.profile), status_claims=self.kubernetes is not None,
+                              gang_claims_blocked=self.profile.bug("kubernetes#137617"))
         if self.config is not None and self.score == "fragmentation":
             raise ValueError("the fragmentation score is dralab's own: not with a scheduler configuration")
         self._scoring = Scoring(self.config) if self.config is not None else None  # scoring.py
@@ -268,6 +270,30 @@ class Scheduler(NodeSearch):
                 self.profile.enabled("NominatedNodeNameForExpectation"))
         return True
 
+    def _dra_score_error(self, cycle: Cycle, pod: PodState, claims: Any, allocator: Any, chosen: str) -> str | None:
+        """kubernetes#139016 (1.35 and 1.36 before their patch releases; fixed in 1.37.0 by #139017): DynamicResources'
+        Score (computeScore) indexed the allocations Filter made, one per unallocated claim, by the claim's place
+        among all the pod's claims, so a pod with an allocated claim and an unallocated one fails Score with an
+        error. Score runs only when more than one node is feasible (schedulePod returns the only one unscored), so
+        the error needs another node that takes the pod: a multi-node (shared) claim. The error is a scheduling
+        error (condition SchedulerError), which cluster-autoscaler does not act on; the pod stays pending."""
+        if not (claims.allocated and claims.to_allocate):
+            return None
+        others = tuple(name for name in cycle.view.nodes if name != chosen)
+        rng, cursor = cycle.rng.getstate(), cycle.cursor[0]  # the look is not an attempt: no draw, no rotation
+        other = self.schedule_one(cycle, pod, claims, allocator, restrict=others)[0] if others else None
+        cycle.rng.setstate(rng)
+        cycle.cursor[0] = cursor
+        if other is None:
+            return None
+        return (f'running Score plugins: plugin "DynamicResources" failed with: number of allocations '
+                f'{len(claims.to_allocate)} is smaller than number of claims')
+
+    def _plain_score_error(self, state: Attempt, node: str) -> tuple[str, str] | None:
+        """The plain run's kubernetes#139016 check (plain.attempt's `score_error`), as the fast path's."""
+        error = self._dra_score_error(state.cycle, state.pod, state.claims, state.allocator, node)
+        return None if error is None else (error, DRA_SCORE_CAUSE)
+
     def _schedule(self, cycle: Cycle, pod: PodState, gangs: GangCycle, now: int = 0) -> None:
         """One pod's attempt (upstream's scheduleOne): the points of the default profile (profile.py) in
         upstream's order, with the fast paths between them; without fast paths, plain.attempt's loop."""
@@ -277,7 +303,8 @@ class Scheduler(NodeSearch):
                                waits_enabled(self.profile))
             nominated = self._preemption.nominated_first if self._preemption else None
             attempt(replace(default_profile(self._dra, gangs, self._scorer, self._preemption), pre_bind=(pre_bind,)),
-                    Attempt(cycle, pod), self._plain_pick, nominated)
+                    Attempt(cycle, pod), self._plain_pick, nominated,
+                    self._plain_score_error if self.profile.bug("kubernetes#139016") else None)
             return
         gate = gated(pod)  # PreEnqueue: SchedulingGates, then GangScheduling
         if gate is not None:
@@ -293,7 +320,9 @@ class Scheduler(NodeSearch):
         status = self._claims.pre_filter(state, pod)  # DynamicResources
         if status is not None:
             if status is not WAITING:
-                cycle.pending(pod, NOT_READY, status.message, status.cause, status.detail)
+                # Unschedulable (kubernetes#137617's refusal) is an attempt; UnschedulableAndUnresolvable is not
+                reason = "Unschedulable" if status.code is Code.UNSCHEDULABLE else NOT_READY
+                cycle.pending(pod, reason, status.message, status.cause, status.detail)
             return
         if ext is not None:  # DRA extended resources (plugins/dra_extended.py)
             schedule_extended(self, cycle, pod, state, ext, now, partial(self._prebind, now=now))
@@ -319,6 +348,11 @@ class Scheduler(NodeSearch):
             cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
             return
         node_name, reasons, allocations, state.dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
+        if node_name is not None and self.profile.bug("kubernetes#139016"):
+            error = self._dra_score_error(cycle, pod, claims, allocator, node_name)
+            if error is not None:
+                cycle.pending(pod, "SchedulerError", error, DRA_SCORE_CAUSE, error)
+                return
         if node_name is not None:
             if gang is None and self._prebind(cycle, pod, node_name, claims, allocations, now=now):
                 pass  # waiting in PreBind for binding conditions (KEP-5007)

@@ -57,6 +57,9 @@ class PodClaims:
     # claim key -> the consumer to reserve it for when it is not the pod: its PodGroup ("podgroup/<ns>/<name>"),
     # for the pod's entries that match one of the group's (KEP-5729)
     consumers: dict[str, str] = field(default_factory=dict)
+    # kubernetes#137617 (1.35): a claim whose allocation is pending for a gang member waiting at Permit, refused to
+    # the rest of that gang too (upstream PreFilter's "resource claim ... is in the process of being allocated")
+    in_flight: str | None = None
 
     @property
     def any(self) -> bool:
@@ -73,12 +76,15 @@ class DraPlugin:
     """Holds the compiled-selector cache across decisions (a cache, it never changes an answer) and the
     allocator's features, which do: the release's DRA gates (core/dra/features.py)."""
 
-    def __init__(self, features: Features | None = None, status_claims: bool = False) -> None:
+    def __init__(self, features: Features | None = None, status_claims: bool = False,
+                 gang_claims_blocked: bool = False) -> None:
         self.matcher = CelMatcher()
         self.features = features or Features()  # the allocator's, from the release's gates (dra/features.py)
         # release profiles: a template entry whose claim the pod's status names is that claim, template or not
         # (cluster/pod_claims.py status_claim); legacy logs were made with the template looked up first
         self.status_claims = status_claims
+        # kubernetes#137617 (core/kube/bugs.py): a pending allocation blocks the holder's own gang as well
+        self.gang_claims_blocked = gang_claims_blocked
 
     def prefilter(self, view: ClusterState, pod: PodState, assumed: dict[str, dict[str, Any]],
                   held: Held | None = None, gang: str | None = None) -> PodClaims:
@@ -120,6 +126,11 @@ class DraPlugin:
             state = view.dra.claims[key]
             if held and key in held:
                 holder, in_flight = held[key]
+                if holder == gang and self.gang_claims_blocked:
+                    # kubernetes#137617 (fixed in 1.36.0 by #137647): PreFilter saw the claim's pending allocation
+                    # (ClaimHasPendingAllocation) and answered Unschedulable, for the holder's gang as for any pod
+                    out.in_flight = f"resource claim {key[6:]} is in the process of being allocated"
+                    return out
                 if holder != gang:
                     out.waiting = True
                     continue
