@@ -129,3 +129,31 @@ def test_run_takes_bugs_flag(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "dralab.cli", "sim", str(path), "--bugs", "nope#1=true"],
                          capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and "--bugs: unknown upstream bug `nope#1`" in bad.stderr
+
+
+def test_the_docs_list_every_bug_and_every_upstream_scenario() -> None:
+    """docs/upstream-bugs.md has a row per registered bug, and names every scenario under scenarios/upstream/ (each
+    of which exists)."""
+    import re
+
+    doc = (ROOT / "docs" / "upstream-bugs.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| [")]
+    named = {re.match(r"\| \[([^\]]+)\]", row).group(1) for row in rows}  # type: ignore[union-attr]
+    assert set(BUGS) <= named, sorted(set(BUGS) - named)
+    files = {p.name for p in (ROOT / "scenarios" / "upstream").glob("*.yaml")}
+    mentioned = set(re.findall(r"upstream/([\w.-]+\.yaml)", doc))
+    assert mentioned <= files, sorted(mentioned - files)
+    assert files <= mentioned, sorted(files - mentioned)
+
+
+def test_the_3886_scenario_shows_both_outcomes() -> None:
+    from dralab.core.scenario.load import load_scenario, parse_scenario
+    from dralab.replay.simulation.sim import simulate
+
+    path = ROOT / "scenarios" / "upstream" / "autoscaler-3886-scale-down-race.yaml"
+    with_bug = simulate(load_scenario(str(path)), 1)
+    assert any(b"NodeDeleted" in payload for _, payload in with_bug.entries)
+    doc = yaml.safe_load(path.read_text())
+    doc["spec"]["kubernetes"]["bugs"] = {"autoscaler#3886": False}
+    fixed = simulate(parse_scenario(doc, path.name), 1)
+    assert not any(b"NodeDeleted" in payload for _, payload in fixed.entries) and fixed.violations == []
