@@ -38,12 +38,13 @@ from ..scheduler.plugins.dra_binding import nominated_waits
 from ..scheduler.plugins.dynamic_resources import DraPlugin
 from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
-from .disruption.scale_down import ScaleDown
+from .disruption.scale_down import ScaleDown, scale_down_options
 from .provisioning.backoff import Timeouts, backed_off
 from .provisioning.expanders import EXPANDERS, expand
 from .provisioning.provreq_broker import Broker
 from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
+from .simulation.loop_snapshot import absorb_placing
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
 from .simulation.nominated import expendable, waiting_for_preemption
 from .simulation.virtual_claims import MATERIALIZE, UNRESOLVED
@@ -71,6 +72,8 @@ class Autoscaler:
     # PodDisruptionBudgets (kube/pdb.py) scale-down's drains respect (disruption/pdb.py); only when a scenario has
     # some, so other run configs read as before
     pdbs: list[dict[str, Any]] = field(default_factory=list)
+    # scale-down flags set as spec.autoscaler fields, ScaleDown's keywords (core/scenario/scale_down_flags.py)
+    scale_down_flags: dict[str, Any] = field(default_factory=dict)
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -94,7 +97,8 @@ class Autoscaler:
         self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
         # autoscaler#3886 (core/kube/bugs.py): the bug is the missing re-check before delete
         race = {"recheck_before_delete": False} if self.profile.bug("autoscaler#3886") else {}
-        self._scale_down = ScaleDown(**{**self.scale_down, **race})
+        self._scale_down = ScaleDown(**{**self.scale_down, **race,
+                                        **scale_down_options(self.scale_down_flags, self.kubernetes is not None)})
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms
@@ -120,9 +124,11 @@ class Autoscaler:
                              release=self.kubernetes is not None)
             return sim, sim_ready_nodes(view, sim, nominated)
 
-        def scale_down() -> list[AnyEvent]:
+        placed: set[str] = set()  # release profiles: nodes this loop's FilterOutSchedulable put pods on
+
+        def scale_down(scaled_up: bool = False) -> list[AnyEvent]:
             return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, self.pdbs,
-                                           release=self.kubernetes is not None)
+                                           release=self.kubernetes is not None, placed=placed, scaled_up=scaled_up)
         unschedulable = sorted(
             (p for p in view.pending_pods()
              if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated
@@ -168,7 +174,9 @@ class Autoscaler:
             remaining, group_options = place_units(view, sim, ready_nodes, upcoming, unschedulable, units, blocked,
                                                    memo)
         else:
-            remaining, group_options = absorb(sim, upcoming, absorb(sim, ready_nodes, unschedulable, memo), memo), []
+            fits = (absorb(sim, ready_nodes, unschedulable, memo) if self.kubernetes is None
+                    else absorb_placing(sim, ready_nodes, unschedulable, memo, placed))  # one snapshot (loop_snapshot)
+            remaining, group_options = absorb(sim, upcoming, fits, memo), []
         if not remaining and not group_options:
             return Decision(tuple(events + scale_down()), wake)
         gangs = pending_gangs(view, remaining) if self.policy == "atomic" else None
@@ -178,6 +186,8 @@ class Autoscaler:
             events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
                                            atomic=best.atomic or (self.policy == "atomic" and gangs is not None
                                                                   and bool(gangs))))
+        if self.kubernetes is not None:  # release profiles: scale-down runs in every loop, as RunOnce runs it
+            events += scale_down(scaled_up=bool(options))
         return Decision(tuple(events), wake)
 
     def _topology(self) -> bool:

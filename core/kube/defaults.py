@@ -80,3 +80,40 @@ JOB_BACKOFF_LIMIT: Final = 6
 KUEUE_RETRY_BACKOFF_LIMIT_COUNT: Final = 3
 KUEUE_RETRY_BACKOFF_BASE_S: Final = 60
 KUEUE_RETRY_BACKOFF_MAX_S: Final = 1800
+
+# --- cluster-autoscaler scale-down flags (config/flags/flags.go; config/autoscaling_options.go) ------------
+# The same in every release dralab emulates (1.34-1.37): none of these defaults changed in that span.
+
+# --scale-down-enabled (true).
+SCALE_DOWN_ENABLED: Final = True
+# --scale-down-unready-enabled (true): unready nodes may be scaled down too.
+SCALE_DOWN_UNREADY_ENABLED: Final = True
+# --scale-down-unready-time (config.DefaultScaleDownUnreadyTime = 20 min): how long an unready node must be
+# unneeded before it is removed (ready nodes: --scale-down-unneeded-time).
+SCALE_DOWN_UNREADY_TIME_MS: Final = 20 * MINUTE_MS
+# --scale-down-delay-after-delete (0): how long after a node deletion scale-down evaluation resumes (0: no pause;
+# createAutoscalingOptions copies the flag as given, no fallback to the scan interval).
+SCALE_DOWN_DELAY_AFTER_DELETE_MS: Final = 0
+# --scale-down-delay-after-failure (config.DefaultScaleDownDelayAfterFailure = 3 min).
+SCALE_DOWN_DELAY_AFTER_FAILURE_MS: Final = 3 * MINUTE_MS
+# --scale-down-gpu-utilization-threshold (config.DefaultScaleDownGpuUtilizationThreshold = 0.5): the threshold of
+# nodes with a GPU (the provider's GPU config: an extended `*/gpu` resource); DRA nodes use the plain threshold
+# (core/scaledown/eligibility isNodeBelowUtilizationThreshold).
+SCALE_DOWN_GPU_UTILIZATION_THRESHOLD: Final = 0.5
+# --ignore-daemonsets-utilization (false) and --ignore-mirror-pods-utilization (false): whether those pods' requests
+# are left out of a node's utilization (utilization/info.go Calculate).
+IGNORE_DAEMONSETS_UTILIZATION: Final = False
+IGNORE_MIRROR_PODS_UTILIZATION: Final = False
+# --max-pod-eviction-time (2 min): how long a drain retries an eviction a PodDisruptionBudget refuses.
+MAX_POD_EVICTION_TIME_MS: Final = 2 * MINUTE_MS
+# --max-graceful-termination-sec (600): the longest grace period a drain gives a pod (dralab's drains evict at once).
+MAX_GRACEFUL_TERMINATION_SEC: Final = 600
+# --skip-nodes-with-system-pods, --skip-nodes-with-local-storage, --skip-nodes-with-custom-controller-pods (all
+# true): the drainability rules that make kube-system pods, pods with local storage and pods of controllers other
+# than ReplicationController/ReplicaSet/Job/StatefulSet block a node's drain (simulator/drainability/rules).
+SKIP_NODES_WITH_SYSTEM_PODS: Final = True
+SKIP_NODES_WITH_LOCAL_STORAGE: Final = True
+SKIP_NODES_WITH_CUSTOM_CONTROLLER_PODS: Final = True
+# The per-node annotation that takes a node out of scale-down (FAQ "How can I prevent Cluster Autoscaler from
+# scaling down a particular node?"; the ScaleDownDisabledAnnotation unremovable reason).
+SCALE_DOWN_DISABLED_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/scale-down-disabled"

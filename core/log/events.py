@@ -95,6 +95,7 @@ from .events_provisioning import (
     ScaleUpRequested,
     ScaleUpTimedOut,
 )
+from .events_scaledown import NodesUnremovable, ScaleDownReported
 
 __all__ = [
     "AdmissionCheckUpdated",
@@ -122,6 +123,7 @@ __all__ = [
     "NodeProvisioning",
     "NodeReady",
     "NodeTaintsChanged",
+    "NodesUnremovable",
     "PodBindingEnded",
     "PodBindingStarted",
     "PodBound",
@@ -148,6 +150,7 @@ __all__ = [
     "RunStarted",
     "SCALE_UP_FAILURE_REASONS",
     "SCHEMA_VERSION",
+    "ScaleDownReported",
     "ScaleUpFailed",
     "ScaleUpRequested",
     "ScaleUpTimedOut",
@@ -228,6 +231,8 @@ AnyEvent = (
     | DeviceTaintRuleCreated
     | DeviceTaintRuleDeleted
     | DeviceTaintRuleStatus
+    | ScaleDownReported
+    | NodesUnremovable
 )
 
 

@@ -64,6 +64,7 @@ from .model import (
     ScoreStrategy,
     replica_name,
 )
+from .scale_down_flags import SCALE_DOWN_FLAGS, with_scale_down_flags
 
 __all__ = [
     "API_VERSION",
@@ -155,7 +156,7 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
     if scheduler_gates != scheduler.feature_gates:  # a flag overrode a gate of spec.scheduler.featureGates
         scheduler = SchedulerSettings(score=scheduler.score, gang_timeout_ms=scheduler.gang_timeout_ms,
                                       feature_gates=scheduler_gates, config=scheduler.config)
-    autoscaler = _autoscaler(spec.get("autoscaler"))
+    autoscaler = with_scale_down_flags(spec.get("autoscaler"), _autoscaler(spec.get("autoscaler")), own)
     groups = _node_groups(spec["nodeGroups"])
     for g, group in enumerate(spec["nodeGroups"]):
         gated.check_group(group, index("spec.nodeGroups", g), profile)
@@ -227,7 +228,8 @@ def _duration_or(m: dict[str, Any], key: str, path: str, default: int, *, positi
 def _autoscaler(value: object) -> AutoscalerSettings:
     path = "spec.autoscaler"
     m = _optional_map(value, path, ("scanInterval", "maxNodeProvisionTime", "maxNodeStartupTime", "expander",
-                                    "scaleDown", "capacityRevoked", "reserveBookings", "provisioningRequestClaims"))
+                                    "scaleDown", "capacityRevoked", "reserveBookings", "provisioningRequestClaims",
+                                    *SCALE_DOWN_FLAGS))
     default = AutoscalerSettings()
     return AutoscalerSettings(
         scan_interval_ms=_duration_or(m, "scanInterval", path, default.scan_interval_ms),

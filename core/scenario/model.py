@@ -76,6 +76,9 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     # ProvisioningRequests' virtual pods: claims from templates made in memory (the fix of autoscaler#10065)
     # or left unresolved, so such pods never fit (the bug); see core/autoscaler/simulation/virtual_claims.py
     provisioning_request_claims: str = "materialize"
+    # cluster-autoscaler's scale-down flags set as spec.autoscaler fields, beyond those ScaleDownSettings holds (their
+    # aliases): ScaleDown's keyword -> value, only those the scenario sets (core/scenario/scale_down_flags.py)
+    scale_down_flags: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,6 +25,7 @@ from .groups import NodeGroupState
 from .jobs import JobState
 from .objects import FAILED, PENDING, RUNNING, SUCCEEDED, FaultState, NodeState, PodState
 from .provreq import ProvisioningState
+from .scale_down import ScaleDownStatus
 
 
 @dataclass
@@ -72,6 +73,7 @@ class ClusterIndexes:
     usage_changes: list[str] = field(default_factory=list, compare=False, repr=False)
     _view: int = 0
     jobs: dict[str, JobState] = field(default_factory=dict)  # batch/v1 Jobs and their pods (jobs.py)
+    scale_down: ScaleDownStatus = field(default_factory=ScaleDownStatus)  # the autoscaler's own (scale_down.py)
 
     def version(self, key: str) -> int:
         return self.versions.get(key, 0)
