@@ -10,7 +10,8 @@ sets none records what it recorded before the flags existed), as keyword argumen
 
 Two flags need the autoscaler's own memory of its last deletion and failure, which dralab keeps in the log as
 the scale-down events of release profiles (core/log/events_scaledown.py): `scaleDownDelayAfterDelete` and
-`scaleDownDelayAfterFailure` are refused without `spec.kubernetes` (the legacy profile writes no such events).
+`scaleDownDelayAfterFailure` are refused under the legacy profile (forced for logs written before profiles; it
+writes no such events). A scenario without `spec.kubernetes` runs as the current release and has them.
 `maxGracefulTerminationSec` is refused: dralab's drains evict pods with no grace period.
 """
 
@@ -109,8 +110,8 @@ def with_scale_down_flags(value: object, settings: AutoscalerSettings, own: Prof
         if m.get(flag) is None:
             continue
         if flag in RELEASE_ONLY and not release:
-            raise FieldError(join(path, flag), "needs a release profile (spec.kubernetes.version): the legacy "
-                                               "profile keeps no record of the autoscaler's deletions and failures")
+            raise FieldError(join(path, flag), "needs a release profile: the legacy profile keeps no record of "
+                                               "the autoscaler's deletions and failures")
         flags[keyword] = parse(m[flag], join(path, flag))
     if not aliased and not flags:
         return settings

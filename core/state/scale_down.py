@@ -21,8 +21,10 @@ class ScaleDownStatus:
 
 
 def on_scale_down_reported(state: Any, offset: int, t: int, event: ScaleDownReported) -> None:
+    """The clocks: a deletion started (the status ConfigMap's ScaleDownEmpty or ScaleDown: upstream sets
+    lastScaleDownDeleteTime when a loop's result is ScaleDownNodeDeleteStarted) or failed (ScaleDownFailed)."""
     status: ScaleDownStatus = state.scale_down
-    if event.kind == "Node" and event.reason == "ScaleDown" and event.message == REMOVED_MESSAGE:
+    if event.kind == "ConfigMap" and event.reason in ("ScaleDown", "ScaleDownEmpty"):
         status.last_delete_t = t
     elif event.reason == "ScaleDownFailed":
         status.last_failure_t = t
