@@ -13,6 +13,7 @@ from ..run.config import policies
 from ..state.cluster import ClusterState
 from .causes import explain_lines
 from .podgroups import render_lines, summarize_groups
+from .scale_down_summary import scale_down_lines, scale_down_summary
 from .waits import pending_cause, schedule_waits, time_to_schedule
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
     groups = summarize_groups(state)
     if groups is not None:  # 1.36+ PodGroups: how many scheduled, and why each pending one is
         summary["pod_groups"] = groups
+    if (scale_down := scale_down_summary(state)) is not None:  # release profiles: the autoscaler's scale-down
+        summary["scale_down"] = scale_down
     if metrics is not None:
         summary.update(metrics.contract())
         summary["metrics"] = metrics.details()
@@ -81,6 +84,7 @@ def render_text(summary: dict[str, Any]) -> str:
           if summary.get("gangs", {}).get("total") else []),
         *render_lines(summary.get("pod_groups")),
         "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
+        *scale_down_lines(summary),
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
         *_metric_lines(summary),
         f"log        {summary['events']} events in {summary['records']} records, "

@@ -30,6 +30,7 @@ class ScaleDownReported(Event, tag="ScaleDownReported", frozen=True):
     reason: str  # ScaleDown | ScaleDownEmpty | ScaleDownFailed
     message: str
     severity: str = "Normal"  # the v1 Event's type: Normal | Warning
+    node: str = ""  # on the status ConfigMap: the node it is about (upstream names it in the message only)
 
 
 class NodesUnremovable(Event, tag="NodesUnremovable", frozen=True):

@@ -18,6 +18,11 @@ class ScaleDownStatus:
     unremovable: dict[str, str] = field(default_factory=dict)  # node -> simulator.UnremovableReason
     last_delete_t: int = -1
     last_failure_t: int = -1
+    # for the run summary (core/analysis/scale_down_summary.py): nodes whose deletion started, as "empty" or
+    # "drained"; nodes removed, by the same; deletions that failed
+    deleting: dict[str, str] = field(default_factory=dict)
+    removed: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
 
 
 def on_scale_down_reported(state: Any, offset: int, t: int, event: ScaleDownReported) -> None:
@@ -26,8 +31,14 @@ def on_scale_down_reported(state: Any, offset: int, t: int, event: ScaleDownRepo
     status: ScaleDownStatus = state.scale_down
     if event.kind == "ConfigMap" and event.reason in ("ScaleDown", "ScaleDownEmpty"):
         status.last_delete_t = t
+        status.deleting[event.node] = "empty" if event.reason == "ScaleDownEmpty" else "drained"
+    elif event.kind == "Node" and event.reason == "ScaleDown" and event.message == REMOVED_MESSAGE:
+        kind = status.deleting.pop(event.name, "empty")
+        status.removed[kind] = status.removed.get(kind, 0) + 1
     elif event.reason == "ScaleDownFailed":
         status.last_failure_t = t
+        status.deleting.pop(event.name, None)
+        status.failed += 1
 
 
 def on_nodes_unremovable(state: Any, offset: int, t: int, event: NodesUnremovable) -> None:

@@ -42,10 +42,10 @@ def marked(node: str, moving: list[PodState], util: float) -> list[AnyEvent]:
         pods = ",".join(p.key.split("/", 1)[1] for p in moving)
         status = ScaleDownReported("ConfigMap", STATUS_CONFIGMAP, "ScaleDown",
                                    f"Scale-down: removing node {node}, utilization: {util:.3f}, "
-                                   f"pods to reschedule: {pods}")
+                                   f"pods to reschedule: {pods}", node=node)
     else:
         status = ScaleDownReported("ConfigMap", STATUS_CONFIGMAP, "ScaleDownEmpty",
-                                   f'Scale-down: removing empty node "{node}"')
+                                   f'Scale-down: removing empty node "{node}"', node=node)
     return [status, ScaleDownReported("Node", node, "ScaleDown", "marked the node as toBeDeleted/unschedulable")]
 
 
