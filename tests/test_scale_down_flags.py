@@ -169,15 +169,25 @@ def test_the_gpu_threshold_is_its_own_in_release_profiles() -> None:
     """--scale-down-gpu-utilization-threshold serves nodes with GPUs; --scale-down-utilization-threshold the others.
     Under the legacy profile dralab's one threshold served both, as it still does unless the GPU flag is set."""
     lg = gpu_node_half_used()
-    loop(lg, 11 * MIN)
-    assert reasons(lg) == {"g": "NotUnderutilized"}  # 4/8 = 0.5, not below 0.5
+    loop(lg, 11 * MIN, gpu_utilization_threshold=0.4)
+    assert reasons(lg) == {"g": "NotUnderutilized"}  # 4/8 = 0.5, above 0.4
     lg = gpu_node_half_used()
     loop(lg, 11 * MIN, gpu_utilization_threshold=0.6)
     assert reasons(lg) == {"g": "BlockedByPod"}  # below 0.6: a candidate, its bare pod blocks the drain
     lg = gpu_node_half_used()
-    decision = Autoscaler(kubernetes=RELEASE, scale_down={"utilization_threshold": 0.6}).react(
+    decision = Autoscaler(kubernetes=RELEASE, scale_down={"utilization_threshold": 0.6},
+                          scale_down_flags={"gpu_utilization_threshold": 0.4}).react(
         lg.state, 11 * MIN, decision_rng(0, "autoscaler", lg.offset, 11 * MIN))
     assert dict(next(e for e in decision.events if isinstance(e, NodesUnremovable)).nodes) == {"g": "NotUnderutilized"}
+
+
+def test_autoscaler_8707_a_node_at_the_threshold_is_underutilized_since_the_fix() -> None:
+    """4 of 8 GPUs is exactly the default 0.5: 1.35 (the bug, `>=`) keeps the node, 1.36+ (PR #8975, `>`) finds it
+    underutilized (here its bare pod then blocks the drain)."""
+    for version, reason in (("1.35", "NotUnderutilized"), ("1.36", "BlockedByPod"), ("1.37", "BlockedByPod")):
+        lg = gpu_node_half_used()
+        loop(lg, 11 * MIN, kubernetes=profile_config(make_profile(version)))
+        assert reasons(lg) == {"g": reason}, version
 
 
 def test_max_drain_parallelism_drains_more_nodes_at_once() -> None:

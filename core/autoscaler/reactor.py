@@ -38,7 +38,7 @@ from ..scheduler.plugins.dra_binding import nominated_waits
 from ..scheduler.plugins.dynamic_resources import DraPlugin
 from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
-from .disruption.scale_down import ScaleDown, scale_down_options
+from .disruption.scale_down import ScaleDown, scale_down_bugs, scale_down_options
 from .provisioning.backoff import Timeouts, backed_off
 from .provisioning.expanders import EXPANDERS, expand
 from .provisioning.provreq_broker import Broker
@@ -97,6 +97,7 @@ class Autoscaler:
         self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
         # autoscaler#3886 (core/kube/bugs.py): the bug is the missing re-check before delete
         race = {"recheck_before_delete": False} if self.profile.bug("autoscaler#3886") else {}
+        race |= scale_down_bugs(self.profile, self.kubernetes is not None)  # autoscaler#8707, #5117 (scale_down.py)
         self._scale_down = ScaleDown(**{**self.scale_down, **race,
                                         **scale_down_options(self.scale_down_flags, self.kubernetes is not None)})
 

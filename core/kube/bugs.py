@@ -62,6 +62,18 @@ BUGS: dict[str, Bug] = {
     "autoscaler#3886": Bug(
         "cluster-autoscaler", "scale-down deletes a node a pod was bound to after the empty-node judgment",
         "https://github.com/kubernetes/autoscaler/issues/3886", (), "1.26"),
+    # scale-down: a node exactly at its utilization threshold counts as not underutilized (`>=`), so threshold 0 with
+    # --ignore-daemonsets-utilization never removes a node that runs only DaemonSet pods. Fixed by PR #8975 (`>`),
+    # merged for 1.36; cherry-picked into patch releases of 1.32-1.34 (#9033-#9035), none found for 1.35.
+    "autoscaler#8707": Bug(
+        "cluster-autoscaler", "a node exactly at the scale-down utilization threshold (0 for a DaemonSet-only node "
+        "with threshold 0) is never underutilized", "https://github.com/kubernetes/autoscaler/issues/8707",
+        until("1.36"), "1.36"),
+    # scale-down: the legacy scale-down (the only one until --parallel-drain became the default, PR #5976, 1.28)
+    # aborted every loop while a non-empty node was being drained, so empty nodes waited for the drain to end.
+    "autoscaler#5117": Bug(
+        "cluster-autoscaler", "empty node deletion is blocked by another node's drain in progress",
+        "https://github.com/kubernetes/autoscaler/issues/5117", (), "1.28"),
 }
 
 

@@ -38,6 +38,9 @@ class ScaleDown(Protocol):
     """What the planner reads of scale_down.ScaleDown (its settings, thresholds and blocker cache)."""
 
     @property
+    def strict_threshold(self) -> bool: ...
+
+    @property
     def unneeded_time_ms(self) -> int: ...
 
     @property
@@ -146,6 +149,7 @@ def _unremovable(sd: ScaleDown, view: ClusterState, node: NodeState, ready: Call
         return report.MIN_SIZE, []
     if name in needed:
         return report.NOT_UNNEEDED_LONG_ENOUGH, []
-    if sd._utilization(view, node, True) >= sd.threshold(node):
+    util, threshold = sd._utilization(view, node, True), sd.threshold(node)
+    if util > threshold if sd.strict_threshold else util >= threshold:  # autoscaler#8707: `>` since its fix
         return report.NOT_UNDERUTILIZED, []
     return None, []

@@ -59,6 +59,7 @@ from ...kube.defaults import (
     SKIP_NODES_WITH_LOCAL_STORAGE,
     SKIP_NODES_WITH_SYSTEM_PODS,
 )
+from ...kube.versions import Profile
 from ...log.events import AnyEvent, PodEvicted
 from ...scheduler.plugins.dra_binding import waiting_devices
 from ...scheduler.preemption import view_budgets
@@ -95,6 +96,11 @@ class ScaleDown:
     skip_nodes_with_system_pods: bool = SKIP_NODES_WITH_SYSTEM_PODS
     skip_nodes_with_local_storage: bool = SKIP_NODES_WITH_LOCAL_STORAGE
     skip_nodes_with_custom_controller_pods: bool = SKIP_NODES_WITH_CUSTOM_CONTROLLER_PODS
+    # upstream bugs (core/kube/bugs.py), set by the reactor from the release: the fix of autoscaler#8707 (only a
+    # utilization above the threshold keeps a node; release profiles) and autoscaler#5117 (no new deletion while a
+    # drain is under way)
+    strict_threshold: bool = False
+    drain_blocks_scale_down: bool = False
     # A cache, never an answer: node -> the pod that blocked its drain (drainability depends on the pod
     # alone, so while that pod is on the node the node stays blocked).
     _blocker: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -190,6 +196,8 @@ class ScaleDown:
         last_add = max((t for t, _, _ in view.scale_ups), default=None)
         if last_add is not None and now < last_add + self.delay_after_add_ms:
             return events
+        if self.drain_blocks_scale_down and draining:  # autoscaler#5117: legacy.go returned ScaleDownInProgress
+            return events
         if release:
             if self._cooldown(view, now, scaled_up):
                 return events
@@ -274,6 +282,13 @@ def scale_down_options(flags: dict[str, Any], release: bool) -> dict[str, Any]:
     return dict(flags)
 
 
+def scale_down_bugs(profile: Profile, release: bool) -> dict[str, Any]:
+    """ScaleDown's keywords for the upstream bugs of the release (core/kube/bugs.py). autoscaler#8707's fix applies to
+    release profiles only: the legacy profile's logs were made with `>=`."""
+    return {"strict_threshold": release and not profile.bug("autoscaler#8707"),
+            "drain_blocks_scale_down": profile.bug("autoscaler#5117")}
+
+
 def _evicted_since(view: ClusterState, node: str, t: int) -> bool:
     """Whether a pod of the node ended (was evicted) at or after `t`: its drain has begun. Newest first."""
     for key in reversed(view.pods_by_phase[FAILED]):
@@ -288,20 +303,23 @@ def _evicted_since(view: ClusterState, node: str, t: int) -> bool:
 def utilization(view: ClusterState, node: NodeState, release: bool = False, daemonsets: bool = False,
                 mirror: bool = False) -> float:
     """GPU utilization for a node with GPUs (extended `*/gpu` or DRA devices of its own slices), else
-    max(cpu, memory). `release`: expendable pods left out (not in cluster-autoscaler's snapshot); `daemonsets`,
-    `mirror`: those pods left out too (--ignore-daemonsets-utilization, --ignore-mirror-pods-utilization;
-    utilization/info.go Calculate)."""
+    max(cpu, memory). `release`: expendable pods left out (not in cluster-autoscaler's snapshot). `daemonsets`,
+    `mirror` (--ignore-daemonsets-utilization, --ignore-mirror-pods-utilization): those pods' requests are taken
+    out of both the requests and the allocatable, as utilization/info.go calculateUtilizationOfResource does
+    (requests / (allocatable - theirs)); a node they fill entirely counts as 0. DRA devices: upstream's
+    CalculateDynamicResourceUtils counts every pod's claims."""
     ignored = [p for k in node.pods if expendable(p := view.pods[k])] if release else []
-    if daemonsets or mirror:
-        ignored += [p for k in node.pods if (p := view.pods[k]) not in ignored and drainability(p)[0] == STAYS
-                    and (daemonsets if controller_ref(p.manifest) is not None else mirror)]
     gone = {p.key for p in ignored}
+    skipped = [p for k in node.pods if k not in gone and drainability(p := view.pods[k])[0] == STAYS
+               and (daemonsets if controller_ref(p.manifest) is not None else mirror)] if daemonsets or mirror else []
 
-    def used(resource: str) -> int:
-        return node.used.get(resource, 0) - sum(p.requests.get(resource, 0) for p in ignored)
+    def ratio(resource: str, allocatable: int) -> float:
+        theirs = sum(p.requests.get(resource, 0) for p in skipped)
+        used = node.used.get(resource, 0) - theirs - sum(p.requests.get(resource, 0) for p in ignored)
+        return used / (allocatable - theirs) if allocatable > theirs else 0.0
     gpus = {r: a for r, a in node.allocatable.items() if r.endswith("/gpu") and a}
     if gpus:
-        return max(used(r) / a for r, a in gpus.items())
+        return max(ratio(r, a) for r, a in gpus.items())
     devices = [d.id for _, slc in view.dra.slice_index().by_node.get(node.name, ()) for d in slc.devices]
     if devices:
         waiting = waiting_devices(view) if view.dra.binding else set()  # no pod on the node uses them (#8795)
@@ -312,5 +330,4 @@ def utilization(view: ClusterState, node: NodeState, release: bool = False, daem
                     held.add_allocation(c.allocation)
             waiting = waiting | held.devices
         return sum(1 for d in devices if d in view.dra.allocated.devices and d not in waiting) / len(devices)
-    return max((used(r) / node.allocatable[r] for r in ("cpu", "memory") if node.allocatable.get(r)),
-               default=0.0)
+    return max((ratio(r, node.allocatable[r]) for r in ("cpu", "memory") if node.allocatable.get(r)), default=0.0)
