@@ -10,7 +10,7 @@ from builders import sourced_events
 
 from dralab.core.analysis.scale_down_summary import scale_down_summary
 from dralab.core.kube.versions import ProfileFlags
-from dralab.core.log.events import NodeDeleted, NodeTaintsChanged, ScaleDownReported
+from dralab.core.log.events import NodeDeleted, NodeTaintsChanged, PodBindingEnded, PodBound, ScaleDownReported
 from dralab.core.scenario.load import load_scenario
 from dralab.replay.simulation.sim import SimResult, simulate
 
@@ -21,7 +21,7 @@ def run(name: str, version: str | None = None, bugs: dict[str, bool] | None = No
     sc = load_scenario(UPSTREAM / name, flags=ProfileFlags(version=version) if version else None)
     if bugs is not None:
         sc = load_scenario(UPSTREAM / name, profile=dataclasses.replace(sc.kubernetes, bugs=bugs))
-    result = simulate(sc, 1)
+    result = simulate(sc, sc.seed if sc.seed is not None else 1)
     assert result.violations == []
     return result
 
@@ -53,3 +53,15 @@ def test_autoscaler_5117_a_drain_in_progress_holds_back_the_empty_node() -> None
     assert taints(fixed) == [(600, "gpu-1"), (720, "gpu-2")]
     assert deletions(fixed) == [(780, "gpu-1"), (900, "gpu-2")]
     assert scale_down_summary(fixed.state)["drained"] == 1 and scale_down_summary(fixed.state)["empty"] == 1
+
+
+def test_autoscaler_9607_a_pod_nominated_in_prebind_is_invisible_and_its_node_deleted() -> None:
+    with_bug = run("prebind-nominated-invisible.yaml")  # spec.kubernetes.bugs turns it on
+    assert deletions(with_bug) == [(610, "fabric-0")]
+    ended = [(t // 1000, e.reason) for t, _, e in sourced_events(with_bug.entries, PodBindingEnded) if not e.bound]
+    assert ended == [(610, "node fabric-0 was deleted")]
+    assert [(t // 1000, e.node) for t, _, e in sourced_events(with_bug.entries, PodBound)] == [(802, "fabric-1")]
+    fixed = run("prebind-nominated-invisible.yaml", bugs={})
+    assert deletions(fixed) == []
+    assert [(t // 1000, e.node) for t, _, e in sourced_events(fixed.entries, PodBound)] == [(660, "fabric-0")]
+    assert fixed.state.scale_down.unremovable == {"fabric-0": "NotUnneededLongEnough"}

@@ -44,7 +44,7 @@ from .provisioning.expanders import EXPANDERS, expand
 from .provisioning.provreq_broker import Broker
 from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
-from .simulation.loop_snapshot import absorb_placing
+from .simulation.loop_snapshot import absorb_placing, unschedulable_only
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
 from .simulation.nominated import expendable, waiting_for_preemption
 from .simulation.virtual_claims import MATERIALIZE, UNRESOLVED
@@ -116,6 +116,8 @@ class Autoscaler:
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
         if view.dra.binding:  # pods waiting in PreBind with a nominated node (KEP-5007 + KEP-5278)
             nominated.update(nominated_waits(view))
+        if self.profile.bug("autoscaler#9607"):  # binding-cycle nominations reach the snapshot only if Unschedulable
+            nominated = unschedulable_only(view, nominated)
         if self.kubernetes is not None:  # release profiles: single pods waiting for their victims (nominated.py)
             nominated.update(waiting_for_preemption(view, nominated))
 

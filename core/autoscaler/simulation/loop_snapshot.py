@@ -11,7 +11,8 @@ next loop bought a new node for the pod (issue 22). `absorb_placing` is FilterOu
 
 from __future__ import annotations
 
-from ...state.cluster import PodState
+from ...state.cluster import ClusterState, PodState
+from ...state.gangs import Reservation
 from .capacity import FirstFit, FitMemo, SimNode, Simulation
 
 
@@ -29,3 +30,13 @@ def absorb_placing(sim: Simulation, nodes: list[SimNode], pods: list[PodState], 
             sim.place(pod, spot[0], spot[1])
             placed.add(spot[0].node.name)
     return remaining
+
+
+def unschedulable_only(view: ClusterState, nominated: dict[str, Reservation]) -> dict[str, Reservation]:
+    """autoscaler#9607 (core/kube/bugs.py): before PR #9607 the pods with status.nominatedNodeName reached the snapshot
+    only through the FilterOutExpendable pod-list processor, whose input is the pods marked PodScheduled=False/
+    Unschedulable (podlistprocessor/filter_out_expendable.go addPreemptingPodsToSnapshot). A pod nominated for its
+    binding cycle (a gang member at Permit, a pod in PreBind) is there only if an earlier attempt failed."""
+    return {k: r for k, r in nominated.items()
+            if (pod := view.pods.get(k)) is not None and pod.condition is not None
+            and pod.condition.reason == "Unschedulable"}
