@@ -10,7 +10,14 @@ from builders import sourced_events
 
 from dralab.core.analysis.scale_down_summary import scale_down_summary
 from dralab.core.kube.versions import ProfileFlags
-from dralab.core.log.events import NodeDeleted, NodeTaintsChanged, PodBindingEnded, PodBound, ScaleDownReported
+from dralab.core.log.events import (
+    NodeDeleted,
+    NodeTaintsChanged,
+    PodBindingEnded,
+    PodBound,
+    ScaleDownReported,
+    decode_record,
+)
 from dralab.core.scenario.load import load_scenario
 from dralab.replay.simulation.sim import SimResult, simulate
 
@@ -65,3 +72,15 @@ def test_autoscaler_9607_a_pod_nominated_in_prebind_is_invisible_and_its_node_de
     assert deletions(fixed) == []
     assert [(t // 1000, e.node) for t, _, e in sourced_events(fixed.entries, PodBound)] == [(660, "fabric-0")]
     assert fixed.state.scale_down.unremovable == {"fabric-0": "NotUnneededLongEnough"}
+
+
+def test_the_drained_pods_story_shows_the_autoscalers_event() -> None:
+    """`replay --explain web`: the pod's story has cluster-autoscaler's ScaleDown "deleting pod for node scale down"
+    beside its eviction."""
+    from dralab.replay.simulation.timetravel import explain
+
+    result = run("drain-blocks-empty-node.yaml", bugs={})
+    story = explain(((o, decode_record(p, o)) for o, p in result.entries), "web")["story"]
+    lines = [s["event"] for s in story]
+    assert any(line.startswith("ScaleDownReported") and "deleting pod for node scale down" in line for line in lines)
+    assert any(line.startswith("PodEvicted") for line in lines)
