@@ -74,6 +74,10 @@ class Autoscaler:
     pdbs: list[dict[str, Any]] = field(default_factory=list)
     # scale-down flags set as spec.autoscaler fields, ScaleDown's keywords (core/scenario/scale_down_flags.py)
     scale_down_flags: dict[str, Any] = field(default_factory=dict)
+    # whether the run's own profile is a release (its run config has a `kubernetes` entry; core/run/config.py); None:
+    # `kubernetes` is set (tests that build the reactor directly). A legacy run whose scheduler sets feature gates
+    # has `kubernetes` but not this: its logs stay as they were made.
+    release: bool | None = None
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -97,9 +101,12 @@ class Autoscaler:
         self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
         # autoscaler#3886 (core/kube/bugs.py): the bug is the missing re-check before delete
         race = {"recheck_before_delete": False} if self.profile.bug("autoscaler#3886") else {}
-        race |= scale_down_bugs(self.profile, self.kubernetes is not None)  # autoscaler#8707, #5117 (scale_down.py)
+        # the run's own profile is a release (not the legacy model with scheduler gates): scale-down as upstream's
+        # planner, its events, one snapshot per loop (disruption/candidates.py, simulation/loop_snapshot.py)
+        self._release = self.release if self.release is not None else self.kubernetes is not None
+        race |= scale_down_bugs(self.profile, self._release)  # autoscaler#8707, #5117 (scale_down.py)
         self._scale_down = ScaleDown(**{**self.scale_down, **race,
-                                        **scale_down_options(self.scale_down_flags, self.kubernetes is not None)})
+                                        **scale_down_options(self.scale_down_flags, self._release)})
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms
@@ -131,7 +138,8 @@ class Autoscaler:
 
         def scale_down(scaled_up: bool = False) -> list[AnyEvent]:
             return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, self.pdbs,
-                                           release=self.kubernetes is not None, placed=placed, scaled_up=scaled_up)
+                                           release=self.kubernetes is not None, placed=placed, scaled_up=scaled_up,
+                                           planner=self._release)
         unschedulable = sorted(
             (p for p in view.pending_pods()
              if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated
@@ -177,7 +185,7 @@ class Autoscaler:
             remaining, group_options = place_units(view, sim, ready_nodes, upcoming, unschedulable, units, blocked,
                                                    memo)
         else:
-            fits = (absorb(sim, ready_nodes, unschedulable, memo) if self.kubernetes is None
+            fits = (absorb(sim, ready_nodes, unschedulable, memo) if not self._release
                     else absorb_placing(sim, ready_nodes, unschedulable, memo, placed))  # one snapshot (loop_snapshot)
             remaining, group_options = absorb(sim, upcoming, fits, memo), []
         if not remaining and not group_options:
@@ -189,7 +197,7 @@ class Autoscaler:
             events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
                                            atomic=best.atomic or (self.policy == "atomic" and gangs is not None
                                                                   and bool(gangs))))
-        if self.kubernetes is not None:  # release profiles: scale-down runs in every loop, as RunOnce runs it
+        if self._release:  # release profiles: scale-down runs in every loop, as RunOnce runs it
             events += scale_down(scaled_up=bool(options))
         return Decision(tuple(events), wake)
 

@@ -120,13 +120,16 @@ class ScaleDown:
 
     def decide(self, view: ClusterState, now: int, ready: Callable[[NodeState], bool],
                occupied: set[str], snapshot: Snapshot | None = None, pdbs: list[dict[str, Any]] | None = None,
-               release: bool = False, placed: Collection[str] = (), scaled_up: bool = False) -> list[AnyEvent]:
+               release: bool = False, placed: Collection[str] = (), scaled_up: bool = False,
+               planner: bool = False) -> list[AnyEvent]:
         """This loop's scale-down events. `occupied`: nodes with pods nominated to them. `snapshot`:
         makes the autoscaler's simulation and its ready nodes, for draining nodes with pods (none: only
-        empty nodes are scaled down). `pdbs`: the scenario's PodDisruptionBudgets; `release`: a release
-        profile (expendable pods ignored, events and unremovable reasons written: report.py). Release
-        profiles only: `placed`, the nodes this loop's FilterOutSchedulable put pending pods on (one snapshot
-        for scale-up and scale-down: they are needed); `scaled_up`, whether this loop asked for nodes."""
+        empty nodes are scaled down). `pdbs`: the scenario's PodDisruptionBudgets; `release`: the autoscaler
+        has a release (expendable pods ignored). `planner`: the run's own profile is a release (its run config
+        has a `kubernetes` entry; a legacy run whose scheduler sets gates has `release` but not this): upstream's
+        planner (candidates.py), events and unremovable reasons (report.py), cooldowns, and: `placed`, the nodes
+        this loop's FilterOutSchedulable put pending pods on (one snapshot for scale-up and scale-down: they are
+        needed); `scaled_up`, whether this loop asked for nodes."""
         if not self.enabled:
             return []
         budgets: list[RemainingPdbs] = []  # made once, when a drain or a candidate with pods needs it
@@ -170,7 +173,7 @@ class ScaleDown:
             started = drain and bool(pdbs) and _evicted_since(view, node.name, tainted_at)  # with budgets only
             if self.recheck_before_delete and not started and not self._still_removable(node, drain, moving,
                                                                                         occupied, removal_sim):
-                if release:  # actuator.go deleteNodesAsync aborts the deletion (upstream's error text)
+                if planner:  # actuator.go deleteNodesAsync aborts the deletion (upstream's error text)
                     events += report.failed(node.name, f'failed to delete empty node "{node.name}", new pods '
                                             "scheduled" if not drain else "failed to drain the node: its pods can "
                                             "no longer move")
@@ -181,16 +184,16 @@ class ScaleDown:
                 allowed = [k for k in evict if pdbs_left.evict(view.pods[k])]
                 if len(allowed) < len(evict):  # the Eviction API refused some: retried next loop, or given up
                     if now >= tainted_at + self.delete_delay_after_taint_ms + self.max_pod_eviction_time_ms:
-                        if release:
+                        if planner:
                             events += report.failed(node.name, "failed to drain the node, aborting ScaleDown")
                         events += set_taints(view, node.name, [t for t in node.taints if t.get("key") != TAINT_KEY])
                     else:
-                        if release:
+                        if planner:
                             events += report.evicted(allowed)
                         events += [PodEvicted(pod=k, node=node.name, reason="scale-down: unneeded") for k in allowed]
                         draining += 1
                     continue
-            if release:
+            if planner:
                 events += report.evicted(evict) + report.removed(node.name)
             events += delete_node(view, node.name, reason="scale-down: unneeded", evict=evict)
         last_add = max((t for t, _, _ in view.scale_ups), default=None)
@@ -198,7 +201,7 @@ class ScaleDown:
             return events
         if self.drain_blocks_scale_down and draining:  # autoscaler#5117: legacy.go returned ScaleDownInProgress
             return events
-        if release:
+        if planner:
             if self._cooldown(view, now, scaled_up):
                 return events
             return events + mark(self, view, now, ready, occupied | set(placed), leaving, draining, snapshot,
