@@ -76,11 +76,17 @@ def mark(sd: ScaleDown, view: ClusterState, now: int, ready: Callable[[NodeState
     nominated, in flight or placed there by this loop; `leaving`: nodes tainted for deletion (added to);
     `draining`: drains under way."""
     events: list[AnyEvent] = []
-    reasons: dict[str, str] = {}
+    reasons: dict[str, str] = {}  # the reason of every node that has one
     sizes = {g: sum(1 for n in members if n in view.nodes and n not in leaving)
              for g, members in view.nodes_by_group.items()}
     tainted = simulated = 0
     since, since_unready = now - sd.unneeded_time_ms, now - sd.unready_time_ms
+
+    def waited(node: NodeState) -> bool:
+        """Unneeded (unready) for long enough, as far as the clock goes."""
+        if not node.ready:
+            return node.busy_t <= since_unready
+        return node.busy_t <= since and node.ready_t <= since
     for node in view.nodes.values():
         name = node.name
         reason, moving = _unremovable(sd, view, node, ready, needed, leaving, sizes)
@@ -88,7 +94,7 @@ def mark(sd: ScaleDown, view: ClusterState, now: int, ready: Callable[[NodeState
             reasons[name] = reason
             continue
         unready = not node.ready
-        if node.busy_t > (since_unready if unready else since) or (not unready and node.ready_t > since):
+        if not waited(node):
             reasons[name] = report.NOT_UNREADY_LONG_ENOUGH if unready else report.NOT_UNNEEDED_LONG_ENOUGH
             continue
         reasons[name] = ""
@@ -123,7 +129,7 @@ def mark(sd: ScaleDown, view: ClusterState, now: int, ready: Callable[[NodeState
         sizes[node.group] -= 1
         tainted += 1
         reasons[name] = report.BEING_DELETED
-    return events + report.reasons_changed(view, reasons)
+    return events + report.reasons_changed(view, report.blocking(sd, view, reasons, waited))
 
 
 def _unremovable(sd: ScaleDown, view: ClusterState, node: NodeState, ready: Callable[[NodeState], bool],

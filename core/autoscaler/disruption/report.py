@@ -14,13 +14,22 @@ Reasons (simulator/cluster.go UnremovableReason), in the order the planner meets
   BlockedByPod                  a pod that may not move (drain.py's block reasons: NotReplicated, NotEnoughPdb, ...)
   NoPlaceToMovePods             its pods do not all fit elsewhere
 A removable node waiting for a parallelism slot has no reason, as upstream gives none.
+
+Only the reasons that keep a node the planner would otherwise remove are written (`blocking`): a node under its
+threshold and unneeded long enough, kept by its group's min size, an annotation, a pod or the lack of room. The
+ordinary states (in use: NotUnderutilized; recently in use: NotUnneededLongEnough, NotUnreadyLongEnough; being
+deleted, which the ScaleDown events show) are left out, so that a run whose nodes are simply busy writes no
+record it did not write before (a new record moves every later view offset, and with them the seeded choices).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ...log.events import AnyEvent, NodesUnremovable, ScaleDownReported
 from ...log.events_scaledown import STATUS_CONFIGMAP
-from ...state.cluster import ClusterState, PodState
+from ...state.cluster import ClusterState, NodeState, PodState
 from ...state.scale_down import REMOVED_MESSAGE
 
 BEING_DELETED = "CurrentlyBeingDeleted"
@@ -68,3 +77,22 @@ def reasons_changed(view: ClusterState, reasons: dict[str, str]) -> list[AnyEven
     changes = [(name, reason) for name, reason in reasons.items() if known.get(name, "") != reason]
     changes += [(name, "") for name in known if name not in reasons]
     return [NodesUnremovable(tuple(changes))] if changes else []
+
+
+EARLY = (NOT_AUTOSCALED, DISABLED_ANNOTATION, UNREADY_DISABLED, MIN_SIZE)  # decided before utilization and time
+LATE = (BLOCKED_BY_POD, NO_PLACE_TO_MOVE_PODS)  # decided after them: the node was under its threshold long enough
+
+
+def blocking(sd: Any, view: ClusterState, reasons: dict[str, str],
+             waited: Callable[[NodeState], bool]) -> dict[str, str]:
+    """The reasons worth writing: those that keep a node under its threshold and unneeded long enough. `sd`: the
+    ScaleDown (its threshold and utilization)."""
+    out = {}
+    for name, reason in reasons.items():
+        if reason in LATE:
+            out[name] = reason
+        elif reason in EARLY:
+            node = view.nodes[name]
+            if waited(node) and sd._utilization(view, node, True) < sd.threshold(node):
+                out[name] = reason
+    return out
