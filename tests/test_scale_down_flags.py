@@ -220,3 +220,27 @@ def test_skip_nodes_with_flags_turn_the_drainability_rules_off() -> None:
     custom.manifest["metadata"]["ownerReferences"][0]["kind"] = "RayCluster"
     assert drainability(custom) == ("blocked", "NotReplicated")
     assert drainability(custom, DrainRules(custom_controller_pods=False))[0] == "moves"
+
+
+def test_node_group_autoscaling_options_override_the_flags_per_group() -> None:
+    """NodeGroupAutoscalingOptions: a group's own scaleDownUnneededTime (here 2m) beside the flag's 10m."""
+    lg = base()
+    lg.group("fast", template=node_template(cpu="4", gpu=0), t=0)
+    cpu_node(lg, "slow-0")
+    lg.node("fast-0", group="fast", template=node_template(cpu="4", gpu=0), t=0)
+    assert tainted(loop(lg, 3 * MIN, group_options={"fast": {"unneeded_time_ms": 2 * MIN}})) == ["fast-0"]
+
+
+def test_node_group_autoscaling_options_are_read_from_the_scenario() -> None:
+    d = doc()
+    d["spec"]["nodeGroups"][0]["autoscalingOptions"] = {"scaleDownUnneededTime": "2m",
+                                                        "ignoreDaemonSetsUtilization": True}
+    entry = run_config(parse_scenario(d, "f.yaml"))["autoscaler"]
+    assert entry["scale_down_flags"] == {"group_options": {"cpu": {"unneeded_time_ms": 2 * MIN,
+                                                                   "ignore_daemonsets_utilization": True}}}
+    d["spec"]["nodeGroups"][0]["autoscalingOptions"] = {"maxNodeProvisionTime": "5m"}
+    with pytest.raises(ScenarioError, match=r"spec\.nodeGroups\[0\]\.autoscalingOptions\.maxNodeProvisionTime"):
+        parse_scenario(d, "f.yaml")
+    d["spec"]["nodeGroups"][0]["autoscalingOptions"] = {"scaleDownUnneededTime": "2m"}
+    with pytest.raises(ScenarioError, match="autoscalingOptions"):
+        parse_scenario(d, "f.yaml", profile=LEGACY_PROFILE)

@@ -120,7 +120,8 @@ _TOP = ("apiVersion", "kind", "metadata", "spec")
 _METADATA = ("name", "labels", "annotations")
 _SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects",
          "faults", "kubernetes")
-_GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS)
+_GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS,
+          "autoscalingOptions")  # the last: scale_down_flags.py
 _ARRIVAL = ("at", "count", "runFor", "pod", "job")
 
 
@@ -156,7 +157,8 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
     if scheduler_gates != scheduler.feature_gates:  # a flag overrode a gate of spec.scheduler.featureGates
         scheduler = SchedulerSettings(score=scheduler.score, gang_timeout_ms=scheduler.gang_timeout_ms,
                                       feature_gates=scheduler_gates, config=scheduler.config)
-    autoscaler = with_scale_down_flags(spec.get("autoscaler"), _autoscaler(spec.get("autoscaler")), own)
+    autoscaler = with_scale_down_flags(spec.get("autoscaler"), _autoscaler(spec.get("autoscaler")), own,
+                                       spec["nodeGroups"])
     groups = _node_groups(spec["nodeGroups"])
     for g, group in enumerate(spec["nodeGroups"]):
         gated.check_group(group, index("spec.nodeGroups", g), profile)

@@ -13,6 +13,14 @@ the scale-down events of release profiles (core/log/events_scaledown.py): `scale
 `scaleDownDelayAfterFailure` are refused under the legacy profile (forced for logs written before profiles; it
 writes no such events). A scenario without `spec.kubernetes` runs as the current release and has them.
 `maxGracefulTerminationSec` is refused: dralab's drains evict pods with no grace period.
+
+Per node group, `spec.nodeGroups[].autoscalingOptions` overrides five of them as upstream's
+NodeGroupAutoscalingOptions do (config/autoscaling_options.go; a cloud provider's NodeGroup.GetOptions, e.g. the
+AWS tags `k8s.io/cluster-autoscaler/node-template/autoscaling-options/<name>`): `scaleDownUtilizationThreshold`,
+`scaleDownGpuUtilizationThreshold`, `scaleDownUnneededTime`, `scaleDownUnreadyTime`, `ignoreDaemonSetsUtilization`
+(Go field names, camelCase). They reach ScaleDown as `group_options` and serve release profiles (the planner of
+disruption/candidates.py); the legacy profile refuses them. `maxNodeProvisionTime` and `zeroOrMaxNodeScaling` are
+refused (not modelled per group).
 """
 
 from __future__ import annotations
@@ -22,7 +30,17 @@ from typing import Any
 
 import msgspec
 
-from ..kube.fields import FieldError, expect_bool, expect_duration, expect_int, expect_number, join
+from ..kube.fields import (
+    FieldError,
+    check_fields,
+    expect_bool,
+    expect_duration,
+    expect_int,
+    expect_map,
+    expect_number,
+    index,
+    join,
+)
 from ..kube.versions import Profile, profile_config
 from .model import AutoscalerSettings, ScaleDownSettings
 
@@ -78,12 +96,48 @@ REFUSED = {"maxGracefulTerminationSec": "not modelled: dralab's drains evict pod
 SCALE_DOWN_FLAGS: tuple[str, ...] = (*ALIASES, *FLAGS, *SPELLINGS, *REFUSED)
 
 
-def with_scale_down_flags(value: object, settings: AutoscalerSettings, own: Profile) -> AutoscalerSettings:
+GROUP_OPTIONS: dict[str, tuple[str, Callable[[object, str], Any]]] = {
+    "scaleDownUtilizationThreshold": ("utilization_threshold", _ratio),
+    "scaleDownGpuUtilizationThreshold": ("gpu_utilization_threshold", _ratio),
+    "scaleDownUnneededTime": ("unneeded_time_ms", _duration),
+    "scaleDownUnreadyTime": ("unready_time_ms", _duration),
+    "ignoreDaemonSetsUtilization": ("ignore_daemonsets_utilization", expect_bool),
+}
+GROUP_REFUSED = {"maxNodeProvisionTime": "not modelled per node group (spec.autoscaler.maxNodeProvisionTime)",
+                 "zeroOrMaxNodeScaling": "not modelled: node groups scale node by node"}
+
+
+def group_options(groups: object, release: bool) -> dict[str, dict[str, Any]]:
+    """spec.nodeGroups[].autoscalingOptions: group name -> ScaleDown keywords (only the groups that set some)."""
+    out: dict[str, dict[str, Any]] = {}
+    for i, group in enumerate(groups if isinstance(groups, list) else []):
+        if not isinstance(group, dict) or group.get("autoscalingOptions") is None:
+            continue
+        path = join(index("spec.nodeGroups", i), "autoscalingOptions")
+        m = expect_map(group["autoscalingOptions"], path)
+        check_fields(m, path, (*GROUP_OPTIONS, *GROUP_REFUSED))
+        for name, why in GROUP_REFUSED.items():
+            if m.get(name) is not None:
+                raise FieldError(join(path, name), why)
+        if m and not release:
+            raise FieldError(path, "needs a release profile: the legacy profile's scale-down has one setting for all")
+        options = {GROUP_OPTIONS[k][0]: GROUP_OPTIONS[k][1](v, join(path, k)) for k, v in m.items() if v is not None}
+        if options:
+            out[str(group.get("name"))] = options
+    return out
+
+
+def with_scale_down_flags(value: object, settings: AutoscalerSettings, own: Profile,
+                          groups: object = None) -> AutoscalerSettings:
     """`settings` (spec.autoscaler as `_autoscaler` read it, unknown fields already refused) with the scale-down
     flags of `value` (the same mapping) applied. `own`: the scenario's release profile (spec.kubernetes)."""
+    release = profile_config(own) is not None
+    per_group = group_options(groups, release)
+    if per_group:
+        settings = msgspec.structs.replace(settings, scale_down_flags={**settings.scale_down_flags,
+                                                                       "group_options": per_group})
     if not isinstance(value, dict):
         return settings
-    release = profile_config(own) is not None
     path = "spec.autoscaler"
     m = dict(value)
     for spelling, flag in SPELLINGS.items():
@@ -116,4 +170,5 @@ def with_scale_down_flags(value: object, settings: AutoscalerSettings, own: Prof
     if not aliased and not flags:
         return settings
     scale_down: ScaleDownSettings = msgspec.structs.replace(settings.scale_down, **aliased)
-    return msgspec.structs.replace(settings, scale_down=scale_down, scale_down_flags=flags)
+    return msgspec.structs.replace(settings, scale_down=scale_down,
+                                   scale_down_flags={**flags, **settings.scale_down_flags})

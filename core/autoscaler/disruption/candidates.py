@@ -18,7 +18,7 @@ as in the legacy loop: a reactor decides from the log.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ...cluster.nodes import set_taints
@@ -68,6 +68,8 @@ class ScaleDown(Protocol):
 
     def _utilization(self, view: ClusterState, node: NodeState, release: bool) -> float: ...
 
+    def for_groups(self) -> Mapping[str, ScaleDown]: ...
+
 
 def mark(sd: ScaleDown, view: ClusterState, now: int, ready: Callable[[NodeState], bool], needed: set[str],
          leaving: set[str], draining: int, snapshot: Snapshot | None,
@@ -80,16 +82,21 @@ def mark(sd: ScaleDown, view: ClusterState, now: int, ready: Callable[[NodeState
     sizes = {g: sum(1 for n in members if n in view.nodes and n not in leaving)
              for g, members in view.nodes_by_group.items()}
     tainted = simulated = 0
-    since, since_unready = now - sd.unneeded_time_ms, now - sd.unready_time_ms
+    views = sd.for_groups()  # spec.nodeGroups[].autoscalingOptions
+
+    def of(node: NodeState) -> ScaleDown:
+        return views.get(node.group, sd)
 
     def waited(node: NodeState) -> bool:
-        """Unneeded (unready) for long enough, as far as the clock goes."""
+        """Unneeded (unready) for long enough, as far as the clock goes (the node's group's times)."""
+        own = of(node)
         if not node.ready:
-            return node.busy_t <= since_unready
+            return node.busy_t <= now - own.unready_time_ms
+        since = now - own.unneeded_time_ms
         return node.busy_t <= since and node.ready_t <= since
     for node in view.nodes.values():
         name = node.name
-        reason, moving = _unremovable(sd, view, node, ready, needed, leaving, sizes)
+        reason, moving = _unremovable(of(node), view, node, ready, needed, leaving, sizes)
         if reason is not None:
             reasons[name] = reason
             continue
@@ -123,13 +130,13 @@ def mark(sd: ScaleDown, view: ClusterState, now: int, ready: Callable[[NodeState
                 if (pdbs_left := tracker()) is not None:
                     pdbs_left.remove(moving)  # the planner's RemovePods
         taints: list[dict[str, Any]] = [*node.taints, {"key": TAINT_KEY, "value": str(now), "effect": "NoSchedule"}]
-        events += report.marked(name, moving, sd._utilization(view, node, True))
+        events += report.marked(name, moving, of(node)._utilization(view, node, True))
         events += set_taints(view, name, taints)
         leaving.add(name)
         sizes[node.group] -= 1
         tainted += 1
         reasons[name] = report.BEING_DELETED
-    return events + report.reasons_changed(view, report.blocking(sd, view, reasons, waited))
+    return events + report.reasons_changed(view, report.blocking(of, view, reasons, waited))
 
 
 def _unremovable(sd: ScaleDown, view: ClusterState, node: NodeState, ready: Callable[[NodeState], bool],

@@ -83,16 +83,17 @@ EARLY = (NOT_AUTOSCALED, DISABLED_ANNOTATION, UNREADY_DISABLED, MIN_SIZE)  # dec
 LATE = (BLOCKED_BY_POD, NO_PLACE_TO_MOVE_PODS)  # decided after them: the node was under its threshold long enough
 
 
-def blocking(sd: Any, view: ClusterState, reasons: dict[str, str],
+def blocking(of: Callable[[NodeState], Any], view: ClusterState, reasons: dict[str, str],
              waited: Callable[[NodeState], bool]) -> dict[str, str]:
-    """The reasons worth writing: those that keep a node under its threshold and unneeded long enough. `sd`: the
-    ScaleDown (its threshold and utilization)."""
+    """The reasons worth writing: those that keep a node under its threshold and unneeded long enough. `of`: the
+    ScaleDown a node's group sees (its threshold and utilization)."""
     out = {}
     for name, reason in reasons.items():
         if reason in LATE:
             out[name] = reason
         elif reason in EARLY:
             node = view.nodes[name]
-            if waited(node) and sd._utilization(view, node, True) < sd.threshold(node):
+            own = of(node)
+            if waited(node) and own._utilization(view, node, True) < own.threshold(node):
                 out[name] = reason
     return out

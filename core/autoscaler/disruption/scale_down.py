@@ -34,7 +34,7 @@ moved, no blockers (drain.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...cluster.nodes import delete_node, set_taints
@@ -101,9 +101,16 @@ class ScaleDown:
     # drain is under way)
     strict_threshold: bool = False
     drain_blocks_scale_down: bool = False
+    # spec.nodeGroups[].autoscalingOptions: group -> the fields above it overrides (release profiles: candidates.py)
+    group_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     # A cache, never an answer: node -> the pod that blocked its drain (drainability depends on the pod
     # alone, so while that pod is on the node the node stays blocked).
     _blocker: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def for_groups(self) -> dict[str, ScaleDown]:
+        """This ScaleDown as each group with autoscalingOptions sees it (NodeGroupAutoscalingOptions over the
+        flags' defaults, config/autoscaling_options.go), sharing the blocker cache."""
+        return {group: replace(self, **options) for group, options in self.group_options.items()}
 
     @property
     def rules(self) -> DrainRules:
