@@ -105,7 +105,7 @@ W0: Keys = ("spec", "workload", 0)
 P0: Keys = (*W0, "pod")
 C0: Keys = (*P0, "spec", "containers", 0)
 GROUP_FIELDS = ("`name`, `min`, `max`, `provisionDelay`, `costPerHour`, `template`, `resourceSlices`, `zones`, "
-                "`quota`, `stock`, `failureRate`, `notReadyFor`, `drivers`")
+                "`quota`, `stock`, `failureRate`, `notReadyFor`, `drivers`, `autoscalingOptions`")
 INVALID_NAME = (
     "is not a valid name: expected an RFC 1123 label (at most 63 lower case alphanumeric characters or '-', "
     "starting and ending with an alphanumeric character)"
