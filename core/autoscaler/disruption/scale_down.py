@@ -29,6 +29,12 @@ chosen evicts what the budgets allow, retrying the rest every loop until --max-p
 it began, then gives up and removes the taint (pdb.py has the upstream sources). In release profiles
 (`release`), expendable pods (priority below -10) are invisible to scale-down: not counted in utilization, not
 moved, no blockers (drain.py).
+
+The flags (core/scenario/scale_down_flags.py) are this class's fields, their defaults in core/kube/defaults.py.
+Where the run's own profile is a release (`planner`), marking is upstream's planner with its reasons
+(candidates.py), the actuator's events are written (report.py), the delays after delete and failure apply and
+the nodes this loop's FilterOutSchedulable filled are needed; the legacy loop below is kept for the legacy
+profile's logs.
 """
 
 from __future__ import annotations
