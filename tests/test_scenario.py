@@ -107,7 +107,7 @@ C0: Keys = (*P0, "spec", "containers", 0)
 GROUP_FIELDS = ("`name`, `min`, `max`, `provisionDelay`, `costPerHour`, `template`, `resourceSlices`, `zones`, "
                 "`quota`, `stock`, `failureRate`, `notReadyFor`, `drivers`"
                 ", `deleteDelay`, `deleteFailureRate`, `retryStockouts`, `neverReadyRate`, `zoneQuota`"
-                ", `preemptionRate`, `preemptionNotice`"
+                ", `preemptionRate`, `preemptionNotice`, `autoscalingOptions`"
                 ", `daemonSetPods`")  # the misbehaving cloud's (core/scenario/cloud_ops.py)
 INVALID_NAME = (
     "is not a valid name: expected an RFC 1123 label (at most 63 lower case alphanumeric characters or '-', "

@@ -14,6 +14,7 @@ from ..state.cluster import ClusterState
 from .causes import explain_lines
 from .kueue_summary import kueue_counts, kueue_lines
 from .podgroups import render_lines, summarize_groups
+from .scale_down_summary import scale_down_lines, scale_down_summary
 from .waits import pending_cause, schedule_waits, time_to_schedule
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
     groups = summarize_groups(state)
     if groups is not None:  # 1.36+ PodGroups: how many scheduled, and why each pending one is
         summary["pod_groups"] = groups
+    if (scale_down := scale_down_summary(state)) is not None:  # release profiles: the autoscaler's scale-down
+        summary["scale_down"] = scale_down
     if metrics is not None:
         summary.update(metrics.contract())
         summary["metrics"] = metrics.details()
@@ -90,6 +93,7 @@ def render_text(summary: dict[str, Any]) -> str:
         *render_lines(summary.get("pod_groups")),
         *kueue_lines(summary.get("kueue")),
         "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
+        *scale_down_lines(summary),
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
         *_metric_lines(summary),
         f"log        {summary['events']} events in {summary['records']} records, "

@@ -40,7 +40,7 @@ from ..state.cluster import ClusterState
 from ..state.gangs import Reservation
 from ..state.object_changes import current_pdbs
 from .disruption.cloud_deletions import failed_deletions
-from .disruption.scale_down import ScaleDown
+from .disruption.scale_down import ScaleDown, scale_down_bugs, scale_down_options
 from .provisioning.backoff import Timeouts, backed_off
 from .provisioning.expanders import EXPANDERS, expand
 from .provisioning.provreq_broker import Broker, FakePods
@@ -48,6 +48,7 @@ from .provisioning.scale_up import atomic_option, pending_gangs, place_units, po
 from .provisioning.target_revert import revert_timed_out
 from .provisioning.unregistered import unregistered_deletions
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
+from .simulation.loop_snapshot import absorb_placing, unschedulable_only
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
 from .simulation.nominated import expendable, waiting_for_preemption
 from .simulation.virtual_claims import MATERIALIZE, UNRESOLVED
@@ -77,6 +78,12 @@ class Autoscaler:
     pdbs: list[dict[str, Any]] = field(default_factory=list)
     # node group -> the Pod manifests each of its new nodes runs (DaemonSets'), on every template node (capacity.py)
     daemon_set_pods: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # scale-down flags set as spec.autoscaler fields, ScaleDown's keywords (core/scenario/scale_down_flags.py)
+    scale_down_flags: dict[str, Any] = field(default_factory=dict)
+    # whether the run's own profile is a release (its run config has a `kubernetes` entry; core/run/config.py); None:
+    # `kubernetes` is set (tests that build the reactor directly). A legacy run whose scheduler sets feature gates
+    # has `kubernetes` but not this: its logs stay as they were made.
+    release: bool | None = None
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -101,7 +108,12 @@ class Autoscaler:
         self._timeouts = Timeouts(self.max_node_provision_time_ms, self.max_node_startup_time_ms)
         # autoscaler#3886 (core/kube/bugs.py): the bug is the missing re-check before delete
         race = {"recheck_before_delete": False} if self.profile.bug("autoscaler#3886") else {}
-        self._scale_down = ScaleDown(**{**self.scale_down, **race})
+        # the run's own profile is a release (not the legacy model with scheduler gates): scale-down as upstream's
+        # planner, its events, one snapshot per loop (disruption/candidates.py, simulation/loop_snapshot.py)
+        self._release = self.release if self.release is not None else self.kubernetes is not None
+        race |= scale_down_bugs(self.profile, self._release)  # autoscaler#8707, #5117 (scale_down.py)
+        self._scale_down = ScaleDown(**{**self.scale_down, **race,
+                                        **scale_down_options(self.scale_down_flags, self._release)})
 
     def react(self, view: ClusterState, now: int, rng: random.Random) -> Decision:
         wake = now + self.scan_interval_ms
@@ -121,6 +133,8 @@ class Autoscaler:
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
         if view.dra.binding:  # pods waiting in PreBind with a nominated node (KEP-5007 + KEP-5278)
             nominated.update(nominated_waits(view))
+        if self.profile.bug("autoscaler#9607"):  # binding-cycle nominations reach the snapshot only if Unschedulable
+            nominated = unschedulable_only(view, nominated)
         if self.kubernetes is not None:  # release profiles: single pods waiting for their victims (nominated.py)
             nominated.update(waiting_for_preemption(view, nominated))
         # autoscaler#7683 (core/kube/bugs.py) off: those pods take their claims' devices in the snapshot (nominated.py)
@@ -132,10 +146,13 @@ class Autoscaler:
                              release=self.kubernetes is not None, daemon_set_pods=self.daemon_set_pods)
             return sim, sim_ready_nodes(view, sim, nominated, claims_with)
 
-        def scale_down() -> list[AnyEvent]:
+        placed: set[str] = set()  # release profiles: nodes this loop's FilterOutSchedulable put pods on
+
+        def scale_down(scaled_up: bool = False) -> list[AnyEvent]:
             pdbs = self.pdbs if self.kubernetes is None else current_pdbs(self.pdbs, view.pdbs)  # changed mid-run too
             return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, pdbs,
-                                           release=self.kubernetes is not None)
+                                           release=self.kubernetes is not None, placed=placed, scaled_up=scaled_up,
+                                           planner=self._release)
         unschedulable = sorted(
             (p for p in view.pending_pods()
              if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated
@@ -181,7 +198,9 @@ class Autoscaler:
             remaining, group_options = place_units(view, sim, ready_nodes, upcoming, unschedulable, units, blocked,
                                                    memo)
         else:
-            remaining, group_options = absorb(sim, upcoming, absorb(sim, ready_nodes, unschedulable, memo), memo), []
+            fits = (absorb(sim, ready_nodes, unschedulable, memo) if not self._release
+                    else absorb_placing(sim, ready_nodes, unschedulable, memo, placed))  # one snapshot (loop_snapshot)
+            remaining, group_options = absorb(sim, upcoming, fits, memo), []
         if not remaining and not group_options:
             return Decision(tuple(events + scale_down()), wake)
         gangs = pending_gangs(view, remaining) if self.policy == "atomic" else None
@@ -191,6 +210,8 @@ class Autoscaler:
             events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
                                            atomic=best.atomic or (self.policy == "atomic" and gangs is not None
                                                                   and bool(gangs))))
+        if self._release:  # release profiles: scale-down runs in every loop, as RunOnce runs it
+            events += scale_down(scaled_up=bool(options))
         return Decision(tuple(events), wake)
 
     def _topology(self) -> bool:

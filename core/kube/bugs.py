@@ -132,6 +132,26 @@ BUGS: dict[str, Bug] = {
     "kubernetes#139034": Bug(
         "kube-scheduler", "committed shares of a multi-allocatable device do not consume its shared counters",
         "https://github.com/kubernetes/kubernetes/issues/139034", ("1.34", "1.35", "1.36"), "1.37"),
+    # scale-down: a node exactly at its utilization threshold counts as not underutilized (`>=`), so threshold 0 with
+    # --ignore-daemonsets-utilization never removes a node that runs only DaemonSet pods. Fixed by PR #8975 (`>`),
+    # merged for 1.36; cherry-picked into patch releases of 1.32-1.34 (#9033-#9035), none found for 1.35.
+    "autoscaler#8707": Bug(
+        "cluster-autoscaler", "a node exactly at the scale-down utilization threshold (0 for a DaemonSet-only node "
+        "with threshold 0) is never underutilized", "https://github.com/kubernetes/autoscaler/issues/8707",
+        until("1.36"), "1.36"),
+    # scale-down: the legacy scale-down (the only one until --parallel-drain became the default, PR #5976, 1.28)
+    # aborted every loop while a non-empty node was being drained, so empty nodes waited for the drain to end.
+    "autoscaler#5117": Bug(
+        "cluster-autoscaler", "empty node deletion is blocked by another node's drain in progress",
+        "https://github.com/kubernetes/autoscaler/issues/5117", (), "1.28"),
+    # the snapshot: until PR #9607 (merged 2026-05, after 1.36.0) only the FilterOutExpendable pod-list processor put
+    # pods with status.nominatedNodeName into the snapshot, and it sees only pods marked Unschedulable: a pod the
+    # scheduler nominated for its binding cycle (KEP-5278: waiting at Permit or in PreBind) was not there unless an
+    # earlier attempt had failed, so its node looked empty. Off by default: the versions are inferred from the PR, and
+    # dralab's 1.35/1.36 keep the behaviour their scenarios were written against (a nominated node is occupied).
+    "autoscaler#9607": Bug(
+        "cluster-autoscaler", "a pod nominated for its binding cycle is left out of the snapshot unless it was once "
+        "Unschedulable: its node looks empty", "https://github.com/kubernetes/autoscaler/pull/9607", (), "1.37"),
 }
 
 

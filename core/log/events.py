@@ -106,6 +106,7 @@ from .events_provisioning import (
     ScaleUpRequested,
     ScaleUpTimedOut,
 )
+from .events_scaledown import NodesUnremovable, ScaleDownReported
 
 __all__ = [
     "AdmissionCheckUpdated",
@@ -135,6 +136,7 @@ __all__ = [
     "NodeProvisioning",
     "NodeReady",
     "NodeTaintsChanged",
+    "NodesUnremovable",
     "PodBindingEnded",
     "PodBindingStarted",
     "PodBound",
@@ -161,6 +163,7 @@ __all__ = [
     "RunStarted",
     "SCALE_UP_FAILURE_REASONS",
     "SCHEMA_VERSION",
+    "ScaleDownReported",
     "ScaleUpFailed",
     "ScaleUpRequested",
     "ScaleUpTimedOut",
@@ -266,6 +269,8 @@ AnyEvent = (
     | InstancePending
     | NodePreemptionNotice
     | NodePreemptionScheduled
+    | ScaleDownReported
+    | NodesUnremovable
 )
 
 

@@ -60,6 +60,8 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
             # recorded only when not the default, so logs written before the setting existed read the same
             **({"provisioning_request_claims": scenario.autoscaler.provisioning_request_claims}
                if scenario.autoscaler.provisioning_request_claims != "materialize" else {}),
+            # scale-down flags set as spec.autoscaler fields (core/scenario/scale_down_flags.py): only those set
+            **({"scale_down_flags": dict(flags)} if (flags := scenario.autoscaler.scale_down_flags) else {}),
             # the same budgets, which scale-down's drains respect (autoscaler/disruption/pdb.py); release profiles only:
             # the legacy model's drains never read budgets, and its logs must read as they were made
             **({"pdbs": pdbs} if (pdbs := _pdbs(scenario)) and profile_config(scenario.kubernetes) is not None
@@ -117,7 +119,7 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
                          path="config.scheduler")
     return [
         Scheduler(**scheduler, kubernetes=kubernetes),
-        Autoscaler(**config.get("autoscaler", {}), kubernetes=profile_config(merged)),
+        Autoscaler(**config.get("autoscaler", {}), kubernetes=profile_config(merged), release=kubernetes is not None),
         Cloud(kubernetes=profile_config(merged)),
         Lifecycle(),
         *drivers_shards(int(config.get("drivers_shards", 1))),

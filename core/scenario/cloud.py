@@ -153,3 +153,19 @@ def _unhealthy(value: object, path: str, devices: set[str]) -> tuple[UnhealthyDe
             raise FieldError(join(u_path, "device"), f"no device `{device}` in this driver's resourceSlices")
         out.append(UnhealthyDevice(device=device, after_ms=expect_duration(u["after"], join(u_path, "after"))))
     return tuple(out)
+
+
+def provision_delay(value: object, path: str) -> tuple[int, int]:
+    """A group's `provisionDelay`: one duration, or `{min, max}` drawn per node (the scenario loader's)."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, dict):
+        m = expect_map(value, path)
+        check_fields(m, path, ("min", "max"), required=("min", "max"))
+        low = expect_duration(m["min"], join(path, "min"))
+        high = expect_duration(m["max"], join(path, "max"))
+        if high < low:
+            raise FieldError(join(path, "max"), f"must be >= min ({format_duration(low)}), got {format_duration(high)}")
+        return (low, high)
+    delay = expect_duration(value, path)
+    return (delay, delay)

@@ -40,7 +40,7 @@ from ..kube.versions import Profile, ProfileFlags
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
 from ..kube.yaml_files import YamlError, load_yaml_file
 from . import gates as gated
-from .cloud import CLOUD_FIELDS, check_cloud
+from .cloud import CLOUD_FIELDS, check_cloud, provision_delay
 from .dra import check_objects, check_pod_claims, check_slice_templates, render_slices
 from .faults import check_faults
 from .jobs import check_job_arrival
@@ -67,6 +67,7 @@ from .model import (
 )
 from .node_changes import starting_nodes
 from .object_changes import check_object_changes, is_object_change
+from .scale_down_flags import SCALE_DOWN_FLAGS, with_scale_down_flags
 from .template_pods import FIELD as DAEMON_SET_PODS
 from .template_pods import check_daemon_set_pods
 
@@ -124,7 +125,8 @@ _TOP = ("apiVersion", "kind", "metadata", "spec")
 _METADATA = ("name", "labels", "annotations")
 _SPEC = ("seed", "duration", "policy", "scheduler", "autoscaler", "nodeGroups", "nodes", "workload", "objects",
          "faults", "kubernetes")
-_GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS)
+_GROUP = ("name", "min", "max", "provisionDelay", "costPerHour", "template", "resourceSlices", *CLOUD_FIELDS,
+          "autoscalingOptions")  # the last: scale_down_flags.py
 _GROUP_FIELDS: tuple[str, ...] = (*_GROUP, DAEMON_SET_PODS)  # core/scenario/template_pods.py
 _ARRIVAL = ("at", "count", "runFor", "pod", "job")
 
@@ -161,7 +163,8 @@ def _parse(data: object, file: str, forced: Profile | None, flags: ProfileFlags 
     if scheduler_gates != scheduler.feature_gates:  # a flag overrode a gate of spec.scheduler.featureGates
         scheduler = SchedulerSettings(score=scheduler.score, gang_timeout_ms=scheduler.gang_timeout_ms,
                                       feature_gates=scheduler_gates, config=scheduler.config)
-    autoscaler = _autoscaler(spec.get("autoscaler"))
+    autoscaler = with_scale_down_flags(spec.get("autoscaler"), _autoscaler(spec.get("autoscaler")), own,
+                                       spec["nodeGroups"])
     groups = _node_groups(spec["nodeGroups"])
     for g, group in enumerate(spec["nodeGroups"]):
         gated.check_group(group, index("spec.nodeGroups", g), profile)
@@ -236,7 +239,8 @@ def _duration_or(m: dict[str, Any], key: str, path: str, default: int, *, positi
 def _autoscaler(value: object) -> AutoscalerSettings:
     path = "spec.autoscaler"
     m = _optional_map(value, path, ("scanInterval", "maxNodeProvisionTime", "maxNodeStartupTime", "expander",
-                                    "scaleDown", "capacityRevoked", "reserveBookings", "provisioningRequestClaims"))
+                                    "scaleDown", "capacityRevoked", "reserveBookings", "provisioningRequestClaims",
+                                    *SCALE_DOWN_FLAGS))
     default = AutoscalerSettings()
     return AutoscalerSettings(
         scan_interval_ms=_duration_or(m, "scanInterval", path, default.scan_interval_ms),
@@ -280,21 +284,6 @@ def _scale_down(value: object) -> ScaleDownSettings:
     )
 
 
-def _provision_delay(value: object, path: str) -> tuple[int, int]:
-    if value is None:
-        return (0, 0)
-    if isinstance(value, dict):
-        m = expect_map(value, path)
-        check_fields(m, path, ("min", "max"), required=("min", "max"))
-        low = expect_duration(m["min"], join(path, "min"))
-        high = expect_duration(m["max"], join(path, "max"))
-        if high < low:
-            raise FieldError(join(path, "max"), f"must be >= min ({format_duration(low)}), got {format_duration(high)}")
-        return (low, high)
-    delay = expect_duration(value, path)
-    return (delay, delay)
-
-
 def _node_groups(value: object) -> list[NodeGroup]:
     path = "spec.nodeGroups"
     items = expect_list(value, path)
@@ -325,13 +314,13 @@ def _node_groups(value: object) -> list[NodeGroup]:
         )
         template = _check_node(m["template"], join(g_path, "template"))
         slices = check_slice_templates(m.get("resourceSlices"), join(g_path, "resourceSlices"), name)
-        cloud = check_cloud(m, g_path, slices, _provision_delay)
+        cloud = check_cloud(m, g_path, slices, provision_delay)
         groups.append(
             NodeGroup(
                 name=name,
                 min=low,
                 max=high,
-                provision_delay_ms=_provision_delay(m.get("provisionDelay"), join(g_path, "provisionDelay")),
+                provision_delay_ms=provision_delay(m.get("provisionDelay"), join(g_path, "provisionDelay")),
                 cost_per_hour=cost,
                 template=template,
                 resource_slices=slices,

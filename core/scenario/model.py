@@ -79,6 +79,9 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     provisioning_request_claims: str = "materialize"
     # whether the scenario set it: when not, the release decides (autoscaler#10065, core/kube/bugs.py; run/config.py)
     provisioning_request_claims_given: bool = False
+    # cluster-autoscaler's scale-down flags set as spec.autoscaler fields, beyond those ScaleDownSettings holds (their
+    # aliases): ScaleDown's keyword -> value, only those the scenario sets (core/scenario/scale_down_flags.py)
+    scale_down_flags: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):

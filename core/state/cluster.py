@@ -69,6 +69,7 @@ from .objects import FaultState as FaultState
 from .objects import NodeState as NodeState
 from .objects import PodState as PodState
 from .objects import replaced_pod, ungated
+from .scale_down import HANDLERS as SCALE_DOWN_HANDLERS
 from .termination import PodDeleted, PodTerminating, on_pod_deleted, on_pod_terminating
 
 ROOM_EVENTS = (
@@ -494,7 +495,6 @@ _HANDLERS: dict[type, Callable[[ClusterState, int, int, Any], None]] = {**OBJECT
     CompositePodGroupCreated: ClusterState._on_group_event,
     PodReserved: ClusterState._on_pod_reserved,
     PodUnreserved: ClusterState._on_pod_unreserved,
-    FaultInjected: ClusterState._on_fault_injected,
-    FaultApplied: ClusterState._on_fault_applied,
+    FaultInjected: ClusterState._on_fault_injected, FaultApplied: ClusterState._on_fault_applied, **SCALE_DOWN_HANDLERS,
     JobCreated: on_job_created, PodTerminating: on_pod_terminating,  # (termination.py: graceful deletion)
     PodDeleted: on_pod_deleted, **CLOUD_HANDLERS}  # (termination.py: deletion at once; cloud_ops.py: the cloud)

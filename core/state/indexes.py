@@ -29,6 +29,7 @@ from .jobs import JobState
 from .object_changes import OBJECT_HANDLERS as OBJECT_HANDLERS  # re-exported for cluster.py's dispatch table
 from .objects import FAILED, PENDING, RUNNING, SUCCEEDED, FaultState, NodeState, PodState
 from .provreq import ProvisioningState
+from .scale_down import ScaleDownStatus
 
 
 @dataclass
@@ -80,6 +81,7 @@ class ClusterIndexes:
     _view: int = 0
     jobs: dict[str, JobState] = field(default_factory=dict)  # batch/v1 Jobs and their pods (jobs.py)
     cloud_ops: CloudOps = field(default_factory=CloudOps)  # deletions, pending instances, preemptions (cloud_ops.py)
+    scale_down: ScaleDownStatus = field(default_factory=ScaleDownStatus)  # the autoscaler's own (scale_down.py)
 
     def version(self, key: str) -> int:
         return self.versions.get(key, 0)

@@ -22,7 +22,7 @@ import msgspec
 
 from dralab.core.analysis.waits import pending_cause
 from dralab.core.kube.durations import format_duration, parse_duration
-from dralab.core.log.events import AnyEvent, Record, ScaleUpRequested
+from dralab.core.log.events import AnyEvent, Record, ScaleDownReported, ScaleUpRequested
 from dralab.core.state.cluster import ClusterState
 
 _OFFSET = re.compile(r"\d+")
@@ -201,6 +201,8 @@ def _names_pod(event: AnyEvent, key: str, name: str) -> bool:
     reserved or released for it."""
     if isinstance(event, ScaleUpRequested):
         return key in event.pods or name in event.pods
+    if isinstance(event, ScaleDownReported):  # the autoscaler's event on the pod a drain evicts
+        return event.kind == "Pod" and event.name in (key, name)
     return getattr(event, "pod", None) in (key, name)
 
 

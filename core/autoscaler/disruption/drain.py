@@ -3,7 +3,7 @@
 
 Each pod of the node goes through upstream's default rules, in order (rules.Default with
 skipNodesWithSystemPods, skipNodesWithLocalStorage and skipNodesWithCustomControllerPods all true, the
-defaults):
+defaults; `DrainRules` turns them off as the flags do):
   mirror pod (annotation kubernetes.io/config.mirror)                  -> stays, does not block
   DaemonSet pod                                                        -> stays, does not block
   annotation cluster-autoscaler.kubernetes.io/safe-to-evict: "true"    -> moves
@@ -35,6 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...cluster.workload_controllers import replicated
+from ...kube.defaults import (
+    SKIP_NODES_WITH_CUSTOM_CONTROLLER_PODS,
+    SKIP_NODES_WITH_LOCAL_STORAGE,
+    SKIP_NODES_WITH_SYSTEM_PODS,
+)
 from ...kube.nodeselector import node_selector_matches
 from ...scheduler.plugins.dynamic_resources import PodClaims
 from ...scheduler.plugins.fragmentation import claim_demand
@@ -50,7 +55,23 @@ SAFE_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volum
 STAYS, MOVES = "stays", "moves"
 
 
-def drainability(pod: PodState) -> tuple[str, str]:
+@dataclass(frozen=True)
+class DrainRules:
+    """The flags of upstream's default drainability rules (rules.Default's options): --skip-nodes-with-system-pods,
+    --skip-nodes-with-local-storage, --skip-nodes-with-custom-controller-pods, all true by default. With the first
+    false a kube-system pod does not block (rules/system); with the second, local storage does not
+    (rules/localstorage); with the third, any controller makes a pod replicated, not only the kinds upstream knows
+    (rules/replicated: `controllerRef != nil`)."""
+
+    system_pods: bool = SKIP_NODES_WITH_SYSTEM_PODS
+    local_storage: bool = SKIP_NODES_WITH_LOCAL_STORAGE
+    custom_controller_pods: bool = SKIP_NODES_WITH_CUSTOM_CONTROLLER_PODS
+
+
+DEFAULT_RULES = DrainRules()
+
+
+def drainability(pod: PodState, rules: DrainRules = DEFAULT_RULES) -> tuple[str, str]:
     """(STAYS | MOVES | "blocked", the upstream block reason or "")."""
     meta = pod.manifest.get("metadata") or {}
     annotations = meta.get("annotations") or {}
@@ -61,13 +82,13 @@ def drainability(pod: PodState) -> tuple[str, str]:
         return STAYS, ""
     if annotations.get(SAFE_TO_EVICT) == "true":
         return MOVES, ""
-    if replicated(pod.manifest) is None:
+    if (replicated(pod.manifest) if rules.custom_controller_pods else ref) is None:
         return "blocked", "NotReplicated"
-    if (meta.get("namespace") or "default") == "kube-system":
+    if rules.system_pods and (meta.get("namespace") or "default") == "kube-system":
         return "blocked", "UnmovableKubeSystemPod"
     if annotations.get(SAFE_TO_EVICT) == "false":
         return "blocked", "NotSafeToEvictAnnotation"
-    if blocking_local_storage(pod.manifest, annotations):
+    if rules.local_storage and blocking_local_storage(pod.manifest, annotations):
         return "blocked", "LocalStorageRequested"
     return MOVES, ""
 
@@ -85,7 +106,7 @@ def blocking_local_storage(manifest: dict[str, Any], annotations: dict[str, Any]
 
 
 def pods_to_move(view: ClusterState, node: NodeState, pdbs: RemainingPdbs | None = None,
-                 skip_expendable: bool = False) -> list[PodState] | tuple[str, str]:
+                 skip_expendable: bool = False, rules: DrainRules = DEFAULT_RULES) -> list[PodState] | tuple[str, str]:
     """The node's pods a drain evicts, or (the block reason, the pod key) of the first pod that blocks.
     `pdbs`: the loop's remaining budgets (none: no PodDisruptionBudgets); `skip_expendable`: release profiles."""
     moving = []
@@ -93,7 +114,7 @@ def pods_to_move(view: ClusterState, node: NodeState, pdbs: RemainingPdbs | None
         pod = view.pods[key]
         if skip_expendable and expendable(pod):
             continue
-        outcome, reason = drainability(pod)
+        outcome, reason = drainability(pod, rules)
         if outcome == "blocked":
             return reason, key
         if outcome == MOVES:

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ...kube import defaults
 from ...scheduler.plugins.default_preemption import Budget
 from ...state.cluster import PodState
 
 NOT_ENOUGH_PDB = "NotEnoughPdb"  # utils/drain BlockingPodReason
 EVICTION_RETRY_MS = 10_000  # actuation EvictionRetryTime (the autoscaler's scan interval by default)
-MAX_POD_EVICTION_TIME_MS = 120_000  # --max-pod-eviction-time
+MAX_POD_EVICTION_TIME_MS = defaults.MAX_POD_EVICTION_TIME_MS  # --max-pod-eviction-time (the default; a flag)
 
 
 class RemainingPdbs:
