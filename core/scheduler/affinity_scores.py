@@ -42,8 +42,6 @@ class PodView(Protocol):
 
     upstream: bool
 
-    def domain_nodes(self) -> list[NodeState]: ...
-
     def with_affinity(self) -> dict[str, dict[str, PodState]]: ...
 
     def on_nodes(self) -> dict[str, dict[str, PodState]]: ...
@@ -70,7 +68,7 @@ class AffinityScoreCounts:
     def __init__(self, cycle: Cycle, pods: PodView, has: Callable[[PodState], bool], memo: TermMemo) -> None:
         self.cycle, self.pods, self.has, self.memo = cycle, pods, has, memo
         self.upstream = pods.upstream  # what the domain nodes depend on (placement.py CyclePods.domain_nodes)
-        self._domain = {n.name: n for n in pods.domain_nodes()}
+        self._nodes = cycle.view.nodes
         # placed pods' terms: (which, term) -> value -> pods; the pods counted, per (node, pod key)
         self._terms: dict[tuple[int, Term], dict[str, int]] | None = None
         self._with: dict[tuple[str, str], PodState] = {}
@@ -78,6 +76,12 @@ class AffinityScoreCounts:
         self._classes: dict[str, dict[Class, tuple[str, Mapping[str, str], dict[str, int]]]] = {}
         self._all: dict[tuple[str, str], PodState] | None = None
         self._applied = {"terms": 0, "all": 0}
+
+    def _domain(self, name: str) -> NodeState | None:
+        """The node if it is a domain node (CyclePods.domain_nodes: every node in release profiles, the Ready
+        ones in the legacy model), looked up rather than listed: a decision's PodGroup trials start over often."""
+        node = self._nodes.get(name)
+        return node if node is not None and (self.upstream or node.ready) else None
 
     # --- the placed pods' terms -------------------------------------------------------------------------------
 
@@ -102,14 +106,14 @@ class AffinityScoreCounts:
         if self._terms is None:
             self._terms = {}
             for name, on in self.pods.with_affinity().items():  # the moves so far applied
-                node = self._domain.get(name)
+                node = self._domain(name)
                 if node is not None:
                     for key, pod in on.items():
                         self._with[(name, key)] = pod
                         self._add_terms(pod, node, 1)
             self._applied["terms"] = len(moves)
         for pod, name, sign in moves[self._applied["terms"]:]:  # as CyclePods.with_affinity applies them
-            node = self._domain.get(name)
+            node = self._domain(name)
             if node is None:
                 continue
             if sign > 0:
@@ -146,11 +150,11 @@ class AffinityScoreCounts:
         """The placed pods per class with their counts per value of `key` (nodes without the key: none)."""
         moves = self.cycle.moves
         if self._all is None:
-            self._all = {(name, k): p for name, on in self.pods.on_nodes().items() if name in self._domain
-                         for k, p in on.items()}
+            self._all = {(name, k): p for name, on in self.pods.on_nodes().items()
+                         if self._domain(name) is not None for k, p in on.items()}
             self._applied["all"] = len(moves)
         for pod, name, sign in moves[self._applied["all"]:]:  # as CyclePods._node_pods applies them
-            node = self._domain.get(name)
+            node = self._domain(name)
             if node is None:
                 continue
             old = self._all.pop((name, pod.key), None)
@@ -164,7 +168,7 @@ class AffinityScoreCounts:
         if classes is None:
             classes = self._classes[key] = {}
             for (name, _), pod in self._all.items():
-                value = self._domain[name].labels.get(key)
+                value = self._nodes[name].labels.get(key)
                 if value is not None:
                     cls, labels = _class(pod)
                     entry = classes.get(cls)
