@@ -143,6 +143,7 @@ class NodeSearch:
             cached.sync(view, every, cycle, cycle.changed, own or {})
             part = {}
         total = len(order)
+        has_claims = claims.any
         while scanned < total:
             scored: dict[float, list[str]] = {}
             found = 0
@@ -162,7 +163,8 @@ class NodeSearch:
                         if extra is not None and (status := extra(node)) is not None:
                             failure = status.message
                         else:
-                            allocations = self._dra_filter(cycle, claims, allocator, name, reasons, dra_nodes)
+                            allocations = (self._dra_filter(cycle, claims, allocator, name, reasons, dra_nodes)
+                                           if has_claims else {})  # _dra_filter's answer without claims
                             if allocations is None:
                                 continue
                             mine = None if own is None else own.get(name)

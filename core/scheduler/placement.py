@@ -20,6 +20,7 @@ from typing import Any
 
 from ..kube.affinity import pod_namespace
 from ..state.cluster import RUNNING, ClusterState, NodeState, PodState
+from .affinity_scores import AffinityScoreCounts
 from .cycle import Cycle
 from .framework import Status
 from .plugins import inter_pod_affinity, pod_topology_spread
@@ -40,6 +41,8 @@ class AntiIndex:
         self.keys: list[str] = []
         self._predicate = inter_pod_affinity.has_required_anti if predicate is None else predicate
         self._answers: dict[str, tuple[dict[str, Any], bool]] = {}  # pod key -> (manifest, predicate's answer)
+        # the pods' parsed (anti-)affinity terms, kept while a pod's manifest object is the same (bounded)
+        self.terms: inter_pod_affinity.TermMemo = {}
         # the pods with pod (anti-)affinity of any kind, indexed alike (InterPodAffinity's PreScore)
         self.affinity = None if predicate is not None else AntiIndex(inter_pod_affinity.has_pod_affinity)
 
@@ -89,7 +92,8 @@ class CyclePods:
         self._spread: dict[tuple[Any, ...], list[Any]] = {}
         self._existing: dict[tuple[Any, ...], list[Any]] = {}  # InterPodAffinity's, per namespace and labels
         self._own: dict[tuple[Any, ...], list[Any]] = {}  # InterPodAffinity's, per set of terms
-        self.terms: inter_pod_affinity.TermMemo = {}
+        self.terms = self._index.terms  # parsed terms, kept across decisions (identity-checked)
+        self._scores: AffinityScoreCounts | None = None  # InterPodAffinity's PreScore counts (affinity_scores.py)
 
     def _has_anti(self, pod: PodState) -> bool:
         return self._index.has(pod)
@@ -102,6 +106,7 @@ class CyclePods:
             self._spread.clear()
             self._existing.clear()
             self._own.clear()
+            self._scores = None
             self._epoch = self.cycle.moves_epoch
             self._applied = {"pods": 0, "anti": 0}
 
@@ -248,6 +253,21 @@ class CyclePods:
                 self._affinity[name].pop(pod.key, None)
         self._applied["affinity"] = len(moves)
         return self._affinity
+
+    def on_nodes(self) -> dict[str, dict[str, PodState]]:
+        """node -> its pods in the decision (pod key -> pod), brought up to date with the moves (read only)."""
+        return self._node_pods()
+
+    def affinity_scores(self) -> AffinityScoreCounts:
+        """InterPodAffinity's PreScore counts for the decision (affinity_scores.py), started over after a
+        rollback or when the domain nodes change (`upstream` set)."""
+        self._restart()
+        if self._scores is None or self._scores.upstream != self.upstream:
+            index = self._index.affinity
+            if index is None:
+                index = self._index.affinity = AntiIndex(inter_pod_affinity.has_pod_affinity)
+            self._scores = AffinityScoreCounts(self.cycle, self, index.has, self.terms)
+        return self._scores
 
     def with_anti(self) -> list[tuple[PodState, NodeState]]:
         self._restart()

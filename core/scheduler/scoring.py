@@ -168,11 +168,14 @@ class PodScore:
             totals = {name: part[name] for name, _, _ in found}
             active = [a for a in self.active if not getattr(a[0], "POINTWISE", False)]
         for plugin, weight, state in active:
-            scores = {name: plugin.score(state, pod, node, used) for name, node, used in found}
+            score_all = getattr(plugin, "score_all", None)  # the same scores, made in one call
+            scores = (score_all(state, pod, found) if score_all is not None
+                      else {name: plugin.score(state, pod, node, used) for name, node, used in found})
             plugin.normalize(state, scores)
+            if not 0 <= min(scores.values(), default=0) <= max(scores.values(), default=0) <= 100:
+                name, score = next((n, s) for n, s in scores.items() if not 0 <= s <= 100)
+                raise ValueError(f"plugin {plugin.NAME} returns an invalid score {score} for node {name}")
             for name, score in scores.items():
-                if not 0 <= score <= 100:
-                    raise ValueError(f"plugin {plugin.NAME} returns an invalid score {score} for node {name}")
                 totals[name] += score * weight
         out: dict[float, list[str]] = {}
         for name, total in totals.items():

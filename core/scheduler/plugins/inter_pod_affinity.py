@@ -266,7 +266,13 @@ class AffinityScore:
         own = bool(affinity or anti)
         assert self.node_pods is not None, "AffinityScore needs the decision's pod view"
         pods = self.node_pods(cycle)
-        scores: dict[str, dict[str, int]] = {}
+        # the decision's kept counts (scheduler/affinity_scores.py: the same sums, grouped per distinct term and
+        # per class of placed pod, brought up to date with the decision's moves), else the walk below
+        kept = getattr(pods, "affinity_scores", None)
+        if kept is not None and getattr(pods, "with_affinity", None) is not None:
+            scores = kept().scores(pod, affinity, anti, self.hard_weight, self.ignore_existing)
+            return None if not own and not scores else ScoreState(scores)
+        scores = {}
 
         def process(ts: list[Term], target: PodState, node: NodeState, sign: int, weight: int | None = None) -> None:
             for t in ts:
@@ -311,13 +317,29 @@ class AffinityScore:
                 total += by_value.get(value, 0)
         return total
 
+    def score_all(self, state: ScoreState, pod: PodState, found: list[tuple[str, NodeState, dict[str, int]]]
+                  ) -> dict[str, int]:
+        """`score` on each found node (scoring.PodScore.rank), in one call."""
+        if len(state.scores) != 1:
+            return {name: self.score(state, pod, node, used) for name, node, used in found}
+        ((key, by_value),) = state.scores.items()
+        out: dict[str, int] = {}
+        for name, node, _ in found:
+            value = node.labels.get(key)
+            out[name] = 0 if value is None else by_value.get(value, 0)
+        return out
+
     def normalize(self, state: ScoreState, scores: dict[str, int]) -> None:
         if not state.scores or not scores:
             return
         low, high = min(scores.values()), max(scores.values())
         diff = high - low
+        if diff <= 0:
+            for name in scores:
+                scores[name] = 0
+            return
         for name, s in scores.items():
-            scores[name] = int(MAX_NODE_SCORE * ((s - low) / diff)) if diff > 0 else 0
+            scores[name] = int(MAX_NODE_SCORE * ((s - low) / diff))
 
 
 def score_plugin(args: dict[str, Any] | None = None) -> AffinityScore:

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Protocol
 
 from ...kube.affinity import Selector, compile_selector, merged_selector, pod_labels, pod_namespace, selector_matches
@@ -61,6 +62,7 @@ HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 MAX_NODE_SCORE = 100
+_MANIFEST = attrgetter("manifest")
 _NOT_MATCH = unschedulable(CONSTRAINTS_NOT_MATCH, "spread", NAME)
 # missing label: only another node (or other labels) can help, as NodeAffinity's mismatch ("selector")
 _LABEL = unresolvable(LABEL_NOT_MATCH, "selector", NAME)
@@ -219,16 +221,31 @@ def pre_filter(pod: PodState, nodes: Iterable[NodeState], pods: NodePods, counte
 # --- Score ------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Domains:
+    """initPreScoreState's first pass over a set of nodes for a set of keys (SpreadScore._domains_of)."""
+
+    ignored: frozenset[str]  # the nodes missing one of the keys
+    values: list[tuple[str, ...]]  # per key: its values on the other nodes, in node order (none for hostname)
+    of_node: dict[str, tuple[str, ...]]  # each other node's values of the keys
+
+
 @dataclass
 class ScoreState:
     """preScoreState: the soft constraints, the nodes missing a key, counts per domain, weights."""
 
     constraints: list[Constraint]
-    ignored: set[str]
+    ignored: set[str] | frozenset[str]
     counts: list[dict[str, int]]
     weights: list[float]
     namespace: str
     pods: NodePods
+    of_node: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # node -> its values of the keys
+    # a node's score when no constraint is on the hostname: a function of its values alone (`score`)
+    by_values: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.pointwise_values = all(c.key != HOSTNAME for c in self.constraints)
 
 
 class SpreadScore:
@@ -241,6 +258,37 @@ class SpreadScore:
         args = args or {}
         self.system_defaulted = args.get("defaultingType", "System") == "System"
         self.node_pods = node_pods  # cycle -> its pod view (scheduler/placement.py); set by the caller
+        # the constraints' keys -> the nodes' manifests when made, the nodes missing a key, each constraint's
+        # domain values (`_domains`)
+        self._domains: dict[tuple[str, ...], tuple[list[Any], list[NodeState], Domains]] = {}
+
+    def _domains_of(self, keys: tuple[str, ...], nodes: list[NodeState]) -> Domains:
+        """initPreScoreState's first pass (the nodes missing one of the keys: ignored; each constraint's
+        domain values among the others, in node order, none for hostname), a function of the nodes' labels
+        alone: kept per set of keys while the node list holds the same node objects with the same manifest
+        objects (the fold replaces a manifest, never changes it: an identity compare at C speed per pod
+        instead of a Python pass over every node). Also each other node's values of the keys (`score_all`)."""
+        manifests = list(map(_MANIFEST, nodes))
+        hit = self._domains.get(keys)
+        if hit is not None and hit[0] == manifests and hit[1] == nodes:
+            return hit[2]
+        ignored: set[str] = set()
+        values: list[dict[str, None]] = [{} for _ in keys]
+        of_node: dict[str, tuple[str, ...]] = {}
+        for node in nodes:
+            labels = node.labels
+            if not all(k in labels for k in keys):
+                ignored.add(node.name)
+                continue
+            of_node[node.name] = tuple(labels[k] for k in keys)
+            for i, k in enumerate(keys):
+                if k != HOSTNAME:
+                    values[i][labels[k]] = None
+        out = Domains(frozenset(ignored), [tuple(v) for v in values], of_node)
+        if len(self._domains) > 64:
+            self._domains.clear()
+        self._domains[keys] = (manifests, list(nodes), out)
+        return out
 
     def pre_score(self, cycle: Any, pod: PodState, nodes: list[NodeState]) -> ScoreState | None:
         """initPreScoreState and the counts over all nodes; None: Skip. `nodes`: those that passed Filter."""
@@ -249,23 +297,17 @@ class SpreadScore:
             return None  # defaults: never in dralab (no Service/RC/RS/SS selector)
         assert self.node_pods is not None, "SpreadScore needs the decision's pod view"
         pods = self.node_pods(cycle)
-        require_all = True  # the pod's own constraints (defaults, which relax it, never apply)
-        ignored: set[str] = set()
-        counts: list[dict[str, int]] = [{} for _ in cs]
-        for node in nodes:
-            labels = node.labels
-            if require_all and not has_keys(labels, cs):
-                ignored.add(node.name)
-                continue
-            for i, c in enumerate(cs):
-                if c.key != HOSTNAME:
-                    counts[i].setdefault(labels.get(c.key, ""), 0)
+        # the pod's own constraints (defaults, which relax it, never apply): every key required
+        domains = self._domains_of(tuple(c.key for c in cs), nodes)
+        ignored = domains.ignored
+        counts: list[dict[str, int]] = [dict.fromkeys(v, 0) for v in domains.values]
         weights = [math.log((len(nodes) - len(ignored) if c.key == HOSTNAME else len(counts[i])) + 2)
                    for i, c in enumerate(cs)]
         namespace = pod_namespace(pod.manifest)
         kept: Counter | None = getattr(pods, "spread_counts", None)
         if all(c.key == HOSTNAME for c in cs):
-            return ScoreState(cs, ignored, counts, weights, namespace, pods)  # counted per node in `score`
+            # counted per node in `score`
+            return ScoreState(cs, ignored, counts, weights, namespace, pods, domains.of_node)
         if kept is not None:
             # the Filter side's counts (placement.py CyclePods.spread_counts: the same eligible domain nodes,
             # has_keys over every constraint + `included`, kept incrementally within the decision) restricted
@@ -273,10 +315,10 @@ class SpreadScore:
             for i, full in enumerate(kept(pod, cs)):
                 if cs[i].key != HOSTNAME:
                     counts[i] = {value: full.get(value, 0) for value in counts[i]}
-            return ScoreState(cs, ignored, counts, weights, namespace, pods)
+            return ScoreState(cs, ignored, counts, weights, namespace, pods, domains.of_node)
         for node in pods.domain_nodes():  # the Ready ones (legacy model) or all (placement.py domain_nodes)
             labels = node.labels
-            if require_all and not has_keys(labels, cs):
+            if not has_keys(labels, cs):
                 continue
             on = None
             for i, c in enumerate(cs):
@@ -288,13 +330,43 @@ class SpreadScore:
                 if on is None:
                     on = list(pods.on(node.name))
                 counts[i][value] += count_matching(on, c.selector, namespace)
-        return ScoreState(cs, ignored, counts, weights, namespace, pods)
+        return ScoreState(cs, ignored, counts, weights, namespace, pods, domains.of_node)
 
     def score(self, state: ScoreState, pod: PodState, node: NodeState, used: dict[str, int]) -> int:
         if node.name in state.ignored:
             return 0
-        total = 0.0
         labels = node.labels
+        if state.pointwise_values:
+            # every key present (not ignored): the score is a function of the node's values, the same float
+            # sum in the same order whichever node gives them
+            values = tuple(labels[c.key] for c in state.constraints)
+            hit = state.by_values.get(values)
+            if hit is None:
+                hit = state.by_values[values] = self._score(state, node, labels)
+            return hit
+        return self._score(state, node, labels)
+
+    def score_all(self, state: ScoreState, pod: PodState, found: list[tuple[str, NodeState, dict[str, int]]]
+                  ) -> dict[str, int]:
+        """`score` on each found node (scoring.PodScore.rank): without a hostname constraint, each node's
+        values of the keys, read once per set of nodes (`_domains_of`), give its score, made once per values."""
+        if not state.pointwise_values:
+            return {name: self.score(state, pod, node, used) for name, node, used in found}
+        of_node, memo = state.of_node, state.by_values
+        out: dict[str, int] = {}
+        for name, node, _ in found:
+            values = of_node.get(name)
+            if values is None:  # missing a key (ignored)
+                out[name] = 0
+                continue
+            hit = memo.get(values)
+            if hit is None:
+                hit = memo[values] = self._score(state, node, node.labels)
+            out[name] = hit
+        return out
+
+    def _score(self, state: ScoreState, node: NodeState, labels: Mapping[str, str]) -> int:
+        total = 0.0
         for i, c in enumerate(state.constraints):
             value = labels.get(c.key)
             if value is None:
