@@ -35,6 +35,7 @@ from dralab.core.analysis.dump import dump_record
 from dralab.core.dra.api import ManifestError, parse_documents
 from dralab.core.kube.versions import make_profile, profile_config
 from dralab.core.log.events import Record
+from dralab.core.scheduler.config import default_config
 from dralab.core.scheduler.cycle import Cycle
 from dralab.core.scheduler.filters import STATIC_FILTERS, first_failure
 from dralab.core.scheduler.framework import Code, Status
@@ -42,6 +43,7 @@ from dralab.core.scheduler.placement import affinity_score, cycle_pods, spread_s
 from dralab.core.scheduler.plugins import inter_pod_affinity, pod_topology_spread
 from dralab.core.scheduler.plugins.node_resources_fit import fits_resources
 from dralab.core.scheduler.reactor import Scheduler
+from dralab.core.scheduler.scoring import Scoring
 from dralab.core.state.cluster import ClusterState, NodeState, PodState
 
 ROOT = Path(__file__).parent / "scheduler_cases"
@@ -107,6 +109,21 @@ class Snapshot:
         return scores
 
 
+    def framework_scores(self, group: str, args: dict[str, Any] | None, nodes: list[str]) -> dict[str, int]:
+        """The same scores through the score framework (scoring.py: Scoring.prepare, then PodScore.rank with the
+        listed nodes as the ones found): PreScore sees what upstream's does (`filteredNodes`), not every node."""
+        name = "PodTopologySpread" if group == "spread" else "InterPodAffinity"
+        config = default_config(self.profile.version)
+        config["score"] = {name: 1}
+        if args:
+            config["args"][name] = {**(config["args"].get(name) or {}), **args}
+        score = Scoring(config).prepare(Cycle(self.state, random.Random(0)), self.pod)
+        if not score.active:
+            return dict.fromkeys(nodes, 0)
+        ranked = score.rank([(n, self.state.nodes[n], self.state.nodes[n].used) for n in nodes])
+        return {n: int(total) for total, names in ranked.items() for n in names}
+
+
 def outcome(path: Path) -> tuple[str, list[str]]:
     """("skipped" | "pass" | "fail", what failed)."""
     spec, manifests = load(path)
@@ -125,6 +142,9 @@ def outcome(path: Path) -> tuple[str, list[str]]:
         got = snap.scores(group, spec.get("pluginArgs"), list(expect["scores"]))
         if got != expect["scores"]:
             out.append(f"scores: expected {expect['scores']}, got {got}")
+        framework = snap.framework_scores(group, spec.get("pluginArgs"), list(expect["scores"]))
+        if framework != expect["scores"]:
+            out.append(f"scores through the framework: expected {expect['scores']}, got {framework}")
     if "filter" in expect:
         statuses = snap.plugin_filter(group)
         got_codes = {n: "Success" if s is None else CODE_NAMES[s.code] for n, s in statuses.items()}

@@ -117,6 +117,16 @@ PLUGINS: dict[str, Callable[[dict[str, Any], NonZero], ScorePlugin]] = {
 }
 
 
+class Deferred:
+    """The PreScore state of a plugin whose PreScore reads the nodes that passed Filter (upstream's
+    `filteredNodes`: the feasible nodes found, at most numFeasibleNodesToFind): made by `PodScore.rank`."""
+
+    __slots__ = ("cycle",)
+
+    def __init__(self, cycle: Any) -> None:
+        self.cycle = cycle
+
+
 class PodScore:
     """One pod's scoring after PreScore: the plugins that did not skip, with their weights and states.
     Callable as dralab's ScorePlugin (pod, node, used) for the node-by-node loops when `pointwise`."""
@@ -168,6 +178,8 @@ class PodScore:
             totals = {name: part[name] for name, _, _ in found}
             active = [a for a in self.active if not getattr(a[0], "POINTWISE", False)]
         for plugin, weight, state in active:
+            if isinstance(state, Deferred):  # PreScore with upstream's filteredNodes: the nodes found
+                state = plugin.pre_score(state.cycle, pod, [node for _, node, _ in found])
             score_all = getattr(plugin, "score_all", None)  # the same scores, made in one call
             scores = (score_all(state, pod, found) if score_all is not None
                       else {name: plugin.score(state, pod, node, used) for name, node, used in found})
@@ -201,14 +213,21 @@ class Scoring:
         self._nodes: list[NodeState] = []
 
     def prepare(self, cycle: Cycle, pod: PodState) -> PodScore:
-        """PreScore for the pod in this decision (every node is passed: the plugins' skips do not depend
-        on which nodes pass the filters)."""
+        """PreScore for the pod in this decision: every node is passed to the plugins whose PreScore reads
+        all nodes (their skips do not depend on which nodes pass the filters); a plugin that reads only the
+        filtered ones (`FILTERED_PRESCORE`) gets them in `rank`."""
         if cycle is not self._cycle:
             self._cycle = cycle
             self._nodes = list(cycle.view.nodes.values())
         self.nonzero.at(cycle)
         active = []
         for plugin, weight in self.plugins:
+            if getattr(plugin, "FILTERED_PRESCORE", False):
+                # PreScore over the nodes that passed Filter (PodTopologySpread's initPreScoreState): run by
+                # `rank`, once the found nodes are known; whether it skips does not depend on them
+                if not plugin.skips(pod):  # type: ignore[attr-defined]
+                    active.append((plugin, weight, Deferred(cycle)))
+                continue
             state = plugin.pre_score(cycle, pod, self._nodes)
             if state is not None:
                 active.append((plugin, weight, state))

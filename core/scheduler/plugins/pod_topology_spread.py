@@ -252,6 +252,14 @@ class SpreadScore:
     """PodTopologySpread's Score for one pod attempt (shape of the score framework, duck-typed)."""
 
     NAME = NAME
+    # initPreScoreState reads the nodes that passed Filter (podtopologyspread/scoring.go: `filteredNodes` give
+    # the ignored nodes, the topology values counted and TopologyNormalizingWeight, `len(filteredNodes) -
+    # len(IgnoredNodes)` for hostname): scoring.py runs PreScore with the found nodes
+    FILTERED_PRESCORE = True
+
+    def skips(self, pod: PodState) -> bool:
+        """PreScore's Skip: no ScheduleAnyway constraint (the system defaults never apply in dralab)."""
+        return not constraints(pod, "ScheduleAnyway")
 
     def __init__(self, args: Mapping[str, Any] | None = None,
                  node_pods: Callable[[Any], DomainPods] | None = None) -> None:
