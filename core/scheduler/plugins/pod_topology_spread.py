@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, Protocol
 
 from ...kube.affinity import Selector, compile_selector, merged_selector, pod_labels, pod_namespace, selector_matches
@@ -62,7 +61,6 @@ HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 MAX_NODE_SCORE = 100
-_MANIFEST = attrgetter("manifest")
 _NOT_MATCH = unschedulable(CONSTRAINTS_NOT_MATCH, "spread", NAME)
 # missing label: only another node (or other labels) can help, as NodeAffinity's mismatch ("selector")
 _LABEL = unresolvable(LABEL_NOT_MATCH, "selector", NAME)
@@ -266,37 +264,42 @@ class SpreadScore:
         args = args or {}
         self.system_defaulted = args.get("defaultingType", "System") == "System"
         self.node_pods = node_pods  # cycle -> its pod view (scheduler/placement.py); set by the caller
-        # the constraints' keys -> the nodes' manifests when made, the nodes missing a key, each constraint's
-        # domain values (`_domains`)
-        self._domains: dict[tuple[str, ...], tuple[list[Any], list[NodeState], Domains]] = {}
+        # the constraints' keys -> node name -> (its manifest when read, its values of the keys or None when it
+        # misses one), a cache (`_domains_of`)
+        self._domains: dict[tuple[str, ...], dict[str, tuple[Any, tuple[str, ...] | None]]] = {}
 
     def _domains_of(self, keys: tuple[str, ...], nodes: list[NodeState]) -> Domains:
-        """initPreScoreState's first pass (the nodes missing one of the keys: ignored; each constraint's
-        domain values among the others, in node order, none for hostname), a function of the nodes' labels
-        alone: kept per set of keys while the node list holds the same node objects with the same manifest
-        objects (the fold replaces a manifest, never changes it: an identity compare at C speed per pod
-        instead of a Python pass over every node). Also each other node's values of the keys (`score_all`)."""
-        manifests = list(map(_MANIFEST, nodes))
-        hit = self._domains.get(keys)
-        if hit is not None and hit[0] == manifests and hit[1] == nodes:
-            return hit[2]
+        """initPreScoreState's first pass over the nodes that passed Filter (the nodes missing one of the keys:
+        ignored; each constraint's domain values among the others, in node order, none for hostname; each
+        node's values of the keys, for `score_all`). A node's values are a function of its labels alone: kept
+        per set of keys and node while the node holds the same manifest object (the fold replaces a manifest,
+        never changes it), so a pod's pass is one identity check and a few dict operations per node."""
+        known = self._domains.get(keys)
+        if known is None:
+            if len(self._domains) > 64:
+                self._domains.clear()
+            known = self._domains[keys] = {}
+        elif len(known) > 100_000:  # nodes come and go over a long run: bounded
+            known.clear()
         ignored: set[str] = set()
         values: list[dict[str, None]] = [{} for _ in keys]
+        zoned = [i for i, k in enumerate(keys) if k != HOSTNAME]
         of_node: dict[str, tuple[str, ...]] = {}
         for node in nodes:
-            labels = node.labels
-            if not all(k in labels for k in keys):
-                ignored.add(node.name)
+            name, manifest = node.name, node.manifest
+            hit = known.get(name)
+            if hit is None or hit[0] is not manifest:
+                labels = node.labels
+                hit = known[name] = (manifest, tuple(labels[k] for k in keys)
+                                     if all(k in labels for k in keys) else None)
+            of = hit[1]
+            if of is None:
+                ignored.add(name)
                 continue
-            of_node[node.name] = tuple(labels[k] for k in keys)
-            for i, k in enumerate(keys):
-                if k != HOSTNAME:
-                    values[i][labels[k]] = None
-        out = Domains(frozenset(ignored), [tuple(v) for v in values], of_node)
-        if len(self._domains) > 64:
-            self._domains.clear()
-        self._domains[keys] = (manifests, list(nodes), out)
-        return out
+            of_node[name] = of
+            for i in zoned:
+                values[i][of[i]] = None
+        return Domains(frozenset(ignored), [tuple(v) for v in values], of_node)
 
     def pre_score(self, cycle: Any, pod: PodState, nodes: list[NodeState]) -> ScoreState | None:
         """initPreScoreState and the counts over all nodes; None: Skip. `nodes`: those that passed Filter."""
