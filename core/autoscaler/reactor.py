@@ -29,6 +29,7 @@ from typing import Any
 from ..dra.features import allocator_features
 from ..dra.model import Slice
 from ..engine.contract import Decision, Trigger
+from ..kube import defaults as flags
 from ..kube.defaults import EXPANDER, MAX_NODE_PROVISION_TIME_MS, MAX_NODE_STARTUP_TIME_MS, SCAN_INTERVAL_MS
 from ..kube.provreq import consumed_request
 from ..kube.versions import profile_from_config
@@ -39,8 +40,11 @@ from ..scheduler.plugins.dynamic_resources import DraPlugin
 from ..state.cluster import ClusterState, PodState
 from ..state.gangs import Reservation
 from .disruption.scale_down import ScaleDown
+from .provisioning import scale_up_status as status
 from .provisioning.backoff import Timeouts, backed_off
-from .provisioning.expanders import EXPANDERS, expand
+from .provisioning.balance import balance, similar_groups
+from .provisioning.expanders import EXPANDERS, Option, expand
+from .provisioning.pod_age import all_pods_new, cluster_healthy, old_enough, unready_nodes
 from .provisioning.provreq_broker import Broker
 from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
@@ -71,12 +75,28 @@ class Autoscaler:
     # PodDisruptionBudgets (kube/pdb.py) scale-down's drains respect (disruption/pdb.py); only when a scenario has
     # some, so other run configs read as before
     pdbs: list[dict[str, Any]] = field(default_factory=list)
+    # cluster-autoscaler's scale-up flags (issue 22; spec.autoscaler, core/scenario/autoscaler_flags.py), recorded in
+    # the run config only when not their defaults (core/kube/defaults.py)
+    new_pod_scale_up_delay_ms: int = flags.NEW_POD_SCALE_UP_DELAY_MS
+    max_nodes_total: int = flags.MAX_NODES_TOTAL
+    ok_total_unready_count: int = flags.OK_TOTAL_UNREADY_COUNT
+    max_total_unready_percentage: float = flags.MAX_TOTAL_UNREADY_PERCENTAGE
+    max_nodes_per_scale_up: int = flags.MAX_NODES_PER_SCALE_UP
+    expander_priorities: Any = ()  # [(priority, [regex of group names, ...]), ...], highest first
+    balance_similar_node_groups: bool = flags.BALANCE_SIMILAR_NODE_GROUPS
+    initial_node_group_backoff_ms: int = flags.INITIAL_NODE_GROUP_BACKOFF_MS
+    max_node_group_backoff_ms: int = flags.MAX_NODE_GROUP_BACKOFF_MS
+    node_group_backoff_reset_timeout_ms: int = flags.NODE_GROUP_BACKOFF_RESET_TIMEOUT_MS
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
     def __post_init__(self) -> None:
-        if self.expander not in EXPANDERS:
-            raise ValueError(f"unknown expander {self.expander!r}; expected one of {list(EXPANDERS)}")
+        for name in self.expander.split(","):  # one expander or upstream's comma-separated chain
+            if name not in EXPANDERS:
+                raise ValueError(f"unknown expander {name!r}; expected one of {list(EXPANDERS)}")
+        self._regexes = tuple((int(p), tuple(str(r) for r in rs)) for p, rs in self.expander_priorities)
+        self._backoff = (self.initial_node_group_backoff_ms, self.max_node_group_backoff_ms,
+                         self.node_group_backoff_reset_timeout_ms)
         if self.policy not in POLICIES:
             raise ValueError(f"unknown autoscaler policy {self.policy!r}; expected one of {list(POLICIES)}")
         if self.provisioning_request_claims not in (MATERIALIZE, UNRESOLVED):
@@ -85,6 +105,7 @@ class Autoscaler:
         if self.scan_interval_ms <= 0:
             raise ValueError("scan interval must be positive")
         self.profile = profile_from_config(self.kubernetes)
+        self._release = self.kubernetes is not None  # release profiles: upstream's pod-age buffer, health, Events
         self._dra = DraPlugin(allocator_features(self.profile))  # selectors cached
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
@@ -106,8 +127,13 @@ class Autoscaler:
         events += timed_out
         given_up = {n for e in timed_out if isinstance(e, ScaleUpTimedOut) for n in e.nodes}
         # groups in backoff, and those that fail in this very decision (the view does not show it yet)
-        blocked = {name for name, group in view.node_groups.items() if backed_off(group, now)}
+        blocked = {name for name, group in view.node_groups.items() if backed_off(group, now, *self._backoff)}
         blocked |= {e.group for e in timed_out if isinstance(e, ScaleUpTimedOut)}
+        if self._release and not cluster_healthy(
+                view, len(unready_nodes(view, now, ready, self.max_node_startup_time_ms)), self.ok_total_unready_count,
+                self.max_total_unready_percentage):  # IsClusterHealthy: the loop stops here (pod_age.py)
+            return Decision(tuple(events + status.configmap_event(view, now, "ClusterUnhealthy",
+                                                                  "Cluster is unhealthy")), wake)
         nominated = {k: r for k, r in view.gang.reservations.items() if r.nominated}
         if view.dra.binding:  # pods waiting in PreBind with a nominated node (KEP-5007 + KEP-5278)
             nominated.update(nominated_waits(view))
@@ -154,7 +180,8 @@ class Autoscaler:
             assert broker is not None and request is not None
             handled = broker.handle(request, lambda pods: absorb(sim, ready_nodes, pods, memo),
                                     lambda pods: atomic_option(view, sim, pods, rng, blocked, self.expander,
-                                                               self.priorities))
+                                                               self.priorities, self._regexes,
+                                                               self.max_nodes_per_scale_up))
             events.extend(handled.events)
             if handled.scale_up is not None:
                 target, nodes = handled.scale_up
@@ -169,16 +196,54 @@ class Autoscaler:
                                                    memo)
         else:
             remaining, group_options = absorb(sim, upcoming, absorb(sim, ready_nodes, unschedulable, memo), memo), []
+        if self._release or self.new_pod_scale_up_delay_ms:  # filterOutYoungPods (pod_age.py)
+            remaining = old_enough(remaining, now, self.new_pod_scale_up_delay_ms)
         if not remaining and not group_options:
             return Decision(tuple(events + scale_down()), wake)
+        if self._release and all_pods_new(remaining, now):  # ScaleUpInCooldown: no scale-up, no scale-down
+            return Decision(tuple(events), wake)
+        outcome = status.LoopOutcome(remaining, status.skipped_groups(view, blocked))
+        if self.max_nodes_total and len(ready_nodes) >= self.max_nodes_total:  # shouldScaleUp: limit reached
+            outcome.max_nodes_total = True
+            events += status.configmap_event(view, now, "MaxNodesTotalReached",
+                                             f"Max total nodes in cluster reached: {self.max_nodes_total}")
+            events += status.events(view, now, sim, outcome) if self._release else []
+            return Decision(tuple(events + scale_down()), wake)
         gangs = pending_gangs(view, remaining) if self.policy == "atomic" else None
-        options = scale_up_options(view, sim, remaining, blocked, gangs) + group_options
+        options = scale_up_options(view, sim, remaining, blocked, gangs, limit=self.max_nodes_per_scale_up) \
+            + group_options
         if options:
-            best = expand(self.expander, self.priorities, options, rng)
-            events.append(ScaleUpRequested(group=best.group.name, delta=best.count, pods=best.pods,
-                                           atomic=best.atomic or (self.policy == "atomic" and gangs is not None
-                                                                  and bool(gangs))))
+            best = expand(self.expander, self.priorities, options, rng, self._regexes)
+            atomic = best.atomic or (self.policy == "atomic" and gangs is not None and bool(gangs))
+            requests = self._requests(view, now, best, options, len(ready_nodes) + len(upcoming), atomic, events)
+            events += requests
+            outcome.infos = [status.ScaleUpInfo(r.group, view.node_groups[r.group].target_size,
+                                                view.node_groups[r.group].target_size + r.delta,
+                                                view.node_groups[r.group].max) for r in requests]
+            outcome.triggered = best.pods if requests else ()
+            if not requests:  # GetCappedNewNodeCount's error: a failed scale-up writes no pod Event
+                return Decision(tuple(events), wake)
+        if self._release:
+            events += status.events(view, now, sim, outcome)
         return Decision(tuple(events), wake)
+
+    def _requests(self, view: ClusterState, now: int, best: Option, options: list[Option], nodes: int, atomic: bool,
+                  events: list[AnyEvent]) -> list[ScaleUpRequested]:
+        """The scale-up of the expander's option: capped by --max-nodes-total (GetCappedNewNodeCount, counting the
+        snapshot's nodes, upcoming ones included), split across similar groups with --balance-similar-node-groups
+        (balance.py). Appends MaxNodesTotalReached to `events` when the cap bites."""
+        count = best.count
+        if self.max_nodes_total and count + nodes > self.max_nodes_total:
+            count = self.max_nodes_total - nodes
+            events += status.configmap_event(view, now, "MaxNodesTotalReached",
+                                             f"Max total nodes in cluster reached: {self.max_nodes_total}")
+            if count < 1:
+                return []
+        split = {best.group.name: count}
+        if self.balance_similar_node_groups and not atomic:
+            split = balance([best.group, *similar_groups(best, options)], count)
+        return [ScaleUpRequested(group=g, delta=n, pods=best.pods if g == best.group.name else (), atomic=atomic)
+                for g, n in split.items()]
 
     def _topology(self) -> bool:
         """Whether TopologyAwareWorkloadScheduling is on in the run's release (as the scheduler reads it)."""

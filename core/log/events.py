@@ -31,6 +31,7 @@ from .event_base import (
     node_key,
     pod_key,
 )
+from .events_autoscaler import AutoscalerEvent
 from .events_dra import (
     ClaimAllocated,
     ClaimDeviceConditionSet,
@@ -99,6 +100,7 @@ from .events_provisioning import (
 __all__ = [
     "AdmissionCheckUpdated",
     "AnyEvent",
+    "AutoscalerEvent",
     "ClaimAllocated",
     "ClaimDeviceConditionSet",
     "ClaimReleased",
@@ -228,6 +230,7 @@ AnyEvent = (
     | DeviceTaintRuleCreated
     | DeviceTaintRuleDeleted
     | DeviceTaintRuleStatus
+    | AutoscalerEvent
 )
 
 

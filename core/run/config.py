@@ -23,6 +23,7 @@ from ..engine.contract import Reactor
 from ..kube.fields import FieldError
 from ..kube.kueue import broker_config
 from ..kube.versions import merge_gates, profile_config, profile_from_config
+from ..scenario.autoscaler_flags import flags_entry
 from ..scenario.load import Scenario, ScenarioError
 from ..scheduler.config import default_config, parse_config
 from ..scheduler.reactor import Scheduler
@@ -64,6 +65,7 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
             # the legacy model's drains never read budgets, and its logs must read as they were made
             **({"pdbs": pdbs} if (pdbs := _pdbs(scenario)) and profile_config(scenario.kubernetes) is not None
                else {}),
+            **flags_entry(scenario.autoscaler),  # scale-up flags set to non-defaults (scenario/autoscaler_flags.py)
         },
     }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..log.events import (
+    AutoscalerEvent,
     ClaimAllocated,
     ClaimReleased,
     ClaimReserved,
@@ -72,6 +73,16 @@ class ClusterIndexes:
     usage_changes: list[str] = field(default_factory=list, compare=False, repr=False)
     _view: int = 0
     jobs: dict[str, JobState] = field(default_factory=dict)  # batch/v1 Jobs and their pods (jobs.py)
+    # cluster-autoscaler's Events (core/log/events_autoscaler.py): "<reason> <object key>" -> (when, message) of the
+    # last one; the autoscaler's 5-minute event filter and the pending reason read it
+    autoscaler_events: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def _on_autoscaler_event(self, t: int, event: object) -> bool:
+        """Record an AutoscalerEvent (False: not one). Called by the fold for events without a handler."""
+        if not isinstance(event, AutoscalerEvent):
+            return False
+        self.autoscaler_events[f"{event.reason} {event.involved}"] = (t, event.message)
+        return True
 
     def version(self, key: str) -> int:
         return self.versions.get(key, 0)
