@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks.invariants import Violation
 from ..run.config import policies
 from ..state.cluster import ClusterState
+from .autoscaler_status import autoscaler_summary, summary_line
 from .causes import explain_lines
 from .podgroups import render_lines, summarize_groups
 from .waits import pending_cause, schedule_waits, time_to_schedule
@@ -57,6 +58,8 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
     groups = summarize_groups(state)
     if groups is not None:  # 1.36+ PodGroups: how many scheduled, and why each pending one is
         summary["pod_groups"] = groups
+    if (autoscaler := autoscaler_summary(state)) is not None:  # its Events (release profiles; issue 22)
+        summary["autoscaler"] = autoscaler
     if metrics is not None:
         summary.update(metrics.contract())
         summary["metrics"] = metrics.details()
@@ -82,6 +85,7 @@ def render_text(summary: dict[str, Any]) -> str:
         *render_lines(summary.get("pod_groups")),
         "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
+        *summary_line(summary),
         *_metric_lines(summary),
         f"log        {summary['events']} events in {summary['records']} records, "
         f"{summary['sim_time_s']:.0f}s of cluster time",

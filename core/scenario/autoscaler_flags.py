@@ -27,7 +27,6 @@ from ..kube.fields import (
     expect_duration,
     expect_int,
     expect_list,
-    expect_map,
     expect_number,
     join,
 )
@@ -72,7 +71,9 @@ def parse_priorities(value: object, path: str) -> tuple[tuple[int, tuple[str, ..
             value = yaml.safe_load(value)
         except yaml.YAMLError as e:
             raise FieldError(path, f"not YAML: {e}") from None
-    mapping = expect_map(value, path)
+    if not isinstance(value, dict):  # keys are integers in upstream's YAML: not expect_map's string keys
+        raise FieldError(path, f"expected a map of priority -> list of regexes, got {type(value).__name__}")
+    mapping = value
     out: list[tuple[int, tuple[str, ...]]] = []
     for key, regexes in mapping.items():
         try:
