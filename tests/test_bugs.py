@@ -49,8 +49,8 @@ def test_a_bug_follows_the_release_unless_set(monkeypatch: pytest.MonkeyPatch) -
     assert make_profile("1.37", bugs={"autoscaler#1": True}).bug("autoscaler#1")
     assert not make_profile("1.34", bugs={"autoscaler#1": False}).bug("autoscaler#1")
     assert not LEGACY_PROFILE.bug("autoscaler#1")  # logs from before profiles: no bug
-    assert summary(make_profile("1.35"))["upstreamBugs"] == ["autoscaler#1"]
-    assert "upstreamBugs" not in summary(make_profile("1.37"))
+    assert "autoscaler#1" in summary(make_profile("1.35"))["upstreamBugs"]  # beside the real bugs of 1.35
+    assert "autoscaler#1" not in summary(make_profile("1.37")).get("upstreamBugs", [])
     with pytest.raises(KeyError):
         make_profile("1.37").bug("autoscaler#2")
 

@@ -22,6 +22,7 @@ expanders, options, backoff, ProvisioningRequests) in provisioning/, scale-down 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -37,16 +38,17 @@ from ..log.events import AnyEvent, ScaleUpRequested, ScaleUpTimedOut
 from ..scheduler.filters import ShapeMemo
 from ..scheduler.plugins.dra_binding import nominated_waits
 from ..scheduler.plugins.dynamic_resources import DraPlugin
-from ..state.cluster import ClusterState, PodState
+from ..state.cluster import ClusterState, NodeGroupState, PodState
 from ..state.gangs import Reservation
 from .disruption.scale_down import ScaleDown
 from .provisioning import scale_up_status as status
 from .provisioning.backoff import Timeouts, backed_off
-from .provisioning.balance import balance, similar_groups
+from .provisioning.balance import balance, joint_estimate, similar_groups
 from .provisioning.expanders import EXPANDERS, Option, expand
 from .provisioning.pod_age import all_pods_new, cluster_healthy, old_enough, unready_nodes
 from .provisioning.provreq_broker import Broker
 from .provisioning.scale_up import atomic_option, pending_gangs, place_units, podgroup_units, scale_up_options
+from .provisioning.template_source import clusterapi_dra, from_zero, template_group
 from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticMemo
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
 from .simulation.nominated import expendable, waiting_for_preemption
@@ -106,6 +108,8 @@ class Autoscaler:
             raise ValueError("scan interval must be positive")
         self.profile = profile_from_config(self.kubernetes)
         self._release = self.kubernetes is not None  # release profiles: upstream's pod-age buffer, health, Events
+        self._plain_ready = self.profile.bug("autoscaler#7780")  # no DRA readiness (simulation/nodes.py)
+        self._from_zero: set[str] | None = set() if self.profile.bug("autoscaler#10199") else None
         self._dra = DraPlugin(allocator_features(self.profile))  # selectors cached
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
@@ -121,7 +125,8 @@ class Autoscaler:
         wake = now + self.scan_interval_ms
         broker = Broker(view, now, self._fake) if view.provisioning.requests else None
         events: list[AnyEvent] = broker.expire() if broker is not None else []
-        ready = partial(node_ready_for, view, self.policy)
+        # autoscaler#7780 (core/kube/bugs.py): before the DRA custom resources processor, Ready is ready
+        ready = partial(node_ready_for, view, "count" if self._plain_ready else self.policy)
         # late nodes given up on: their groups back off (for `count`, only nodes never Ready can be late)
         timed_out = self._timeouts.check(view, now, ready, view.never_ready if self.policy == "count" else None)
         events += timed_out
@@ -144,7 +149,7 @@ class Autoscaler:
             sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
                              release=self.kubernetes is not None)
-            return sim, sim_ready_nodes(view, sim, nominated)
+            return sim, sim_ready_nodes(view, sim, nominated, self._plain_ready)
 
         def scale_down() -> list[AnyEvent]:
             return self._scale_down.decide(view, now, ready, occupied(nominated), snapshot, self.pdbs,
@@ -166,8 +171,8 @@ class Autoscaler:
         sim = Simulation(view, self.policy, self._dra, self._templates, self._statics,
                              virtual_claims=self.provisioning_request_claims == MATERIALIZE, shapes=self._shapes,
                              release=self.kubernetes is not None)
-        ready_nodes = sim_ready_nodes(view, sim, nominated)
-        upcoming = sim_upcoming_nodes(view, sim, given_up, blocked)
+        ready_nodes = sim_ready_nodes(view, sim, nominated, self._plain_ready)
+        upcoming = sim_upcoming_nodes(view, sim, given_up, blocked, self._plain_ready)
         self._fits.sync(view, ready_nodes)
         memo = self._fits
         if broker is not None:
@@ -210,12 +215,14 @@ class Autoscaler:
             events += status.events(view, now, sim, outcome) if self._release else []
             return Decision(tuple(events + scale_down()), wake)
         gangs = pending_gangs(view, remaining) if self.policy == "atomic" else None
-        options = scale_up_options(view, sim, remaining, blocked, gangs, limit=self.max_nodes_per_scale_up) \
-            + group_options
+        template_of = self._template_of(view)
+        options = scale_up_options(view, sim, remaining, blocked, gangs, limit=self.max_nodes_per_scale_up,
+                                   template_of=template_of) + group_options
         if options:
             best = expand(self.expander, self.priorities, options, rng, self._regexes)
             atomic = best.atomic or (self.policy == "atomic" and gangs is not None and bool(gangs))
-            requests = self._requests(view, now, best, options, len(ready_nodes) + len(upcoming), atomic, events)
+            requests = self._requests(view, now, best, options, len(ready_nodes) + len(upcoming), atomic, events,
+                                      (sim, remaining))
             events += requests
             outcome.infos = [status.ScaleUpInfo(r.group, view.node_groups[r.group].target_size,
                                                 view.node_groups[r.group].target_size + r.delta,
@@ -224,15 +231,31 @@ class Autoscaler:
             if not requests:  # GetCappedNewNodeCount's error: a failed scale-up writes no pod Event
                 return Decision(tuple(events), wake)
         if self._release:
-            events += status.events(view, now, sim, outcome)
+            events += status.events(view, now, sim, outcome, template_of)
         return Decision(tuple(events), wake)
 
+    def _template_of(self, view: ClusterState) -> Callable[[NodeGroupState], NodeGroupState] | None:
+        """autoscaler#10199 (provisioning/template_source.py): cluster-api groups with no node are templated with
+        an incomplete pool. The cached template slices of a group that starts or stops being such are dropped."""
+        if self._from_zero is None:
+            return None
+        now_zero = {n for n, g in view.node_groups.items() if clusterapi_dra(g) and from_zero(view, g)}
+        for name in now_zero ^ self._from_zero:
+            for key in [k for k in self._templates if k[0] == name]:
+                del self._templates[key]
+        self._from_zero = now_zero
+        return partial(template_group, view)
+
     def _requests(self, view: ClusterState, now: int, best: Option, options: list[Option], nodes: int, atomic: bool,
-                  events: list[AnyEvent]) -> list[ScaleUpRequested]:
+                  events: list[AnyEvent], estimate: tuple[Simulation, list[PodState]]) -> list[ScaleUpRequested]:
         """The scale-up of the expander's option: capped by --max-nodes-total (GetCappedNewNodeCount, counting the
         snapshot's nodes, upcoming ones included), split across similar groups with --balance-similar-node-groups
-        (balance.py). Appends MaxNodesTotalReached to `events` when the cap bites."""
-        count = best.count
+        (balance.py; without autoscaler#9150, estimated across them at once). Appends MaxNodesTotalReached to
+        `events` when the cap bites."""
+        similar = similar_groups(best, options) if self.balance_similar_node_groups and not atomic else []
+        joint = joint_estimate(estimate[1], [best.group, *similar], estimate[0], self.max_nodes_per_scale_up) \
+            if similar and not self.profile.bug("autoscaler#9150") else None
+        count = best.count if joint is None else sum(joint.values())
         if self.max_nodes_total and count + nodes > self.max_nodes_total:
             count = self.max_nodes_total - nodes
             events += status.configmap_event(view, now, "MaxNodesTotalReached",
@@ -240,8 +263,10 @@ class Autoscaler:
             if count < 1:
                 return []
         split = {best.group.name: count}
-        if self.balance_similar_node_groups and not atomic:
-            split = balance([best.group, *similar_groups(best, options)], count)
+        if joint is not None and sum(joint.values()) == count:
+            split = joint
+        elif similar:
+            split = balance([best.group, *similar], count)
         return [ScaleUpRequested(group=g, delta=n, pods=best.pods if g == best.group.name else (), atomic=atomic)
                 for g, n in split.items()]
 

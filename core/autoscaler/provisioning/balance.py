@@ -17,8 +17,8 @@ that has room, capped by their total room.
 from __future__ import annotations
 
 from ...kube.defaults import MAX_ALLOCATABLE_DIFFERENCE_RATIO, MAX_CAPACITY_MEMORY_DIFFERENCE_RATIO
-from ...state.cluster import NodeGroupState
-from ..simulation.capacity import template_node
+from ...state.cluster import NodeGroupState, PodState
+from ..simulation.capacity import FirstFit, Savepoint, SimNode, Simulation, template_node
 from .expanders import Option
 
 # compare_nodegroups.go BasicIgnoredLabels
@@ -78,4 +78,33 @@ def balance(groups: list[NodeGroupState], new_nodes: int) -> dict[str, int]:
                 sizes[g.name] += 1
                 added[g.name] += 1
                 new_nodes -= 1
+    return {name: n for name, n in added.items() if n}
+
+
+def joint_estimate(pods: list[PodState], groups: list[NodeGroupState], sim: Simulation, limit: int) -> dict[str, int]:
+    """autoscaler#9150 switched off (core/kube/bugs.py; upstream has no fix yet): the binpacking estimator run over
+    the similar groups at once, a new node going to the group with the fewest nodes (current and new) that can
+    take the pod, so that a zone-spread workload gets its nodes in every zone in one loop, as the issue's reporter
+    expected. With the bug (every release) the estimate is the expander's group alone, which a spread constraint
+    stops at one node, and balancing splits that one node. Group name -> new nodes (groups with none left out)."""
+    savepoint = Savepoint(sim, ())
+    nodes: list[SimNode] = []
+    first_fit = FirstFit(sim, nodes)
+    added = {g.name: 0 for g in groups}
+    for pod in pods:
+        spot = first_fit.find(pod)
+        if spot is None:
+            for g in sorted(groups, key=lambda g: g.target_size + added[g.name]):  # stable: the expander's first
+                if added[g.name] >= min(g.max - g.target_size, limit):
+                    continue
+                fresh = sim.template(g, f"template-{g.name}-{added[g.name]}")
+                allocations = sim.fits(pod, fresh)
+                if allocations is not None:
+                    nodes.append(fresh)
+                    added[g.name] += 1
+                    spot = (fresh, allocations)
+                    break
+        if spot is not None:
+            sim.place(pod, spot[0], spot[1])
+    savepoint.restore()
     return {name: n for name, n in added.items() if n}

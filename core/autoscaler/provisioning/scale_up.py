@@ -18,6 +18,7 @@ to later work, with "autoscalers understand topology constraints" among KEP-5732
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...kube.defaults import MAX_NODES_PER_SCALE_UP
@@ -42,17 +43,19 @@ def atomic_option(view: ClusterState, sim: Simulation, pods: list[PodState], rng
 
 def scale_up_options(view: ClusterState, sim: Simulation, pods: list[PodState], blocked: set[str],
                      gangs: dict[str, list[PodState]] | None = None, *,
-                     limit: int = MAX_NODES_PER_SCALE_UP) -> list[Option]:
+                     limit: int = MAX_NODES_PER_SCALE_UP,
+                     template_of: Callable[[NodeGroupState], NodeGroupState] | None = None) -> list[Option]:
     """Each node group's scale-up for `pods` (binpacked within the group's room, at most `limit` new nodes:
     --max-nodes-per-scaleup, the estimator's threshold limiter), where it helps; `blocked` groups (in backoff) are
-    skipped."""
+    skipped. `template_of`: the group as its template node is built (template_source.py), if not itself."""
     options = []
     for name in sorted(view.node_groups):
         group = view.node_groups[name]
         room = group.max - group.target_size
         if room <= 0 or name in blocked:
             continue
-        count, placed, waste = binpack(pods, group, min(room, limit), sim, gangs)
+        shape = group if template_of is None else template_of(group)
+        count, placed, waste = binpack(pods, shape, min(room, limit), sim, gangs)
         if count:
             options.append(Option(group, count, tuple(placed), waste))
     return options

@@ -21,7 +21,7 @@ fold (ClusterIndexes.autoscaler_events), so a replay decides the same.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ...kube.defaults import EVENT_SPAM_INTERVAL_MS
@@ -84,10 +84,11 @@ def skipped_groups(view: ClusterState, blocked: Iterable[str]) -> dict[str, str]
     return out
 
 
-def rejection(sim: Simulation, pod: PodState, group: NodeGroupState) -> str | None:
+def rejection(sim: Simulation, pod: PodState, group: NodeGroupState,
+              template_of: Callable[[NodeGroupState], NodeGroupState] | None = None) -> str | None:
     """Why the pod cannot go on a new node of the group (the first filter that rejects it on the template
     node, or the DRA allocator's failure), or None when it fits."""
-    node = sim.template(group, f"template-{group.name}-status")
+    node = sim.template(group if template_of is None else template_of(group), f"template-{group.name}-status")
     if sim.fits(pod, node) is not None:
         return None
     reason = first_failure(TEMPLATE_FILTERS, pod, node.node, {})
@@ -98,7 +99,8 @@ def rejection(sim: Simulation, pod: PodState, group: NodeGroupState) -> str | No
     return DRA_FAILURE
 
 
-def events(view: ClusterState, now: int, sim: Simulation | None, outcome: LoopOutcome) -> list[AnyEvent]:
+def events(view: ClusterState, now: int, sim: Simulation | None, outcome: LoopOutcome,
+           template_of: Callable[[NodeGroupState], NodeGroupState] | None = None) -> list[AnyEvent]:
     """The loop's pod Events (see the module docstring), each past the recorder's filter."""
     out: list[AnyEvent] = []
     if outcome.infos:
@@ -122,7 +124,7 @@ def events(view: ClusterState, now: int, sim: Simulation | None, outcome: LoopOu
                 if skip is not None:
                     reasons[skip] += 1
                     continue
-                reason = rejection(sim, pod, view.node_groups[name])
+                reason = rejection(sim, pod, view.node_groups[name], template_of)
                 if reason is None:
                     fits_somewhere = True  # awaiting evaluation upstream: no event
                     break
