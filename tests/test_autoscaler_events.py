@@ -109,3 +109,40 @@ def test_status_configmap_while_nodes_come() -> None:
     desc = describe(result.state, {})
     assert desc["autoscaler_status"]["nodeGroups"][0]["name"] == "gpu"
     assert "cluster-autoscaler-status (kube-system ConfigMap, data.status):" in render(desc)
+
+
+def test_audit_shows_the_autoscalers_last_event_from_a_dump(tmp_path: Any, capsys: Any) -> None:
+    """`dralab audit` on a dump with `kubectl get events` in it: each pending pod's last TriggeredScaleUp or
+    NotTriggerScaleUp from cluster-autoscaler (core/v1 Events and events.k8s.io/v1 ones)."""
+    from dralab.cli import main
+    from dralab.core.analysis.audit import audit
+    from dralab.core.dra.api import parse_documents
+
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    big = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big", "namespace": "default"},
+           "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "8"}}}]},
+           "status": {"phase": "Pending"}}
+
+    def event(reason: str, message: str, when: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"big.{when}", "namespace": "default"},
+                "involvedObject": {"kind": "Pod", "namespace": "default", "name": "big"}, "reason": reason,
+                "message": message, "source": {"component": "cluster-autoscaler"}, "lastTimestamp": when}
+
+    newer = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "big.2", "namespace": "default"},
+             "regarding": {"kind": "Pod", "namespace": "default", "name": "big"}, "reason": "NotTriggerScaleUp",
+             "note": "pod didn't trigger scale-up: 1 Insufficient cpu", "reportingController": "cluster-autoscaler",
+             "eventTime": "2026-01-01T00:10:00Z"}
+    docs = [node, big, event("TriggeredScaleUp", "pod triggered scale-up: [{g 0->1 (max: 3)}]",
+                             "2026-01-01T00:05:00Z"), newer]
+    report = audit(parse_documents(docs, "dump.yaml"))
+    row = next(p for p in report["pods"] if p["name"] == "big")
+    assert row["autoscaler"] == {"reason": "NotTriggerScaleUp",
+                                 "message": "pod didn't trigger scale-up: 1 Insufficient cpu"}
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all(docs))
+    capsys.readouterr()
+    assert main(["audit", "-f", str(dump)]) == 0
+    out = capsys.readouterr().out
+    assert "  default/big: NotTriggerScaleUp: pod didn't trigger scale-up: 1 Insufficient cpu" in out

@@ -164,3 +164,29 @@ def summary_line(summary: dict[str, Any]) -> list[str]:
     warn = ", ".join(f"{k} {v}" for k, v in a["configmap_events"].items())
     return [f"autoscaler {a['scale_ups']} scale-ups triggered, {a['pods_not_triggering']} pods not triggering"
             + (f" (reasons: {why})" if why else "") + (f"; {warn}" if warn else "")]
+
+
+AUTOSCALER_REASONS = ("TriggeredScaleUp", "NotTriggerScaleUp")
+
+
+def dump_events(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, str]]:
+    """The last TriggeredScaleUp / NotTriggerScaleUp cluster-autoscaler recorded on each pod of a dump: Events
+    (`kubectl get events -A -o yaml`: core/v1 `involvedObject` and `message`, or events.k8s.io/v1 `regarding` and
+    `note`) among the dump's other objects; (namespace, name) -> {reason, message}, the latest by its timestamp."""
+    latest: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
+    for obj in objects:
+        if obj.get("kind") != "Event" or obj.get("reason") not in AUTOSCALER_REASONS:
+            continue
+        source = (obj.get("source") or {}).get("component") or obj.get("reportingController") or ""
+        if source != "cluster-autoscaler":
+            continue
+        target = obj.get("involvedObject") or obj.get("regarding") or {}
+        if target.get("kind") != "Pod":
+            continue
+        key = (str(target.get("namespace") or "default"), str(target.get("name") or ""))
+        when = str(obj.get("lastTimestamp") or obj.get("deprecatedLastTimestamp") or obj.get("eventTime")
+                   or (obj.get("metadata") or {}).get("creationTimestamp") or "")
+        message = str(obj.get("message") or obj.get("note") or "")
+        if key not in latest or when >= latest[key][0]:
+            latest[key] = (when, {"reason": str(obj["reason"]), "message": message})
+    return {k: v for k, (_, v) in latest.items()}
