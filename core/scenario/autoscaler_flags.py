@@ -55,7 +55,8 @@ def parse_expander(value: object, path: str, default: str) -> str:
     names = [n.strip() for n in value.split(",")]
     for name in names:
         if name not in CHAIN_EXPANDERS:
-            raise FieldError(path, f"unknown expander {name!r}; expected one of {', '.join(CHAIN_EXPANDERS)}")
+            shown = ", ".join(f"`{n}`" for n in CHAIN_EXPANDERS)
+            raise FieldError(path, f"expected one of {shown} (or a comma-separated chain of them), got `{name}`")
     if len(set(names)) != len(names):
         raise FieldError(path, f"an expander is named twice in {value!r}")
     return ",".join(names)
