@@ -89,6 +89,10 @@ class Autoscaler:
     initial_node_group_backoff_ms: int = flags.INITIAL_NODE_GROUP_BACKOFF_MS
     max_node_group_backoff_ms: int = flags.MAX_NODE_GROUP_BACKOFF_MS
     node_group_backoff_reset_timeout_ms: int = flags.NODE_GROUP_BACKOFF_RESET_TIMEOUT_MS
+    # whether the run has a release profile (its run config a `kubernetes` entry: core/run/config.py build_reactors);
+    # None: whether `kubernetes` is set. A legacy run whose scheduler sets feature gates gets a `kubernetes` entry
+    # here too, so issue 22's behaviours (pod-age buffer, health, Events, bug switches) ask this, not `kubernetes`
+    release: bool | None = None
     name: str = "autoscaler"
     trigger: Trigger = "interval"
 
@@ -107,9 +111,10 @@ class Autoscaler:
         if self.scan_interval_ms <= 0:
             raise ValueError("scan interval must be positive")
         self.profile = profile_from_config(self.kubernetes)
-        self._release = self.kubernetes is not None  # release profiles: upstream's pod-age buffer, health, Events
-        self._plain_ready = self.profile.bug("autoscaler#7780")  # no DRA readiness (simulation/nodes.py)
-        self._from_zero: set[str] | None = set() if self.profile.bug("autoscaler#10199") else None
+        # release profiles: upstream's pod-age buffer, health, Events, and the bugs of issue 22
+        self._release = self.kubernetes is not None if self.release is None else self.release
+        self._plain_ready = self._bug("autoscaler#7780")  # no DRA readiness (simulation/nodes.py)
+        self._from_zero: set[str] | None = set() if self._bug("autoscaler#10199") else None
         self._dra = DraPlugin(allocator_features(self.profile))  # selectors cached
         self._templates: dict[tuple[str, str], list[Slice]] = {}  # rendered template slices, a cache
         self._statics: StaticMemo = {}  # static filter answers per pod shape and node, a cache (capacity.py)
@@ -254,7 +259,7 @@ class Autoscaler:
         `events` when the cap bites."""
         similar = similar_groups(best, options) if self.balance_similar_node_groups and not atomic else []
         joint = joint_estimate(estimate[1], [best.group, *similar], estimate[0], self.max_nodes_per_scale_up) \
-            if similar and not self.profile.bug("autoscaler#9150") else None
+            if similar and not self._bug("autoscaler#9150") else None
         count = best.count if joint is None else sum(joint.values())
         if self.max_nodes_total and count + nodes > self.max_nodes_total:
             count = self.max_nodes_total - nodes
@@ -269,6 +274,10 @@ class Autoscaler:
             split = balance([best.group, *similar], count)
         return [ScaleUpRequested(group=g, delta=n, pods=best.pods if g == best.group.name else (), atomic=atomic)
                 for g, n in split.items()]
+
+    def _bug(self, name: str) -> bool:
+        """An upstream bug switch (core/kube/bugs.py) of issue 22: never on in a legacy run."""
+        return self._release and self.profile.bug(name)
 
     def _topology(self) -> bool:
         """Whether TopologyAwareWorkloadScheduling is on in the run's release (as the scheduler reads it)."""

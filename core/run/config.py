@@ -110,7 +110,7 @@ def build_reactors(config: dict[str, Any]) -> list[Reactor]:
                          path="config.scheduler")
     return [
         Scheduler(**scheduler, kubernetes=kubernetes),
-        Autoscaler(**config.get("autoscaler", {}), kubernetes=profile_config(merged)),
+        Autoscaler(**config.get("autoscaler", {}), kubernetes=profile_config(merged), release=kubernetes is not None),
         Cloud(),
         Lifecycle(),
         *drivers_shards(int(config.get("drivers_shards", 1))),
