@@ -62,6 +62,10 @@ def render_table(report: dict[str, Any]) -> str:
     d = report["devices"]
     lines.append(f"devices: {d['total']} total, {d['allocated']} allocated, {d['free']} free, "
                  f"{d['stranded']} stranded")
+    said = [f"  {p['namespace']}/{p['name']}: {p['autoscaler']['reason']}: {p['autoscaler']['message']}"
+            for p in report["pods"] if p.get("autoscaler")]
+    if said:  # cluster-autoscaler's last Event on each pending pod (the dump's Events)
+        lines += ["autoscaler:", *said]
     reasons = explain_lines(p["reason"] for p in report["pods"] if p["node"] is None and p["reason"])
     if reasons:  # what each reason means and what to do (core/analysis/causes.py)
         lines += ["reasons:", *reasons]

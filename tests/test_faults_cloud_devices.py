@@ -66,19 +66,20 @@ def answers(result: Any) -> tuple[list[Any], list[Any], list[Any]]:
 def test_a_cloud_stockout_fails_requests_out_of_stock_until_it_ends() -> None:
     result = simulated(cloud_doc([{"at": "0s", "kind": "cloud-stockout", "group": "gpu", "for": "3m"}]), seed=1)
     asked, failed, made = answers(result)
-    assert failed == [(10_000, 1, "out-of-stock")]  # asked at the first scan, in the stockout
+    # asked at the first scan once the GPU pod is 30 s old (the release's GPU pod-age buffer), in the stockout
+    assert failed == [(30_000, 1, "out-of-stock")]
     # the group backs off 5 min; the retry, after the stockout ended (3m), is delivered
-    assert asked == [(10_000, 1), (310_000, 1)] and made == [(310_000, "gpu-0")]
+    assert asked == [(30_000, 1), (330_000, 1)] and made == [(330_000, "gpu-0")]
     calm = simulated(cloud_doc([]), seed=1)
-    assert answers(calm)[1] == [] and answers(calm)[2] == [(10_000, "gpu-0")]
+    assert answers(calm)[1] == [] and answers(calm)[2] == [(30_000, "gpu-0")]
 
 
 def test_a_quota_cut_fails_the_nodes_beyond_it_with_reason_quota() -> None:
     result = simulated(cloud_doc([{"at": "0s", "kind": "quota-cut", "group": "gpu", "quota": 1, "for": "3m"}],
                                  count=3), seed=1)
     asked, failed, made = answers(result)
-    assert asked[0] == (10_000, 3) and failed == [(10_000, 2, "quota")] and made[0] == (10_000, "gpu-0")
-    assert made[1:] == [(310_000, "gpu-1"), (310_000, "gpu-2")]  # the quota is the group's again (none)
+    assert asked[0] == (30_000, 3) and failed == [(30_000, 2, "quota")] and made[0] == (30_000, "gpu-0")
+    assert made[1:] == [(330_000, "gpu-1"), (330_000, "gpu-2")]  # the quota is the group's again (none)
     assert len(result.state.pods_by_phase["Running"]) == 3
 
 
@@ -86,8 +87,8 @@ def test_partial_fulfilment_delivers_the_floor_of_the_fraction_and_fails_the_res
     result = simulated(cloud_doc([{"at": "0s", "kind": "partial-fulfilment", "group": "gpu", "fraction": 0.5,
                                    "for": "3m"}], count=3), seed=1)
     asked, failed, made = answers(result)
-    assert asked[0] == (10_000, 3) and failed == [(10_000, 2, "out-of-stock")]  # floor(3 * 0.5) = 1 made
-    assert made == [(10_000, "gpu-0"), (310_000, "gpu-1"), (310_000, "gpu-2")]  # after it: in full
+    assert asked[0] == (30_000, 3) and failed == [(30_000, 2, "out-of-stock")]  # floor(3 * 0.5) = 1 made
+    assert made == [(30_000, "gpu-0"), (330_000, "gpu-1"), (330_000, "gpu-2")]  # after it: in full
 
 
 def fault_log(kind: str, **params: Any) -> Log:
@@ -270,9 +271,9 @@ def test_the_chaos_cloud_stockout_scenario_tells_its_story() -> None:
     result = simulated(d, seed=d["spec"]["seed"])
     verified(result)
     failed = [(t, e.group, e.delta, e.reason) for t, _, e in sourced_events(result.entries, ScaleUpFailed)]
-    assert failed == [(130_000, "a100-8x", 3, "out-of-stock")]
+    assert failed == [(150_000, "a100-8x", 3, "out-of-stock")]  # the GPU pods 30 s old (pod-age buffer)
     made = [(t, e.group) for t, _, e in sourced_events(result.entries, NodeProvisioning)]
-    assert made == [(140_000, "h100-8x")] * 3 + [(910_000, "a100-8x")] * 2
+    assert made == [(160_000, "h100-8x")] * 3 + [(930_000, "a100-8x")] * 2
     assert not result.state.pods_by_phase["Pending"]
     bound = {e.pod: e.node for _, _, e in sourced_events(result.entries, PodBound)}
     assert all(bound[key(f"train-a-{i}")].startswith("h100-8x") for i in range(3))

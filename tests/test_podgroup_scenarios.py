@@ -77,10 +77,10 @@ def test_min_count_story_per_policy(policy: str, scale_ups: int) -> None:
 def test_composite_tree_binds_whole_or_not_at_all() -> None:
     result = run(load_scenario(str(SCENARIOS / "podgroup-composite.yaml")))
     bound = events(result, PodBound)
-    assert len(bound) == 9 and {t for t, _ in bound} == {70_000}  # the whole tree, in one record, once nodes came
+    assert len(bound) == 9 and {t for t, _ in bound} == {90_000}  # the whole tree, in one record, once nodes came
     assert [e.delta for _, e in events(result, ScaleUpRequested)] == [3]
     root = result.state.gang.composites["default/serve"].conditions["CompositePodGroupInitiallyScheduled"]
-    assert root.status == "True" and root.t == 70_000  # False at 0s (one replica of minGroupCount 2 fit), True since
+    assert root.status == "True" and root.t == 90_000  # False at 0s (one replica of minGroupCount 2 fit), True since
 
 
 def test_a_shared_group_claim_is_made_once_pins_the_group_and_is_freed_with_it() -> None:

@@ -93,11 +93,11 @@ def test_provision_timeout_the_late_node_arrives_billed_and_idle(policy: str) ->
     from dralab.core.log.events import NodeReady, ScaleUpTimedOut
 
     result = run("provision-timeout", policy)
-    assert [(t, e.group) for t, e in events(result, ScaleUpTimedOut)] == [(970_000, "spot-slow")]
+    assert [(t, e.group) for t, e in events(result, ScaleUpTimedOut)] == [(990_000, "spot-slow")]
     assert added(result) == {"ondemand": 1, "spot-slow": 1}
     assert result.state.pods["pod/default/train"].node == "ondemand-0"
     ready = {e.name: t for t, e in events(result, NodeReady)}
-    assert ready["spot-slow-0"] == 1_210_000 and not result.state.nodes["spot-slow-0"].pods
+    assert ready["spot-slow-0"] == 1_230_000 and not result.state.nodes["spot-slow-0"].pods
     metrics = metrics_from_entries(result.entries, 30 * 60_000)
     assert metrics.contract()["gpu_hours_idle"] > 1.0  # the late node, 10 min of 8 idle GPUs
 
@@ -107,7 +107,7 @@ def test_scale_down_race_kills_the_pod_bound_after_the_taint(policy: str) -> Non
     from dralab.core.log.events import NodeDeleted, PodFinished
 
     result = run("scale-down-race", policy)
-    assert [(t, e.pod, e.phase) for t, e in events(result, PodFinished)] == [(640_000, "pod/default/a", "Failed")]
+    assert [(t, e.pod, e.phase) for t, e in events(result, PodFinished)] == [(660_000, "pod/default/a", "Failed")]
     assert [e.name for _, e in events(result, NodeDeleted)] == ["gpu-0"]
 
 

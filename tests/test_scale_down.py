@@ -68,14 +68,15 @@ def test_unneeded_time_and_threshold_are_settings() -> None:
 
 def test_the_race_without_a_recheck_kills_a_pod_bound_after_the_taint() -> None:
     """Gang member `a` waits at Permit on the idle node gpu-0 (invisible: KEP-5278 off) for `b`, which
-    needs a node of group `b`, added at 10 s and Ready at 10m25s. The autoscaler judges gpu-0 empty
-    once 10 min have passed since that scale-up and taints it (10m10s); the gang binds at 10m25s
+    needs a node of group `b`, added at 30 s (the release's autoscaler waits until the oldest pod asking
+    nvidia.com/gpu is 30 s old: unschedulablePodWithGpuTimeBuffer) and Ready at 10m45s. The autoscaler judges
+    gpu-0 empty once 10 min have passed since that scale-up and taints it (10m30s); the gang binds at 10m45s
     (Permit does not look at taints again); without a re-check the node is deleted 30 s after the
     taint, with `a` on it. With the re-check, the taint is lifted and `a` keeps running."""
     result = run(race_doc(recheck=False))
     killed = [(t, e.pod) for t, e in events_of(result, PodFinished) if e.phase == "Failed"]
-    assert killed == [(640_000, "pod/default/a")]
-    assert [(t, e.name) for t, e in events_of(result, NodeDeleted)] == [(640_000, "gpu-0")]
+    assert killed == [(660_000, "pod/default/a")]
+    assert [(t, e.name) for t, e in events_of(result, NodeDeleted)] == [(660_000, "gpu-0")]
     result = run(race_doc(recheck=True))
     assert events_of(result, PodFinished) == [] and events_of(result, NodeDeleted) == []
     assert result.state.pods["pod/default/a"].node == "gpu-0"

@@ -184,7 +184,8 @@ BAD: list[tuple[Keys, object, str, str]] = [
         ("spec", "autoscaler"),
         {"expander": "cheapest"},
         "spec.autoscaler.expander",
-        "expected one of `least-waste`, `most-pods`, `price`, `priority`, `random`, got `cheapest`",
+        "expected one of `least-waste`, `most-pods`, `price`, `priority`, `random`, `least-nodes` (or a "
+        "comma-separated chain of them), got `cheapest`",
     ),
     (("spec", "autoscaler"), {"scanInterval": 0}, "spec.autoscaler.scanInterval", "must be longer than 0s"),
     (("spec", "autoscaler"), "fast", "spec.autoscaler", "expected map, got str"),

@@ -188,13 +188,13 @@ def test_the_autoscaler_completes_a_gang_within_the_deadline() -> None:
     assert events_of(result, PodUnreserved) == []
 
 
-@pytest.mark.parametrize(("nominate", "first_scale_up"), [(True, 10_000), (False, 310_000)])
+@pytest.mark.parametrize(("nominate", "first_scale_up"), [(True, 30_000), (False, 310_000)])
 def test_without_nominated_node_names_the_autoscaler_is_blind_to_waiting_members(
     nominate: bool, first_scale_up: int
 ) -> None:
     """KEP-5278 on (1.35's default): the two waiting members show as nominated to the full node, the
-    autoscaler scales up for the other two at its first scan. Off: it sees an empty node that fits the
-    two it is shown, and does nothing until the deadline releases the waiting ones."""
+    autoscaler scales up for the other two at its first scan once they are 30 s old (GPU pods). Off: it sees
+    an empty node that fits the two it is shown, and does nothing until the deadline releases the waiting ones."""
     d = doc([arrival(0, member(), count=4, run_for="10m")], nodes=1, max_nodes=2, delay="1m", duration="30m")
     d["spec"]["scheduler"] = {"featureGates": {"NominatedNodeNameForExpectation": nominate}}
     result = run(d)
@@ -430,7 +430,7 @@ def test_gang_quickstart_tells_its_story() -> None:
     summary = summarize(result.state, [])
     assert summary["gangs"] == {"total": 1, "bound": 1, "waiting": 0, "timeouts": 2}
     assert summary["pods"]["pending"] == 0
-    assert events_of(result, ScaleUpRequested)[0][1] == 10_000
+    assert events_of(result, ScaleUpRequested)[0][1] == 30_000  # the GPU pods 30 s old (pod-age buffer)
     d["spec"]["scheduler"]["featureGates"] = {"NominatedNodeNameForExpectation": False}
     blind = run(d, seed=4)
     assert events_of(blind, ScaleUpRequested)[0][1] == 310_000

@@ -40,6 +40,7 @@ from .audit_podgroups import Group, GroupIndex, Outcome, conditions
 from .audit_pods import Placer, PodVerdict, device_totals, evaluate, gated, pod_names, queue_order
 from .audit_shape import Shape
 from .audit_snapshot import Snapshot, is_pending, pod_key
+from .autoscaler_status import dump_events
 
 __all__ = ["Placer", "PodVerdict", "audit", "evaluate", "queue_order", "schedule"]
 
@@ -66,7 +67,12 @@ def audit(inv: Inventory, version: str | None = None) -> dict[str, Any]:
                 audit_gang(placer, gang, verdicts)
     rows = _audit_groups(groups, Placer(snap), verdicts) if groups.groups else None
     ordered = sorted(verdicts.values(), key=lambda v: (v.namespace, v.name))
-    out = {"pods": [v.to_json() for v in ordered], "devices": device_totals(snap, ordered)}
+    pods = [v.to_json() for v in ordered]
+    said = dump_events(inv.other)  # cluster-autoscaler's Events on the dump's pods (autoscaler_status.py)
+    for row in pods:
+        if (hit := said.get((row["namespace"], row["name"]))) is not None and row["node"] is None:
+            row["autoscaler"] = hit
+    out = {"pods": pods, "devices": device_totals(snap, ordered)}
     if rows is not None:
         out["pod_groups"] = rows
     unmodelled = not_modelled(inv)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks.invariants import Violation
 from ..run.config import policies
 from ..state.cluster import ClusterState
+from .autoscaler_status import autoscaler_summary, summary_line
 from .causes import explain_lines
 from .kueue_summary import kueue_counts, kueue_lines
 from .podgroups import render_lines, summarize_groups
@@ -66,6 +67,8 @@ def summarize(state: ClusterState, violations: list[Violation], *, seed: int | N
         summary["pod_groups"] = groups
     if (scale_down := scale_down_summary(state)) is not None:  # release profiles: the autoscaler's scale-down
         summary["scale_down"] = scale_down
+    if (autoscaler := autoscaler_summary(state)) is not None:  # its Events (release profiles; issue 22)
+        summary["autoscaler"] = autoscaler
     if metrics is not None:
         summary.update(metrics.contract())
         summary["metrics"] = metrics.details()
@@ -95,6 +98,7 @@ def render_text(summary: dict[str, Any]) -> str:
         "nodes      " + (", ".join(f"+{n} {g}" for g, n in summary["nodes_added"].items()) or "no node groups"),
         *scale_down_lines(summary),
         f"scheduling p50 {fmt(tts['p50'])}  p99 {fmt(tts['p99'])}",
+        *summary_line(summary),
         *_metric_lines(summary),
         f"log        {summary['events']} events in {summary['records']} records, "
         f"{summary['sim_time_s']:.0f}s of cluster time"

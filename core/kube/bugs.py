@@ -152,6 +152,21 @@ BUGS: dict[str, Bug] = {
     "autoscaler#9607": Bug(
         "cluster-autoscaler", "a pod nominated for its binding cycle is left out of the snapshot unless it was once "
         "Unschedulable: its node looks empty", "https://github.com/kubernetes/autoscaler/pull/9607", (), "1.37"),
+    # PR #8109 (DRA custom resources processor) merged 2025-06-11; tag cluster-autoscaler-1.33.0 contains it
+    "autoscaler#7780": Bug(
+        "cluster-autoscaler", "a Ready node whose DRA driver has not published its ResourceSlices counts as ready: "
+        "a second scale-up for the same pods", "https://github.com/kubernetes/autoscaler/issues/7780", (), "1.33"),
+    # open (2026-12); reported on 1.34.2; dralab's "one node per zonal group per loop" (simulation/sim_pods.py).
+    # Switched off, a balanced scale-up is estimated across the similar groups at once (provisioning/balance.py).
+    "autoscaler#9150": Bug(
+        "cluster-autoscaler", "topologySpreadConstraints limit a scale-up to one node per loop, even with "
+        "balance-similar-node-groups", "https://github.com/kubernetes/autoscaler/issues/9150", until("")),
+    # clusterapi only: its scale-from-zero template slice has resourceSliceCount 0 (an incomplete pool). The issue
+    # says 1.35+ (reported on 1.36.1); PR #10200 merged 2026-08-26 or later: whether cluster-autoscaler 1.37.0
+    # carries it is not confirmed (fixed_in 1.37 is an assumption)
+    "autoscaler#10199": Bug(
+        "cluster-autoscaler", "clusterapi: DRA pods never trigger scale-from-zero (template pool's "
+        "resourceSliceCount 0)", "https://github.com/kubernetes/autoscaler/issues/10199", ("1.35", "1.36"), "1.37"),
 }
 
 

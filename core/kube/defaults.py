@@ -134,3 +134,33 @@ KUEUE_REQUEUING_BACKOFF_MAX_S: Final = 3600
 # without `notice` is AWS's.
 SPOT_INTERRUPTION_NOTICE_MS: Final = 2 * MINUTE_MS
 GCE_PREEMPTION_NOTICE_MS: Final = 30_000
+# --- cluster-autoscaler's scale-up flags (issue 22; sigs.k8s.io/cluster-autoscaler pkg/config/flags/flags.go and
+# pkg/core/static_autoscaler.go, read at commit 33c3f97 of 2026-08-21; the same values in every release 1.34-1.37)
+
+# --new-pod-scale-up-delay (0s): pods younger than this are not considered for scale-up (filterOutYoungPods: a pod
+# is considered when its age is strictly greater). The pod annotation below may only lengthen it.
+NEW_POD_SCALE_UP_DELAY_MS: Final = 0
+POD_SCALE_UP_DELAY_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
+# unschedulablePodTimeBuffer (2 s) and unschedulablePodWithGpuTimeBuffer (30 s), constants of static_autoscaler.go
+# (allPodsAreNew): no scale-up while the oldest pending pod is younger than 2 s, or the oldest pod asking a GPU
+# extended resource (utils/gpu GPUVendorResourceNames) younger than 30 s; that loop's scale-down is skipped too.
+UNSCHEDULABLE_POD_TIME_BUFFER_MS: Final = 2_000
+UNSCHEDULABLE_POD_WITH_GPU_TIME_BUFFER_MS: Final = 30_000
+GPU_VENDOR_RESOURCE_NAMES: Final = ("nvidia.com/gpu", "habana.ai/gaudi", "gpu.intel.com/xe", "amd.com/gpu",
+                                    "microsoft.com/directx")
+# --max-nodes-total (0: no limit): no scale-up once the ready nodes reach it; a scale-up is capped to it.
+MAX_NODES_TOTAL: Final = 0
+# --ok-total-unready-count (3) and --max-total-unready-percentage (45): more unready nodes than both and the
+# cluster is unhealthy: the loop stops after the late-node checks (ClusterStateRegistry.IsClusterHealthy).
+OK_TOTAL_UNREADY_COUNT: Final = 3
+MAX_TOTAL_UNREADY_PERCENTAGE: Final = 45.0
+# --max-nodes-per-scaleup (1000): the binpacking estimator adds at most this many nodes per group.
+MAX_NODES_PER_SCALE_UP: Final = 1000
+# --balance-similar-node-groups (false), and the comparator's tolerances (pkg/config/autoscaling_options.go):
+# --memory-difference-ratio (0.015), --max-allocatable-difference-ratio (0.05).
+BALANCE_SIMILAR_NODE_GROUPS: Final = False
+MAX_CAPACITY_MEMORY_DIFFERENCE_RATIO: Final = 0.015
+MAX_ALLOCATABLE_DIFFERENCE_RATIO: Final = 0.05
+# --record-duplicated-events (false): cluster-autoscaler's event recorder lets one event per reason and object
+# through every 5 minutes (pkg/utils/kubernetes/factory.go: burst 1, refill 1/300 s, keyed by reason and object).
+EVENT_SPAM_INTERVAL_MS: Final = 5 * MINUTE_MS

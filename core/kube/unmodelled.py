@@ -103,7 +103,8 @@ def _pod() -> list[Field]:
     rows = [
         Field("Pod", "metadata.labels", MODELLED, "matched by selectors (gangs, Kueue, affinity and spread)"),
         Field("Pod", "metadata.ownerReferences", MODELLED, "the pod's controller: scale-down drains, replacements"),
-        Field("Pod", "metadata.annotations", MODELLED, "cluster-autoscaler's safe-to-evict annotations, Kueue's"),
+        Field("Pod", "metadata.annotations", MODELLED, "cluster-autoscaler's safe-to-evict and pod-scale-up-delay "
+              "annotations, Kueue's"),
         Field("Pod", "spec.volumes[].name", MODELLED, "named by safe-to-evict-local-volumes"),
         Field("Pod", "spec.volumes[].emptyDir", MODELLED, "local storage: blocks cluster-autoscaler's scale-down drain "
               "unless in memory or declared safe (utils/drain HasBlockingLocalStorage)"),
@@ -176,6 +177,8 @@ _NODE_FREE = ("spec.podCIDR", "spec.podCIDRs", "spec.providerID", "spec.configSo
 def _node() -> list[Field]:
     rows = [
         Field("Node", "metadata.labels", MODELLED, "NodeAffinity, topology domains"),
+        Field("Node", "metadata.annotations", MODELLED, "a node group template's cluster-api capacity annotations "
+              "(autoscaler#10199)"),
         Field("Node", "spec.taints", MODELLED, "TaintToleration, NoExecute eviction"),
         Field("Node", "spec.unschedulable", MODELLED, "NodeUnschedulable (cordon)"),
         Field("Node", "status.allocatable", MODELLED, "NodeResourcesFit"),

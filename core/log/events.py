@@ -31,6 +31,7 @@ from .event_base import (
     node_key,
     pod_key,
 )
+from .events_autoscaler import AutoscalerEvent
 from .events_cloud import (
     InstancePending,
     NodeDeleting,
@@ -113,6 +114,7 @@ __all__ = [
     "KueueWorkloadUpdated",
     "PodDeleted",
     "AnyEvent",
+    "AutoscalerEvent",
     "ClaimAllocated",
     "ClaimDeviceConditionSet",
     "ClaimReleased",
@@ -271,6 +273,7 @@ AnyEvent = (
     | NodePreemptionScheduled
     | ScaleDownReported
     | NodesUnremovable
+    | AutoscalerEvent
 )
 
 

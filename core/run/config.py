@@ -23,6 +23,7 @@ from ..engine.contract import Reactor
 from ..kube.fields import FieldError
 from ..kube.kueue import broker_config
 from ..kube.versions import merge_gates, profile_config, profile_from_config
+from ..scenario.autoscaler_flags import flags_entry
 from ..scenario.load import Scenario, ScenarioError
 from ..scheduler.config import default_config, parse_config
 from ..scheduler.reactor import Scheduler
@@ -75,6 +76,7 @@ def run_config(scenario: Scenario, *, drivers_shards: int = 1) -> dict[str, Any]
             # the pods each new node of a group runs (nodeGroups[].daemonSetPods), only when a group has some
             **({"daemon_set_pods": ds} if (ds := {g.name: list(g.daemon_set_pods) for g in scenario.node_groups
                                                    if g.daemon_set_pods}) else {}),
+            **flags_entry(scenario.autoscaler),  # scale-up flags set to non-defaults (scenario/autoscaler_flags.py)
         },
     }
 

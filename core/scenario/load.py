@@ -40,6 +40,7 @@ from ..kube.versions import Profile, ProfileFlags
 from ..kube.workloads import DEFAULT_GANG_TIMEOUT_MS
 from ..kube.yaml_files import YamlError, load_yaml_file
 from . import gates as gated
+from .autoscaler_flags import FLAG_FIELDS, parse_expander, parse_flags
 from .cloud import CLOUD_FIELDS, check_cloud, provision_delay
 from .dra import check_objects, check_pod_claims, check_slice_templates, render_slices
 from .faults import check_faults
@@ -55,7 +56,6 @@ from .model import (
     Arrival,
     AutoscalerPolicy,
     AutoscalerSettings,
-    Expander,
     InitialNodes,
     NodeGroup,
     Policy,
@@ -240,15 +240,13 @@ def _autoscaler(value: object) -> AutoscalerSettings:
     path = "spec.autoscaler"
     m = _optional_map(value, path, ("scanInterval", "maxNodeProvisionTime", "maxNodeStartupTime", "expander",
                                     "scaleDown", "capacityRevoked", "reserveBookings", "provisioningRequestClaims",
-                                    *SCALE_DOWN_FLAGS))
+                                    *SCALE_DOWN_FLAGS, *FLAG_FIELDS))
     default = AutoscalerSettings()
     return AutoscalerSettings(
         scan_interval_ms=_duration_or(m, "scanInterval", path, default.scan_interval_ms),
         max_node_provision_time_ms=_duration_or(m, "maxNodeProvisionTime", path, default.max_node_provision_time_ms),
         max_node_startup_time_ms=_duration_or(m, "maxNodeStartupTime", path, default.max_node_startup_time_ms),
-        expander=default.expander
-        if m.get("expander") is None
-        else cast(Expander, expect_enum(m["expander"], join(path, "expander"), EXPANDERS)),
+        expander=parse_expander(m.get("expander"), join(path, "expander"), default.expander),
         scale_down=_scale_down(m.get("scaleDown")),
         capacity_revoked=False if m.get("capacityRevoked") is None
         else expect_bool(m["capacityRevoked"], join(path, "capacityRevoked")),
@@ -259,6 +257,7 @@ def _autoscaler(value: object) -> AutoscalerSettings:
         else expect_enum(m["provisioningRequestClaims"], join(path, "provisioningRequestClaims"),
                          ("materialize", "unresolved")),
         provisioning_request_claims_given=m.get("provisioningRequestClaims") is not None,
+        **parse_flags(m, path),  # cluster-autoscaler's scale-up flags (core/scenario/autoscaler_flags.py)
     )
 
 

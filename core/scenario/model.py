@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
+from ..kube import defaults as flag_defaults  # the scale-up flags' defaults (issue 22)
 from ..kube.defaults import (
     EXPANDER,
     MAX_NODE_PROVISION_TIME_MS,
@@ -70,7 +71,7 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     scan_interval_ms: int = SCAN_INTERVAL_MS
     max_node_provision_time_ms: int = MAX_NODE_PROVISION_TIME_MS
     max_node_startup_time_ms: int = MAX_NODE_STARTUP_TIME_MS
-    expander: Expander = EXPANDER
+    expander: str = EXPANDER  # one of EXPANDERS or a comma-separated chain (core/scenario/autoscaler_flags.py)
     scale_down: ScaleDownSettings = msgspec.field(default_factory=ScaleDownSettings)
     capacity_revoked: bool = False  # ProvisioningRequests: revoke a booking whose capacity is gone
     reserve_bookings: bool = False  # ProvisioningRequests: the scheduler honours a booking (a reservation)
@@ -82,6 +83,17 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     # cluster-autoscaler's scale-down flags set as spec.autoscaler fields, beyond those ScaleDownSettings holds (their
     # aliases): ScaleDown's keyword -> value, only those the scenario sets (core/scenario/scale_down_flags.py)
     scale_down_flags: dict[str, Any] = msgspec.field(default_factory=dict)
+    # scale-up flags (issue 22; parsed by core/scenario/autoscaler_flags.py, defaults in core/kube/defaults.py)
+    new_pod_scale_up_delay_ms: int = flag_defaults.NEW_POD_SCALE_UP_DELAY_MS
+    max_nodes_total: int = flag_defaults.MAX_NODES_TOTAL
+    ok_total_unready_count: int = flag_defaults.OK_TOTAL_UNREADY_COUNT
+    max_total_unready_percentage: float = flag_defaults.MAX_TOTAL_UNREADY_PERCENTAGE
+    max_nodes_per_scale_up: int = flag_defaults.MAX_NODES_PER_SCALE_UP
+    expander_priorities: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (priority, node group name regexes)
+    balance_similar_node_groups: bool = flag_defaults.BALANCE_SIMILAR_NODE_GROUPS
+    initial_node_group_backoff_ms: int = flag_defaults.INITIAL_NODE_GROUP_BACKOFF_MS
+    max_node_group_backoff_ms: int = flag_defaults.MAX_NODE_GROUP_BACKOFF_MS
+    node_group_backoff_reset_timeout_ms: int = flag_defaults.NODE_GROUP_BACKOFF_RESET_TIMEOUT_MS
 
 
 class NodeGroup(msgspec.Struct, frozen=True, kw_only=True):

@@ -147,7 +147,7 @@ class ClusterState(ClusterIndexes):
         if self.touched_pods is not None:
             self._touch_dra(event)
         if not self.dra.apply(offset, event, self.anomalies, t) and not self.provisioning.apply(
-                offset, t, event, self.anomalies):
+                offset, t, event, self.anomalies) and not self._on_autoscaler_event(t, event):
             self.anomalies.append(f"offset {offset}: unhandled event {type(event).__name__}")
 
     def _on_pod_unschedulable(self, offset: int, t: int, event: PodUnschedulable) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..log.events import (
+    AutoscalerEvent,
     ClaimAllocated,
     ClaimReleased,
     ClaimReserved,
@@ -82,6 +83,16 @@ class ClusterIndexes:
     jobs: dict[str, JobState] = field(default_factory=dict)  # batch/v1 Jobs and their pods (jobs.py)
     cloud_ops: CloudOps = field(default_factory=CloudOps)  # deletions, pending instances, preemptions (cloud_ops.py)
     scale_down: ScaleDownStatus = field(default_factory=ScaleDownStatus)  # the autoscaler's own (scale_down.py)
+    # cluster-autoscaler's Events (core/log/events_autoscaler.py): "<reason> <object key>" -> (when, message) of the
+    # last one; the autoscaler's 5-minute event filter and the pending reason read it
+    autoscaler_events: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def _on_autoscaler_event(self, t: int, event: object) -> bool:
+        """Record an AutoscalerEvent (False: not one). Called by the fold for events without a handler."""
+        if not isinstance(event, AutoscalerEvent):
+            return False
+        self.autoscaler_events[f"{event.reason} {event.involved}"] = (t, event.message)
+        return True
 
     def version(self, key: str) -> int:
         return self.versions.get(key, 0)

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import yaml
 
+from dralab.core.analysis.autoscaler_status import pod_event, status_configmap
 from dralab.core.analysis.waits import pending_cause
 from dralab.core.kube.durations import format_duration, parse_duration
 from dralab.core.log.events import AnyEvent, Record, ScaleDownReported, ScaleUpRequested
@@ -115,6 +117,8 @@ def describe(state: ClusterState, seen: dict[str, dict[str, int]]) -> dict[str, 
                 row["message"] = pod.condition.message
             if key in state.gang.reservations:
                 row["waiting_at_permit_on"] = state.gang.reservations[key].node
+            if (said := pod_event(state, key)) is not None:  # cluster-autoscaler's last Event on it (issue 22)
+                row["autoscaler"] = f"{said[0]}: {said[1]}"
         pods.append(row)
     requests = [
         {"request": key, "class": req.cls, "pods": req.count,
@@ -131,6 +135,8 @@ def describe(state: ClusterState, seen: dict[str, dict[str, int]]) -> dict[str, 
         "provisioning_requests": requests, "node_groups": groups,
         "provisioning_nodes": sorted(state.provisioning_nodes),
         "reactors": {name: {**s, "behind": state.offset - s["view"]} for name, s in sorted(seen.items())},
+        # cluster-autoscaler's status ConfigMap at this point (release profiles, whose autoscaler writes it)
+        **({"autoscaler_status": status_configmap(state)} if state.run and "kubernetes" in state.run.config else {}),
     }
 
 
@@ -170,7 +176,8 @@ def render(desc: dict[str, Any], max_rows: int = 40) -> str:
     lines.append("pods:")
     for p in ordered[:max_rows]:
         if p["phase"] == "Pending":
-            lines.append(f"  {p['pod']:<40} Pending  {p['reason']}" + (f": {p['message']}" if p.get("message") else ""))
+            lines.append(f"  {p['pod']:<40} Pending  {p['reason']}" + (f": {p['message']}" if p.get("message") else "")
+                         + (f"; autoscaler {p['autoscaler']}" if p.get("autoscaler") else ""))
         else:
             lines.append(f"  {p['pod']:<40} {p['phase']:<8} {p['node'] or ''}")
     if len(pods) > max_rows:
@@ -182,6 +189,9 @@ def render(desc: dict[str, Any], max_rows: int = 40) -> str:
     lines.append("what each reactor had seen (its latest decision's view):")
     lines += [f"  {name:<12} view {s['view']} at t={format_duration(s['t'])}, {s['behind']} records behind"
               for name, s in desc["reactors"].items()] or ["  no decision yet"]
+    if desc.get("autoscaler_status"):  # the status ConfigMap's data.status, as the release's autoscaler writes it
+        lines.append("cluster-autoscaler-status (kube-system ConfigMap, data.status):")
+        lines += ["  " + line for line in yaml.safe_dump(desc["autoscaler_status"], sort_keys=False).splitlines()]
     return "\n".join(lines)
 
 
@@ -239,6 +249,10 @@ def explain(records: Iterable[tuple[int, Record]], pod: str) -> dict[str, Any]:
                      "attempts": found.attempts}
         if found.phase == "Pending":
             pod_state["reason"] = pending_cause(state, found)
+        if (said := pod_event(state, found.key)) is not None:  # cluster-autoscaler's last Event on it (issue 22)
+            pod_state["autoscaler"] = {"reason": said[0], "message": said[1]}
+            if found.phase == "Pending" and found.condition is not None:
+                pod_state["message"] = found.condition.message  # the scheduler's, beside the autoscaler's
     return {"pod": name, "found": bool(story), "final": pod_state, "story": story}
 
 
@@ -251,6 +265,8 @@ def render_story(result: dict[str, Any]) -> str:
     if final is not None:
         tail = f"{final['phase']}" + (f" on {final['node']}" if final["node"] else "")
         if final.get("reason"):
-            tail += f", waiting: {final['reason']}"
+            tail += f", waiting: {final['reason']}" + (f" ({final['message']})" if final.get("message") else "")
+        if final.get("autoscaler"):
+            tail += f"; autoscaler {final['autoscaler']['reason']}: {final['autoscaler']['message']}"
         lines.append(f"  at the end: {tail}; {final['attempts']} failed scheduling attempt(s)")
     return "\n".join(lines)

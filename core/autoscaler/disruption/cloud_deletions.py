@@ -17,8 +17,7 @@ from __future__ import annotations
 from ...cluster.nodes import set_taints
 from ...log.events import AnyEvent
 from ...state.cluster import ClusterState
-
-TAINT_KEY = "ToBeDeletedByClusterAutoscaler"  # disruption/scale_down.py's
+from .candidates import TAINT_KEY
 
 
 def failed_deletions(view: ClusterState) -> list[AnyEvent]:

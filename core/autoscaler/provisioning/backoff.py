@@ -32,22 +32,24 @@ from ...state.cluster import ClusterState, NodeState
 from ...state.groups import NodeGroupState
 
 
-def backoff_until(group: NodeGroupState) -> int:
-    """The end of the group's current (or last) backoff, from its failures; -1 if it never failed."""
+def backoff_until(group: NodeGroupState, initial_ms: int = INITIAL_NODE_GROUP_BACKOFF_MS,
+                  max_ms: int = MAX_NODE_GROUP_BACKOFF_MS, reset_ms: int = NODE_GROUP_BACKOFF_RESET_TIMEOUT_MS) -> int:
+    """The end of the group's current (or last) backoff, from its failures; -1 if it never failed. The durations
+    are the flags --initial-node-group-backoff-duration, --max-node-group-backoff-duration and
+    --node-group-backoff-reset-timeout (spec.autoscaler fields of the same names)."""
     until, duration, last = -1, 0, None
     for t, _, _ in sorted(group.failures):
         if t < until:
             continue  # a failure during an active backoff does not compound
-        if last is not None and t - last < NODE_GROUP_BACKOFF_RESET_TIMEOUT_MS and duration:
-            duration = min(duration * 2, MAX_NODE_GROUP_BACKOFF_MS)
-        else:
-            duration = INITIAL_NODE_GROUP_BACKOFF_MS
+        compound = last is not None and t - last < reset_ms and duration
+        duration = min(duration * 2, max_ms) if compound else initial_ms
         until, last = t + duration, t
     return until
 
 
-def backed_off(group: NodeGroupState, now: int) -> bool:
-    return now < backoff_until(group)
+def backed_off(group: NodeGroupState, now: int, initial_ms: int = INITIAL_NODE_GROUP_BACKOFF_MS,
+               max_ms: int = MAX_NODE_GROUP_BACKOFF_MS, reset_ms: int = NODE_GROUP_BACKOFF_RESET_TIMEOUT_MS) -> bool:
+    return now < backoff_until(group, initial_ms, max_ms, reset_ms)
 
 
 @dataclass(frozen=True)

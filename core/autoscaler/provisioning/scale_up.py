@@ -18,8 +18,10 @@ to later work, with "autoscalers understand topology constraints" among KEP-5732
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...kube.defaults import MAX_NODES_PER_SCALE_UP
 from ...state.cluster import RUNNING, ClusterState, NodeGroupState, PodState
 from ..simulation.capacity import FitMemo, Savepoint, SimNode, Simulation, template_node
 from ..simulation.nodes import absorb
@@ -28,27 +30,32 @@ from .expanders import Option, expand
 
 
 def atomic_option(view: ClusterState, sim: Simulation, pods: list[PodState], rng: random.Random, blocked: set[str],
-                  expander: str, priorities: dict[str, int]) -> tuple[str, int] | None:
+                  expander: str, priorities: dict[str, int], regexes: tuple[tuple[int, tuple[str, ...]], ...] = (),
+                  limit: int = MAX_NODES_PER_SCALE_UP) -> tuple[str, int] | None:
     """One node group that takes all `pods` on new nodes within its room (best-effort-atomic), as the
     expander picks among such groups."""
-    options = [o for o in scale_up_options(view, sim, pods, blocked) if len(o.pods) == len(pods)]
+    options = [o for o in scale_up_options(view, sim, pods, blocked, limit=limit) if len(o.pods) == len(pods)]
     if not options:
         return None
-    best = expand(expander, priorities, options, rng)
+    best = expand(expander, priorities, options, rng, regexes)
     return best.group.name, best.count
 
 
 def scale_up_options(view: ClusterState, sim: Simulation, pods: list[PodState], blocked: set[str],
-                     gangs: dict[str, list[PodState]] | None = None) -> list[Option]:
-    """Each node group's scale-up for `pods` (binpacked within the group's room), where it helps;
-    `blocked` groups (in backoff) are skipped."""
+                     gangs: dict[str, list[PodState]] | None = None, *,
+                     limit: int = MAX_NODES_PER_SCALE_UP,
+                     template_of: Callable[[NodeGroupState], NodeGroupState] | None = None) -> list[Option]:
+    """Each node group's scale-up for `pods` (binpacked within the group's room, at most `limit` new nodes:
+    --max-nodes-per-scaleup, the estimator's threshold limiter), where it helps; `blocked` groups (in backoff) are
+    skipped. `template_of`: the group as its template node is built (template_source.py), if not itself."""
     options = []
     for name in sorted(view.node_groups):
         group = view.node_groups[name]
         room = group.max - group.target_size
         if room <= 0 or name in blocked:
             continue
-        count, placed, waste = binpack(pods, group, room, sim, gangs)
+        shape = group if template_of is None else template_of(group)
+        count, placed, waste = binpack(pods, shape, min(room, limit), sim, gangs)
         if count:
             options.append(Option(group, count, tuple(placed), waste))
     return options

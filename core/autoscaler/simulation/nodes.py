@@ -22,16 +22,19 @@ def node_ready_for(view: ClusterState, policy: str, node: NodeState, release: bo
 
 
 def sim_ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Reservation],
-                    nominated_claims: bool = False) -> list[SimNode]:
+                    nominated_claims: bool = False, plain_ready: bool = False) -> list[SimNode]:
     """The snapshot's ready nodes, with the pods bound there and those nominated to them (CA
     force-places nominated pods into its snapshot). `nominated_claims`: a pod waiting for preemption takes its claims'
-    devices there too, where they fit (autoscaler#7683 fixed, nominated.py); else it is placed without them."""
+    devices there too, where they fit (autoscaler#7683 fixed, nominated.py); else it is placed without them.
+    `plain_ready`: a Ready node is ready whether or not its drivers have published (autoscaler#7780, before the DRA
+    custom resources processor: core/kube/bugs.py)."""
     if sim.policy == "count":  # sim.ready and sim.existing, inlined: a loop over every node, every loop
         if not nominated:
             return [SimNode(node, node.used, False) for node in view.nodes.values() if node.ready]
         nodes = {name: SimNode(node, node.used, False) for name, node in view.nodes.items() if node.ready}
     else:
-        nodes = {name: sim.existing(node, node.used) for name, node in view.nodes.items() if sim.ready(node)}
+        nodes = {name: sim.existing(node, node.used) for name, node in view.nodes.items()
+                 if (node.ready if plain_ready else sim.ready(node))}
     for reservation in nominated.values():
         node = nodes.get(reservation.node)
         if node is not None:
@@ -41,12 +44,13 @@ def sim_ready_nodes(view: ClusterState, sim: Simulation, nominated: dict[str, Re
     return list(nodes.values())
 
 
-def sim_upcoming_nodes(view: ClusterState, sim: Simulation, given_up: set[str], blocked: set[str]) -> list[SimNode]:
+def sim_upcoming_nodes(view: ClusterState, sim: Simulation, given_up: set[str], blocked: set[str],
+                       plain_ready: bool = False) -> list[SimNode]:
     """Upcoming nodes (not ready yet, or not created yet), each as a template node of its group; not
-    those of a group in backoff, nor nodes given up on."""
+    those of a group in backoff, nor nodes given up on. `plain_ready`: as sim_ready_nodes'."""
     upcoming: list[SimNode] = []
     live = set(view.node_groups) - blocked
-    plain_ready = sim.policy == "count"
+    plain_ready = plain_ready or sim.policy == "count"
     for node in view.nodes.values():
         if node.ready if plain_ready else sim.ready(node):  # (sim.ready inlined for `count`: most nodes)
             continue
