@@ -98,13 +98,16 @@ def test_a_shared_group_claim_is_made_once_pins_the_group_and_is_freed_with_it()
     assert len(released) == 1 and released[0][1].deallocate and released[0][0] >= 600_000
 
 
-def test_five_workers_never_fit_next_to_one_nic_and_dra_adds_a_node_that_cannot_help() -> None:
+def test_five_workers_never_fit_next_to_one_nic_and_dra_adds_no_node() -> None:
+    """The group's claim pins every worker to the node of one NIC: the autoscaler's DRA snapshot allocates it once
+    (as cluster-autoscaler's does: core/autoscaler/simulation/shared_claims.py), so no node, new or old, can take
+    the fifth worker's two GPUs next to it, and nothing is bought (dralab's model before issue 22 bought one)."""
     doc = yaml.safe_load((SCENARIOS / "podgroup-shared-claim.yaml").read_text())
     doc["spec"]["workload"][0]["count"] = 5
     doc["spec"]["objects"][4]["spec"]["schedulingPolicy"] = {"gang": {"minCount": 5}}
     result = run(parse_scenario(doc, "five.yaml"))
     assert events(result, PodBound) == []
-    assert len(events(result, ScaleUpRequested)) >= 1
+    assert events(result, ScaleUpRequested) == []
 
 
 @pytest.mark.parametrize(("policy", "free"), [("dra", 16.0), ("atomic", 3.2)])
