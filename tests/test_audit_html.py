@@ -93,7 +93,7 @@ def test_every_device_state_where_the_dump_puts_it() -> None:
     assert dict(by["node-a"].counts) == {"used": 3, "free": 5}
     assert [label for label, _ in by["node-a"].domains] == ["gpu.example.com/nvlinkDomain=0",
                                                             "gpu.example.com/nvlinkDomain=1"]
-    assert by["node-a"].pending == ["ml/pinned (selector)", "ml/train (topology)"]
+    assert by["node-a"].pending == [("ml/pinned", "selector"), ("ml/train", "topology")]
     assert dict(by["node-b"].counts) == {"used": 2, "tainted": 6}
     # MIG: each GPU's counter set is a parent holding the full device and its two halves; a half in use blocks
     # the full GPU (their counters overlap), which is free but cannot be allocated
@@ -148,12 +148,13 @@ def _big(nodes: int) -> list[dict[str, Any]]:
 def test_a_large_cluster_is_capped_and_summarised() -> None:
     report, pic = drawn(_big(130), max_nodes=10, max_devices=3)
     assert len(pic.nodes) == 10 and pic.hidden_nodes == 120
-    assert pic.nodes[-1].name == "n129" and pic.nodes[-1].pending == ["x/p (capacity)"]  # its closest node is drawn
+    assert pic.nodes[-1].name == "n129" and pic.nodes[-1].pending == [("x/p", "capacity")]  # its closest node is drawn
     assert pic.nodes[0].hidden_devices == 1 and sum(len(items) for _, items in pic.nodes[0].domains) == 3
     assert sum(pic.hidden_counts.values()) == 480 and pic.totals["stranded"] == report["devices"]["stranded"] == 516
     text = render(pic, report, group_by_cause(report))
     assert text.count('<section class="node') == 10 and "120 more node(s) not drawn" in text
     assert "516 stranded" in text and "1 more device(s) not drawn" in text
+    assert "closest node of 1 pending pod(s): 1 capacity; x/p (capacity)</div>" in text
 
 
 def test_every_string_of_the_dump_is_escaped() -> None:

@@ -15,6 +15,7 @@ messages) goes through :func:`html.escape` with quotes, in text and in attribute
 from __future__ import annotations
 
 import html
+from collections import Counter
 from typing import Any
 
 from .audit_picture import STATES, Cell, NodeBox, Parent, Picture
@@ -155,9 +156,18 @@ def _node(box: NodeBox) -> str:
     if box.hidden_devices:
         out.append(f'<div class="counts">{box.hidden_devices} more device(s) not drawn</div>')
     if box.pending:
-        out.append(f'<div class="closest">closest node of: {e(", ".join(box.pending))}</div>')
+        out.append(f'<div class="closest">{e(_closest(box.pending))}</div>')
     out.append("</section>")
     return "".join(out)
+
+
+def _closest(pending: list[tuple[str, str]], shown: int = 3) -> str:
+    """The pending pods a node is closest for: how many by reason, and the first few by name."""
+    reasons = Counter(reason for _, reason in pending)
+    by = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    names = ", ".join(f"{pod} ({reason})" for pod, reason in pending[:shown])
+    more = f", and {len(pending) - shown} more" if len(pending) > shown else ""
+    return f"closest node of {len(pending)} pending pod(s): {by}; {names}{more}"
 
 
 def _pods(pic: Picture) -> str:

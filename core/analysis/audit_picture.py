@@ -73,7 +73,7 @@ class NodeBox:
     counts: Counter[str]
     hidden_devices: int = 0
     extended: list[str] = field(default_factory=list)  # "nvidia.com/gpu: 3 of 8 requested"
-    pending: list[str] = field(default_factory=list)  # "ns/name (reason)" of the pending pods it is closest for
+    pending: list[tuple[str, str]] = field(default_factory=list)  # (ns/name, reason): the pods it is closest for
 
 
 @dataclass
@@ -103,31 +103,29 @@ def picture(snap: Snapshot, verdicts: dict[str, PodVerdict], report: dict[str, A
         else:
             shared.setdefault(f"{slc.driver}/{slc.pool}", []).append((slc, d))
     pending = [p for p in report.get("pods") or [] if p.get("node") is None and p.get("reason")]
-    closest: dict[str, list[str]] = {}
+    closest: dict[str, list[tuple[str, str]]] = {}
     for p in pending:
         node = (p.get("closest") or {}).get("node")
         if node:
-            closest.setdefault(str(node), []).append(f"{p['namespace']}/{p['name']} ({p['reason']})")
+            closest.setdefault(str(node), []).append((f"{p['namespace']}/{p['name']}", str(p["reason"])))
 
-    def state(d: Device) -> str:
-        return _state(snap, d, blocked, stranded)
+    states = {d.id: _state(snap, d, blocked, stranded) for _, d in snap.complete}
+    counts = {name: Counter(states[d.id] for _, d in by_node.get(name, [])) for name in snap.nodes}
+    totals: Counter[str] = Counter(states.values())
 
-    boxes = {name: _box(snap, name, by_node.get(name, []), attrs, state, max_devices) for name in snap.nodes}
-    for name, pods in closest.items():
-        if name in boxes:
-            boxes[name].pending = sorted(pods)
-    totals: Counter[str] = Counter()
-    for box in boxes.values():
-        totals.update(box.counts)
-    pools = [_pool_box(name, devices, attrs, state, max_devices) for name, devices in sorted(shared.items())]
-    for box in pools:
-        totals.update(box.counts)
-    chosen = sorted(boxes, key=lambda n: (_rank(boxes[n]), snap.node_index[n]))[:max_nodes]
-    shown = [boxes[n] for n in sorted(chosen, key=lambda n: snap.node_index[n])]
+    def rank(name: str) -> tuple[int, ...]:  # a pending pod's closest node first, then stranded, tainted, free
+        c = counts[name]
+        return (-len(closest.get(name, ())), -c["stranded"], -c["tainted"], -c["free"], -sum(c.values()),
+                snap.node_index[name])
+
+    chosen = sorted(sorted(snap.nodes, key=rank)[:max_nodes], key=lambda n: snap.node_index[n])
+    shown = [_box(snap, name, by_node.get(name, []), attrs, states, max_devices, sorted(closest.get(name, ())))
+             for name in chosen]  # laid out only when drawn: 5,000 nodes cost their counts, not their boxes
     hidden: Counter[str] = Counter()
-    for name in set(boxes) - set(chosen):
-        hidden.update(boxes[name].counts)
-    return Picture(shown, len(boxes) - len(shown), hidden, pools, pending[:max_pods],
+    for name in set(snap.nodes) - set(chosen):
+        hidden.update(counts[name])
+    pools = [_pool_box(name, devices, attrs, states, max_devices) for name, devices in sorted(shared.items())]
+    return Picture(shown, len(snap.nodes) - len(shown), hidden, pools[:max_nodes], pending[:max_pods],
                    max(0, len(pending) - max_pods), attrs, totals)
 
 
@@ -144,12 +142,6 @@ def domain_attributes(snap: Snapshot) -> list[str]:
                 uses[c["matchAttribute"]] += 1
     named = sorted(uses, key=lambda a: (-uses[a], a))
     return named + [a for a in STANDARD_DOMAINS if a not in uses]
-
-
-def _rank(box: NodeBox) -> tuple[int, ...]:
-    """Which nodes to draw first: a pending pod's closest node, then by stranded, tainted, free devices."""
-    c = box.counts
-    return (-len(box.pending), -c["stranded"], -c["tainted"], -c["free"], -sum(c.values()))
 
 
 def _state(snap: Snapshot, d: Device, blocked: set[DeviceID], stranded: set[DeviceID]) -> str:
@@ -203,7 +195,7 @@ def _domain_of(d: Device, attrs: list[str]) -> str:
     return ""
 
 
-def _layout(devices: list[tuple[Slice, Device]], attrs: list[str], state: Any, max_devices: int
+def _layout(devices: list[tuple[Slice, Device]], attrs: list[str], states: dict[DeviceID, str], max_devices: int
             ) -> tuple[list[tuple[str, list[Cell | Parent]]], Counter[str], int]:
     """Devices into domains, partitions into their parents; the counts by state of all, drawn or not."""
     counts: Counter[str] = Counter()
@@ -211,7 +203,7 @@ def _layout(devices: list[tuple[Slice, Device]], attrs: list[str], state: Any, m
     parents: dict[tuple[str, str, str], Parent] = {}
     drawn = 0
     for _, d in devices:
-        st = state(d)
+        st = states[d.id]
         counts[st] += 1
         if drawn >= max_devices:
             continue
@@ -230,20 +222,20 @@ def _layout(devices: list[tuple[Slice, Device]], attrs: list[str], state: Any, m
     return ordered, counts, len(devices) - drawn
 
 
-def _box(snap: Snapshot, name: str, devices: list[tuple[Slice, Device]], attrs: list[str], state: Any,
-         max_devices: int) -> NodeBox:
+def _box(snap: Snapshot, name: str, devices: list[tuple[Slice, Device]], attrs: list[str],
+         states: dict[DeviceID, str], max_devices: int, pending: list[tuple[str, str]]) -> NodeBox:
     node = snap.nodes[name]
     spec = node.manifest.get("spec") or {}
     status = "cordoned" if spec.get("unschedulable") else ("Ready" if node_ready(node) else "NotReady")
     taints = [f"{t.get('key')}={t.get('value') or ''}:{t.get('effect')}" for t in spec.get("taints") or []
               if isinstance(t, dict)]
-    domains, counts, hidden = _layout(devices, attrs, state, max_devices)
+    domains, counts, hidden = _layout(devices, attrs, states, max_devices)
     extended = [f"{r}: {snap.used[name].get(r, 0)} of {n} requested"
                 for r, n in sorted(snap.allocatable[name].items()) if n and is_gpu_resource(r)]
-    return NodeBox(name, status, taints, domains, counts, hidden, extended)
+    return NodeBox(name, status, taints, domains, counts, hidden, extended, pending)
 
 
-def _pool_box(name: str, devices: list[tuple[Slice, Device]], attrs: list[str], state: Any, max_devices: int
-              ) -> NodeBox:
-    domains, counts, hidden = _layout(devices, attrs, state, max_devices)
+def _pool_box(name: str, devices: list[tuple[Slice, Device]], attrs: list[str], states: dict[DeviceID, str],
+              max_devices: int) -> NodeBox:
+    domains, counts, hidden = _layout(devices, attrs, states, max_devices)
     return NodeBox(name, "pool", [], domains, counts, hidden)
