@@ -227,3 +227,31 @@ def test_the_page_draws_in_chromium(tmp_path: Path) -> None:
     squares = {"used": 6, "free": 9, "stranded": 12, "tainted": 6, "blocked": 1}  # + one legend swatch each
     for state, n in squares.items():
         assert pixels[state] >= 150 * (n + 1), (state, pixels)  # a 14x14 square, its rounded corners aside
+
+
+# ---------------------------------------------------------------- a real dump
+
+
+def test_a_real_dump_gke_gpu_fungibility(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The GKE GPU-fungibility tutorial scaled to 3 replicas on its one A100 80GB node (tests/fixtures/audit/real):
+    upstream leaves replicas 2 and 3 Pending ("cannot allocate all claims") for the autoscaler; the audit says
+    capacity, add nodes, and the page draws the node's one GPU, used, in its PCIe-root domain, with the taint."""
+    dump = FIXTURES / "real" / "gke-gpu-fungibility.yaml"
+    target = tmp_path / "a.html"
+    assert main(["audit", "-f", str(dump), "-o", "json", "--html", str(target)]) == 0
+    report = yaml.safe_load(capsys.readouterr().out)
+    assert report["devices"] == {"total": 1, "allocated": 1, "free": 0, "stranded": 0}
+    assert report["groups"] == [{"cause": "capacity", "count": 2,
+                                 "pods": ["default/vllm-gpu-5f7c9d8b6-9mrtl", "default/vllm-gpu-5f7c9d8b6-kz7vd"],
+                                 "meaning": CAUSES["capacity"].meaning, "advice": CAUSES["capacity"].remedy}]
+    text = target.read_text()
+    assert re.findall(r'<span class="d (\w+)" title="([^"]*)"', text) == [
+        ("used", "gpu.nvidia.com/gke-gpu-a100-80gb-pool-c78060b4-cg6n/gpu-0: used (gpu.nvidia.com/addressingMode=None, "
+                 "gpu.nvidia.com/architecture=Ampere, gpu.nvidia.com/brand=Nvidia, "
+                 "gpu.nvidia.com/cudaComputeCapability=8.0.0, gpu.nvidia.com/cudaDriverVersion=13.0.0, "
+                 "gpu.nvidia.com/driverVersion=580.126.20, gpu.nvidia.com/productName=NVIDIA A100-SXM4-80GB, "
+                 "gpu.nvidia.com/type=gpu, gpu.nvidia.com/uuid=GPU-e89d84ee-93b4-a63d-ac3f-8c242831ac09, "
+                 "resource.kubernetes.io/pciBusID=0000:00:05.0, resource.kubernetes.io/pcieRoot=pci0000:00)")]
+    assert '<div class="dlabel">resource.kubernetes.io/pcieRoot=pci0000:00</div>' in text
+    assert "taint cloud.google.com/compute-class=vllm-gpu-ccc:NoSchedule" in text
+    assert "closest node of 2 pending pod(s): 2 capacity" in text
