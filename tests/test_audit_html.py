@@ -172,6 +172,16 @@ def test_every_string_of_the_dump_is_escaped() -> None:
     assert "&quot;&gt;&lt;script" in text  # a quote cannot end a title attribute either
 
 
+def test_podgroups_are_listed_with_what_is_in_the_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "a.html"
+    assert main(["audit", "-f", str(FIXTURES / "podgroup-topology.yaml"), "--html", str(target)]) == 0
+    capsys.readouterr()
+    text = target.read_text()
+    row = re.search(r'<tr class="podgroup">(.*?)</tr>', text)
+    assert row is not None and "<td>ml/train-workers-0</td>" in row.group(1) and "<td>topology</td>" in row.group(1)
+    assert "PodGroups: ml/train-workers-0" in text  # the group's members, grouped under their cause
+
+
 # ---------------------------------------------------------------- the CLI
 
 

@@ -95,6 +95,8 @@ def render(pic: Picture, report: dict[str, Any], groups: list[dict[str, Any]], *
         parts += ["<h2>Devices not local to one node</h2>",
                   '<p class="note">Pools whose slices select nodes by selector or all nodes.</p>',
                   '<div class="nodes">', *(_node(box) for box in pic.shared), "</div>"]
+    if report.get("pod_groups"):
+        parts += ["<h2>PodGroups</h2>", _pod_groups(report["pod_groups"])]
     parts += ["<h2>Pending pods</h2>", _pods(pic)]
     unmodelled = report.get("not_modelled") or []
     if unmodelled:
@@ -168,6 +170,17 @@ def _closest(pending: list[tuple[str, str]], shown: int = 3) -> str:
     names = ", ".join(f"{pod} ({reason})" for pod, reason in pending[:shown])
     more = f", and {len(pending) - shown} more" if len(pending) > shown else ""
     return f"closest node of {len(pending)} pending pod(s): {by}; {names}{more}"
+
+
+def _pod_groups(rows: list[dict[str, Any]]) -> str:
+    """The 1.36+ PodGroups (the report's `pod_groups`): policy, pods, what is in the way and why."""
+    out = ["<tr><th>PodGroup</th><th>policy</th><th>pending</th><th>bound</th><th>blocked by</th><th>why</th></tr>"]
+    for g in rows:
+        blocked = g["blocked_by"] or ("-" if not g["pods"]["pending"] else "(fits)")
+        out.append(f'<tr class="podgroup"><td>{e(g["name"])}</td><td>{e(g["policy"])}</td>'
+                   f'<td class="num">{g["pods"]["pending"]}</td><td class="num">{g["pods"]["bound"]}</td>'
+                   f"<td>{e(blocked)}</td><td>{e(g['why'])}</td></tr>")
+    return '<table class="podgroups">' + "".join(out) + "</table>"
 
 
 def _pods(pic: Picture) -> str:
