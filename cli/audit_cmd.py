@@ -107,18 +107,19 @@ def render_groups(groups: list[dict[str, Any]]) -> list[str]:
 def cmd_audit(args: argparse.Namespace) -> int:
     from dralab.core.analysis.audit import audit
 
-    output_file(args.html, "--html")  # refused before any work
+    html_file = getattr(args, "html", None)  # absent when another command's parser built args (kubectl plugin)
+    output_file(html_file, "--html")  # refused before any work
     inv, profile = _inventory(args)
     view: dict[str, Any] = {}
     report = audit(inv, profile.version, view=view)
     report["groups"] = group_by_cause(report)
-    page = _page(report, view) if args.output == "html" or args.html else None
-    if args.html and page is not None:
-        _write(args.html, page)
+    page = _page(report, view) if args.output == "html" or html_file else None
+    if html_file and page is not None:
+        _write(html_file, page)
     if args.output == "json":
         emit(report, "json")
     elif args.output == "html":
-        if not args.html and page is not None:
+        if not html_file and page is not None:
             sys.stdout.write(page)
     else:
         sys.stdout.write(render_table(report) + "\n")
