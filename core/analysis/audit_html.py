@@ -186,11 +186,13 @@ def _pod_groups(rows: list[dict[str, Any]]) -> str:
 def _pods(pic: Picture) -> str:
     if not pic.pods:
         return '<p class="note">none</p>'
-    rows = ["<tr><th>namespace/name</th><th>reason</th><th>closest node</th><th>PodGroup</th><th>message</th></tr>"]
+    groups = any(p.get("pod_group") for p in pic.pods)  # the PodGroup column only where there are some
+    head = "<th>PodGroup</th>" if groups else ""
+    rows = [f"<tr><th>namespace/name</th><th>reason</th><th>closest node</th>{head}<th>message</th></tr>"]
     for p in pic.pods:
         node = (p.get("closest") or {}).get("node") or "-"
+        group = f'<td>{e(p.get("pod_group") or "")}</td>' if groups else ""
         rows.append(f'<tr class="pod" data-reason="{e(p["reason"])}"><td>{e(p["namespace"])}/{e(p["name"])}</td>'
-                    f'<td>{e(p["reason"])}</td><td>{e(node)}</td><td>{e(p.get("pod_group") or "")}</td>'
-                    f'<td>{e(p["message"])}</td></tr>')
+                    f'<td>{e(p["reason"])}</td><td>{e(node)}</td>{group}<td>{e(p["message"])}</td></tr>')
     more = f'<p class="note">and {pic.hidden_pods} more (all of them: -o json)</p>' if pic.hidden_pods else ""
     return '<table class="pods">' + "".join(rows) + "</table>" + more
