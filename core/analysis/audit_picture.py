@@ -28,6 +28,7 @@ then nodes with stranded, tainted, free devices), the others summarised by count
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -45,6 +46,9 @@ MAX_NODES = 48
 MAX_DEVICES = 128
 MAX_PODS = 200
 _BLOCKING = ("NoSchedule", "NoExecute")
+NOT_SELECTED = "no pending pod's claim selects it"
+SELECTED_ELSEWHERE = "pending pods select it, but each fails readiness, selector, taint or resources where it is"
+States = tuple[dict[DeviceID, str], dict[DeviceID, str]]  # device -> state; stranded device -> why
 
 
 @dataclass
@@ -110,6 +114,7 @@ def picture(snap: Snapshot, verdicts: dict[str, PodVerdict], report: dict[str, A
             closest.setdefault(str(node), []).append((f"{p['namespace']}/{p['name']}", str(p["reason"])))
 
     states = {d.id: _state(snap, d, blocked, stranded) for _, d in snap.complete}
+    why = _why_stranded(snap, verdicts.values(), stranded)
     counts = {name: Counter(states[d.id] for _, d in by_node.get(name, [])) for name in snap.nodes}
     totals: Counter[str] = Counter(states.values())
 
@@ -119,12 +124,12 @@ def picture(snap: Snapshot, verdicts: dict[str, PodVerdict], report: dict[str, A
                 snap.node_index[name])
 
     chosen = sorted(sorted(snap.nodes, key=rank)[:max_nodes], key=lambda n: snap.node_index[n])
-    shown = [_box(snap, name, by_node.get(name, []), attrs, states, max_devices, sorted(closest.get(name, ())))
-             for name in chosen]  # laid out only when drawn: 5,000 nodes cost their counts, not their boxes
+    shown = [_box(snap, name, by_node.get(name, []), attrs, (states, why), max_devices,
+                  sorted(closest.get(name, ()))) for name in chosen]  # laid out only when drawn
     hidden: Counter[str] = Counter()
     for name in set(snap.nodes) - set(chosen):
         hidden.update(counts[name])
-    pools = [_pool_box(name, devices, attrs, states, max_devices) for name, devices in sorted(shared.items())]
+    pools = [_pool_box(name, devices, attrs, (states, why), max_devices) for name, devices in sorted(shared.items())]
     return Picture(shown, len(snap.nodes) - len(shown), hidden, pools[:max_nodes], pending[:max_pods],
                    max(0, len(pending) - max_pods), attrs, totals)
 
@@ -181,6 +186,19 @@ def _blocked(snap: Snapshot) -> set[DeviceID]:
     return out
 
 
+def _why_stranded(snap: Snapshot, verdicts: Iterable[PodVerdict], stranded: set[DeviceID]) -> dict[DeviceID, str]:
+    """Why each stranded device is: no pending pod's unallocated claim selects it (class and selectors), or some
+    does but every such pod fails a non-DRA filter on the nodes that reach it (`stranded_devices`' two ways)."""
+    subs = {(sub.device_class, tuple(sub.selectors)) for v in verdicts if v.node is None
+            for _, c in v.claims.claims if c.allocation is None for r in c.requests for sub in r.choices()}
+    out = {}
+    for _, d in snap.complete:
+        if d.id in stranded:
+            wanted = any(snap.devices.device_matches(d, cls, sels) for cls, sels in subs)
+            out[d.id] = (SELECTED_ELSEWHERE if wanted else NOT_SELECTED)
+    return out
+
+
 def _title(d: Device, state: str) -> str:
     attrs = ", ".join(f"{k}={a.value}" for k, a in sorted(d.attributes.items()))
     taints = "; taints: " + ", ".join(f"{t.key}={t.value}:{t.effect}" for t in d.taints) if d.taints else ""
@@ -195,7 +213,7 @@ def _domain_of(d: Device, attrs: list[str]) -> str:
     return ""
 
 
-def _layout(devices: list[tuple[Slice, Device]], attrs: list[str], states: dict[DeviceID, str], max_devices: int
+def _layout(devices: list[tuple[Slice, Device]], attrs: list[str], states: States, max_devices: int
             ) -> tuple[list[tuple[str, list[Cell | Parent]]], Counter[str], int]:
     """Devices into domains, partitions into their parents; the counts by state of all, drawn or not."""
     counts: Counter[str] = Counter()
@@ -203,12 +221,13 @@ def _layout(devices: list[tuple[Slice, Device]], attrs: list[str], states: dict[
     parents: dict[tuple[str, str, str], Parent] = {}
     drawn = 0
     for _, d in devices:
-        st = states[d.id]
+        st = states[0][d.id]
         counts[st] += 1
         if drawn >= max_devices:
             continue
         drawn += 1
-        cell = Cell(d.id.device, st, _title(d, st))
+        reason = states[1].get(d.id)
+        cell = Cell(d.id.device, st, _title(d, f"{st}: {reason}" if reason else st))
         if d.consumes_counters:
             key = (d.id.driver, d.id.pool, d.consumes_counters[0].counter_set)
             parent = parents.get(key)
@@ -223,7 +242,7 @@ def _layout(devices: list[tuple[Slice, Device]], attrs: list[str], states: dict[
 
 
 def _box(snap: Snapshot, name: str, devices: list[tuple[Slice, Device]], attrs: list[str],
-         states: dict[DeviceID, str], max_devices: int, pending: list[tuple[str, str]]) -> NodeBox:
+         states: States, max_devices: int, pending: list[tuple[str, str]]) -> NodeBox:
     node = snap.nodes[name]
     spec = node.manifest.get("spec") or {}
     status = "cordoned" if spec.get("unschedulable") else ("Ready" if node_ready(node) else "NotReady")
@@ -235,7 +254,7 @@ def _box(snap: Snapshot, name: str, devices: list[tuple[Slice, Device]], attrs: 
     return NodeBox(name, status, taints, domains, counts, hidden, extended, pending)
 
 
-def _pool_box(name: str, devices: list[tuple[Slice, Device]], attrs: list[str], states: dict[DeviceID, str],
+def _pool_box(name: str, devices: list[tuple[Slice, Device]], attrs: list[str], states: States,
               max_devices: int) -> NodeBox:
     domains, counts, hidden = _layout(devices, attrs, states, max_devices)
     return NodeBox(name, "pool", [], domains, counts, hidden)
