@@ -161,6 +161,17 @@ def test_a_large_cluster_is_capped_and_summarised() -> None:
     assert "closest node of 1 pending pod(s): 1 capacity; x/p (capacity)</div>" in text
 
 
+def test_a_pool_of_no_one_node_has_its_own_block() -> None:
+    docs = load(PICTURE) + [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "f"},
+                             "spec": {"driver": "fabric.example.com", "allNodes": True,
+                                      "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+                                      "devices": [{"name": "link-0"}, {"name": "link-1"}]}}]
+    report, pic = drawn(docs)
+    assert [(b.name, dict(b.counts)) for b in pic.shared] == [("fabric.example.com/fabric", {"stranded": 2})]
+    assert pic.totals["stranded"] == report["devices"]["stranded"] == 14
+    assert "Devices not local to one node" in render(pic, report, group_by_cause(report))
+
+
 def test_every_string_of_the_dump_is_escaped() -> None:
     """What the API server lets through unchecked (attribute strings, scheduling gate names) stays text."""
     docs = load(PICTURE)

@@ -95,6 +95,8 @@ def render(pic: Picture, report: dict[str, Any], groups: list[dict[str, Any]], *
         parts += ["<h2>Devices not local to one node</h2>",
                   '<p class="note">Pools whose slices select nodes by selector or all nodes.</p>',
                   '<div class="nodes">', *(_node(box) for box in pic.shared), "</div>"]
+        if pic.hidden_pools:
+            parts.append(f'<p class="note">{pic.hidden_pools} more pool(s) not drawn.</p>')
     if report.get("pod_groups"):
         parts += ["<h2>PodGroups</h2>", _pod_groups(report["pod_groups"])]
     parts += ["<h2>Pending pods</h2>", _pods(pic)]

@@ -90,6 +90,7 @@ class Picture:
     hidden_pods: int
     domain_attributes: list[str]
     totals: Counter[str]
+    hidden_pools: int = 0  # pools not local to one node beyond the cap
 
 
 def picture(snap: Snapshot, verdicts: dict[str, PodVerdict], report: dict[str, Any], *,
@@ -129,9 +130,10 @@ def picture(snap: Snapshot, verdicts: dict[str, PodVerdict], report: dict[str, A
     hidden: Counter[str] = Counter()
     for name in set(snap.nodes) - set(chosen):
         hidden.update(counts[name])
-    pools = [_pool_box(name, devices, attrs, (states, why), max_devices) for name, devices in sorted(shared.items())]
-    return Picture(shown, len(snap.nodes) - len(shown), hidden, pools[:max_nodes], pending[:max_pods],
-                   max(0, len(pending) - max_pods), attrs, totals)
+    pools = [_pool_box(name, devices, attrs, (states, why), max_devices)
+             for name, devices in sorted(shared.items())[:max_nodes]]
+    return Picture(shown, len(snap.nodes) - len(shown), hidden, pools, pending[:max_pods],
+                   max(0, len(pending) - max_pods), attrs, totals, max(0, len(shared) - max_nodes))
 
 
 def domain_attributes(snap: Snapshot) -> list[str]:
