@@ -15,10 +15,10 @@ import argparse
 import sys
 from typing import Any
 
-from dralab.core.analysis.causes import explain_lines
+from dralab.core.analysis.audit_groups import group_by_cause, group_lines
 
 from .dump_release import dump_profile_input
-from .inputs import add_profile_flags, emit, load_inventory, profile_flags
+from .inputs import InputError, add_profile_flags, emit, load_inventory, output_file, profile_flags
 
 
 def _files(p: Any) -> None:
@@ -41,7 +41,11 @@ def _inventory(args: argparse.Namespace) -> tuple[Any, Any]:
 def add_parsers(sub: Any) -> None:
     a = sub.add_parser("audit", help="say why each pending pod is pending, and count free and stranded devices")
     _files(a)
-    a.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    a.add_argument("-o", "--output", choices=["table", "json", "html"], default="table",
+                   help="what goes to stdout: table (default), json, or html: a self-contained page drawing the "
+                        "cluster as nodes x devices with the pending pods (docs/audit.md)")
+    a.add_argument("--html", metavar="FILE",
+                   help="also write the HTML page to FILE (then -o html prints nothing more)")
     s = sub.add_parser("schedule", help="one greedy scheduling pass over a cluster dump (gangs all-or-nothing): "
                                         "bindings and what stays pending, with reasons")
     _files(s)
@@ -66,9 +70,7 @@ def render_table(report: dict[str, Any]) -> str:
             for p in report["pods"] if p.get("autoscaler")]
     if said:  # cluster-autoscaler's last Event on each pending pod (the dump's Events)
         lines += ["autoscaler:", *said]
-    reasons = explain_lines(p["reason"] for p in report["pods"] if p["node"] is None and p["reason"])
-    if reasons:  # what each reason means and what to do (core/analysis/causes.py)
-        lines += ["reasons:", *reasons]
+    lines += group_lines(report.get("groups") or group_by_cause(report))  # by cause, what to do (causes.py)
     lines += [row["line"] for row in report.get("not_modelled") or []]  # fields the audit could not check
     if report.get("pod_groups"):
         lines += ["", *render_groups(report["pod_groups"])]
@@ -109,13 +111,41 @@ def render_groups(groups: list[dict[str, Any]]) -> list[str]:
 def cmd_audit(args: argparse.Namespace) -> int:
     from dralab.core.analysis.audit import audit
 
+    html_file = getattr(args, "html", None)  # absent when another command's parser built args (kubectl plugin)
+    output_file(html_file, "--html")  # refused before any work
     inv, profile = _inventory(args)
-    report = audit(inv, profile.version)
+    view: dict[str, Any] = {}
+    report = audit(inv, profile.version, view=view)
+    report["groups"] = group_by_cause(report)
+    page = _page(report, view) if args.output == "html" or html_file else None
+    if html_file and page is not None:
+        _write(html_file, page)
     if args.output == "json":
         emit(report, "json")
+    elif args.output == "html":
+        if not html_file and page is not None:
+            sys.stdout.write(page)
     else:
         sys.stdout.write(render_table(report) + "\n")
     return 0
+
+
+def _page(report: dict[str, Any], view: dict[str, Any]) -> str:
+    """The HTML audit (core/analysis/audit_picture.py draws, audit_html.py renders)."""
+    from dralab.core.analysis.audit_html import render
+    from dralab.core.analysis.audit_picture import picture
+
+    return render(picture(view["snap"], view["verdicts"], report), report, report["groups"])
+
+
+def _write(path: str, text: str) -> None:
+    from dralab.replay.logs.output_files import atomic_output
+
+    try:
+        with atomic_output(path, "--html", text=True) as f:
+            f.write(text)
+    except OSError as exc:
+        raise InputError(f"--html: {path}: cannot write the page: {exc.strerror or exc}") from None
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:

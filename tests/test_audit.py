@@ -11,6 +11,7 @@ import yaml
 
 from dralab.cli import main
 from dralab.core.analysis.audit import audit, schedule
+from dralab.core.analysis.audit_groups import group_by_cause
 from dralab.core.dra.api import parse_documents
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "audit"
@@ -26,6 +27,7 @@ def audit_json(capsys: pytest.CaptureFixture[str], fixture: str) -> dict[str, An
     code, out, err = run(capsys, "audit", "-f", str(FIXTURES / fixture), "-o", "json")
     assert code == 0, err
     result: dict[str, Any] = json.loads(out)
+    assert result.pop("groups") == group_by_cause(result)  # the pods by cause: tests/test_audit_html.py
     return result
 
 
@@ -137,8 +139,9 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
         "default    spread  fragmentation  node-a   the claims need 3 device(s): 4 matching devices are free "
         "across 2 node(s), but at most 2 on one node",
         "devices: 7 total, 2 allocated, 5 free, 1 stranded",
-        "reasons:",  # what each reason means and what to do (core/analysis/causes.py, issue 21)
-        "  fragmentation: enough free matching devices in all, but not on one node; consolidate small consumers, "
+        "pending by cause:",  # what each reason means and what to do (core/analysis/causes.py, issues 21, 23)
+        "  fragmentation: 1 pod (default/spread)",
+        "    enough free matching devices in all, but not on one node; consolidate small consumers, "
         "split the workload, or pack (most-allocated)",
     ]
 

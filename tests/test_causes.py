@@ -174,7 +174,8 @@ def test_the_audit_table_explains_the_reasons_present(tmp_path: Path, capsys: py
     path.write_text(yaml.safe_dump_all(copy.deepcopy(dump)))
     assert main(["audit", "-f", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "reasons:\n" + explain_lines(["preemption"])[0] in out
+    assert "pending by cause:\n  preemption: 1 pod (default/web)\n    " + explain_lines(["preemption"], indent="")[0][
+        len("preemption: "):] in out
 
 
 def test_the_html_report_explains_the_pending_reasons_it_plots() -> None:

@@ -45,8 +45,10 @@ from .autoscaler_status import dump_events
 __all__ = ["Placer", "PodVerdict", "audit", "evaluate", "queue_order", "schedule"]
 
 
-def audit(inv: Inventory, version: str | None = None) -> dict[str, Any]:
-    """``version``: the dump's release (1.37 checks that a PodGroup's pods have its priority)."""
+def audit(inv: Inventory, version: str | None = None, *, view: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``version``: the dump's release (1.37 checks that a PodGroup's pods have its priority). ``view``, when
+    given, receives the snapshot (as the dump left it: every scratch placement is rolled back) and the verdicts
+    the report was made of, for the picture of `dralab audit -o html` (core/analysis/audit_picture.py)."""
     snap = Snapshot(inv)
     gangs = GangIndex(inv)
     groups = GroupIndex(inv, snap, version)  # before any pod is judged: group claims are shared
@@ -78,6 +80,8 @@ def audit(inv: Inventory, version: str | None = None) -> dict[str, Any]:
     unmodelled = not_modelled(inv)
     if unmodelled:
         out["not_modelled"] = unmodelled
+    if view is not None:
+        view.update(snap=snap, verdicts=verdicts)
     return out
 
 

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..dra.binding_status import waiting_for_binding
+from ..dra.model import DeviceID
 from ..kube.resources import pod_requests
 from .audit_devices import reachable_from_any
 from .audit_shape import LocalDevices, Shape
 from .audit_snapshot import NodeResult, PodClaims, Snapshot, claims_shape, pod_key, static_signature
 
-__all__ = ["Placer", "PodVerdict", "device_totals", "evaluate", "gated", "queue_order"]
+__all__ = ["Placer", "PodVerdict", "device_totals", "evaluate", "gated", "queue_order", "stranded_devices"]
 
 
 @dataclass
@@ -103,6 +104,18 @@ def device_totals(snap: Snapshot, verdicts: Iterable[PodVerdict]) -> dict[str, i
     total = len(snap.complete)
     in_use = [snap.in_use(d.id) for _, d in snap.complete]
     allocated = sum(in_use)
+    stranded = len(stranded_devices(snap, verdicts, in_use))
+    return {"total": total, "allocated": allocated, "free": total - allocated, "stranded": stranded}
+
+
+def stranded_devices(snap: Snapshot, verdicts: Iterable[PodVerdict], in_use: list[bool] | None = None
+                     ) -> set[DeviceID]:
+    """The free devices of ``snap.complete`` that no pending pod can use: matched by the selectors of no pending
+    pod's unallocated claims, or reachable only from nodes where every such pod fails a non-DRA filter
+    (``in_use``: `snap.in_use` of each device, when the caller has it). `device_totals` counts them; the audit's
+    picture (core/analysis/audit_picture.py) colours them."""
+    if in_use is None:
+        in_use = [snap.in_use(d.id) for _, d in snap.complete]
     # (requests, usable nodes) of every pending pod, each distinct pair once
     distinct: dict[tuple[Any, ...], tuple[list[tuple[str, tuple[str, ...]]], list[str]]] = {}
     for v in verdicts:
@@ -113,15 +126,15 @@ def device_totals(snap: Snapshot, verdicts: Iterable[PodVerdict]) -> dict[str, i
         if subs:
             distinct.setdefault((tuple(subs), tuple(v.usable_nodes)), (subs, v.usable_nodes))
     wants = [(subs, set(usable), [snap.nodes[n] for n in usable]) for subs, usable in distinct.values()]
-    stranded = 0
+    stranded: set[DeviceID] = set()
     for (slc, d), used in zip(snap.complete, in_use, strict=True):
         if used:
             continue
         if not any(reachable_from_any(slc, d, names, nodes)
                    and any(snap.devices.device_matches(d, cls, sels) for cls, sels in subs)
                    for subs, names, nodes in wants):
-            stranded += 1
-    return {"total": total, "allocated": allocated, "free": total - allocated, "stranded": stranded}
+            stranded.add(d.id)
+    return stranded
 
 
 def queue_order(pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
