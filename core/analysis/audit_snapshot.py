@@ -46,6 +46,9 @@ _DRA_REASON = {
 # how far DRA got on a node (higher is closer): a topology failure means enough devices are there
 _DRA_PROGRESS = {"topology": 3, "capacity": 2, "device-taint": 1, "not-ready": 1, "missing": 0}
 _DRA_PROGRESS["selector-error"] = 4  # upstream's Filter error on any node ends the attempt: it wins over the rest
+# issue 23: shared counters and consumable capacity are their own causes (core/analysis/causes.py), not `capacity`
+_DRA_REASON.update({"counters": "counters", "consumable-capacity": "consumable-capacity"})
+_DRA_PROGRESS.update({"counters": 2, "consumable-capacity": 2})
 _DONE = ("Succeeded", "Failed")
 
 

@@ -22,7 +22,7 @@ wrong shape).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -191,7 +191,8 @@ class Explainer:
         best = max(range(len(found)), key=lambda i: (PROGRESS.get(found[i].kind, 0), found[i].matching > 0,
                                                       found[i].free, -i))
         chosen = found[best]
-        others = "; ".join(f"{rd.name}: {e.kind}" for rd, e in zip(failed, found, strict=True) if e is not chosen)
+        others = "; ".join(f"{rd.name}: {'no device matches' if e.matching == 0 else e.kind}"
+                           for rd, e in zip(failed, found, strict=True) if e is not chosen)
         return dataclasses.replace(chosen, message=f"{chosen.message} (the closest of {len(found)} alternatives of "
                                                    f"firstAvailable; the others: {others})")
 
@@ -200,31 +201,51 @@ class Explainer:
         relaxed, lets them fit (RELAXATIONS)."""
         devices = f"{need} devices" if need is not None else "more devices than are free"
         counts = f"({free} free of {matching} matching)"
-        candidates = [(kind, relax) for kind, relax in RELAXATIONS
-                      if kind != "taint" or self.prep.features.device_taints]
-        for kind, relax in candidates:
-            if self.feasible(subset, relax):
-                return kind, self._together_text(kind, devices, counts)
+        candidates = [kind for kind, _ in RELAXATIONS if kind != "taint" or self.prep.features.device_taints]
+        for kind, relax in RELAXATIONS:
+            if kind in candidates and self.feasible(subset, relax):
+                return kind, self._together_text(kind, subset, devices, counts)
         if self.feasible(subset, ALL_RELAXED):  # several checks at once: name the first that is involved
-            free_cands = [c for c in self.ctx.cands if not c.committed_in_use]
-            involved = {"taint": any(t.effect in ("NoSchedule", "NoExecute") for c in free_cands
-                                     for t in c.device.taints),
-                        "counters": any(c.counters for c in free_cands), "consumable-capacity": True}
-            for kind, _ in candidates:
+            pairs = self._free_matching(subset)
+            involved = {"taint": any(untolerated(c.device, rd.sub.tolerations) for rd, c in pairs),
+                        "counters": any(c.counters for _, c in pairs), "consumable-capacity": True}
+            for kind in candidates:
                 if involved[kind]:
-                    return kind, self._together_text(kind, devices, counts) + " (and other checks as well)"
+                    return kind, self._together_text(kind, subset, devices, counts) + " (and other checks as well)"
         return "capacity", f"together they need {devices} and not enough are free {counts}"
 
-    def _together_text(self, kind: str, devices: str, counts: str) -> str:
+    def _free_matching(self, subset: list[Claim]) -> list[tuple[ReqData, Cand]]:
+        """(request, device) for every free device matching some request (any alternative) of the claims."""
+        out: list[tuple[ReqData, Cand]] = []
+        for cd in self.prep.prepare(subset):
+            for choices in cd.choices:
+                for rd in choices:
+                    out.extend((rd, c) for c in self._counts(rd)[1])
+        return out
+
+    def _together_text(self, kind: str, subset: list[Claim], devices: str, counts: str) -> str:
+        pairs = self._free_matching(subset)
         if kind == "taint":
-            return (f"together they need {devices} {counts} and some of the free ones have taints the requests do "
-                    "not tolerate")
+            tainted = {c.index for rd, c in pairs if untolerated(c.device, rd.sub.tolerations)}
+            taints = sorted({f"{t.key}={t.value}:{t.effect}" for rd, c in pairs
+                             for t in untolerated(c.device, rd.sub.tolerations)})
+            return (f"together they need {devices} {counts}: {len(tainted)} of the free ones have taints the "
+                    f"requests do not tolerate ({', '.join(taints)})")
         if kind == "counters":
-            left = self._counters_left([c for c in self.ctx.cands if c.counters and not c.committed_in_use])
-            return (f"together they need {devices} {counts} and the shared counters left in their pool ({left}) "
-                    "cannot cover all of them")
-        return (f"together they need {devices} {counts} and the devices' remaining consumable capacity cannot "
+            return (f"together they need {devices} {counts}: the shared counters left in their pool "
+                    f"({self._counters_short(c for _, c in pairs)}) cannot cover all of them")
+        return (f"together they need {devices} {counts}: the devices' remaining consumable capacity cannot "
                 "cover all of them")
+
+    def _counters_short(self, cands: Iterable[Cand]) -> str:
+        """The counters that keep some of these devices out (less left than the device consumes)."""
+        need: dict[int, Fraction] = {}
+        for c in cands:
+            for k, amount in c.counters:
+                need[k] = max(need.get(k, Fraction(0)), amount)
+        avail = self.ctx.counter_available
+        return ", ".join(f"{self.ctx.counter_names[k]}={format_quantity(max(avail[k], Fraction(0)))}"
+                         for k in sorted(need, key=lambda k: self.ctx.counter_names[k]) if avail[k] < need[k]) or "none"
 
     def _request(self, claim: Claim, request: Request, rd: ReqData) -> Explanation:
         node = self.ctx.node.name
