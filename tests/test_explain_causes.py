@@ -181,3 +181,17 @@ def test_first_available_is_explained_by_the_alternative_that_came_closest() -> 
             "device matches; gpu/huge-gpu: no device matches)") in v["message"], v
     # of equals (both alternatives of pod1 match both GPUs, in use), the first
     assert "request gpu/latest-gpu of claim prioritized-alternatives/pod1-gpu" in verdict(report, "pod1")["message"]
+
+
+def test_a_class_selector_error_names_the_class_as_upstream_does() -> None:
+    """A DeviceClass selector failing at runtime: upstream's "class <name>: selector #<i>: CEL runtime error"."""
+    cls = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "indexed-gpu"},
+           "spec": {"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].index >= 0"}}]}}
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "c", "namespace": "default"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "indexed-gpu"}}]}}}
+    report = allocation("a100-node.yaml", claim_docs=[cls, claim])
+    assert report["outcome"] == "error"
+    [e] = report["explanations"]
+    assert e["kind"] == "selector-error" and e["claim"] == "default/c" and e["request"] == "gpu"
+    assert e["message"].startswith("class indexed-gpu: selector #0: CEL runtime error: no such key: index")
