@@ -41,9 +41,14 @@ _DRA_REASON = {
     "incomplete-pool": "not-ready",
     "invalid-pool": "not-ready",
     "no-class": "missing",
+    "selector-error": "selector-error",  # a selector failing at runtime: upstream aborts the attempt (SchedulerError)
 }
 # how far DRA got on a node (higher is closer): a topology failure means enough devices are there
 _DRA_PROGRESS = {"topology": 3, "capacity": 2, "device-taint": 1, "not-ready": 1, "missing": 0}
+_DRA_PROGRESS["selector-error"] = 4  # upstream's Filter error on any node ends the attempt: it wins over the rest
+# issue 23: shared counters and consumable capacity are their own causes (core/analysis/causes.py), not `capacity`
+_DRA_REASON.update({"counters": "counters", "consumable-capacity": "consumable-capacity"})
+_DRA_PROGRESS.update({"counters": 2, "consumable-capacity": 2})
 _DONE = ("Succeeded", "Failed")
 
 
@@ -400,7 +405,7 @@ class Snapshot:
             return result
         kinds = [e.kind for e in outcome.explanations]
         reason = "capacity"
-        for kind in ("topology", "capacity", "counters", "consumable-capacity", "taint",
+        for kind in ("selector-error", "topology", "capacity", "counters", "consumable-capacity", "taint",
                      "incomplete-pool", "invalid-pool", "no-class"):
             if kind in kinds:
                 reason = _DRA_REASON[kind]

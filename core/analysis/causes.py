@@ -70,6 +70,22 @@ CAUSES: dict[str, Cause] = {
 }
 NEW_IN_ISSUE_21 = ("preemption", "spread", "affinity", "binding-conditions", "device-taint")
 
+# Issue 23: a selector that fails at runtime is not a lack of devices (core/dra/explain_errors.py); counters and
+# consumable capacity are the stranded GPUs' causes (core/analysis/stranded.py) with their own remedies.
+CAUSES["selector-error"] = Cause(
+    "a CEL selector of its claims (or their DeviceClass) fails to evaluate on a device, e.g. \"no such key\" for an "
+    "attribute the driver does not publish: kube-scheduler aborts each attempt with the error (SchedulerError) "
+    "and cluster-autoscaler does not act on the pod",
+    "fix the selector (guard optional attributes with has() or ?.), or publish the attribute; more nodes do not help")
+CAUSES["counters"] = Cause(
+    "matching devices are free, but the shared counters of their pool (a GPU's memory slices, partitions already "
+    "made) cannot cover the partitions asked for",
+    "free the overlapping partitions on one GPU, or ask for partitions that fit what is left")
+CAUSES["consumable-capacity"] = Cause(
+    "matching shareable devices are free, but their remaining consumable capacity cannot cover the request",
+    "lower the capacity requested, or free shares of those devices")
+NEW_IN_ISSUE_23 = ("selector-error", "counters", "consumable-capacity")
+
 
 def explain_lines(causes: Iterable[str], indent: str = "  ") -> list[str]:
     """One line per distinct known cause of ``causes``, sorted: ``<cause>: <meaning>; <remedy>``."""

@@ -57,6 +57,10 @@ CAUSE_RANK = {"not-ready": 0, "selector": 1, "taint": 2, "missing": 3, "resource
 EXPLANATION_KINDS = {"capacity": "capacity", "counters": "counters", "consumable-capacity": "consumable-capacity",
                      "topology": "topology", "taint": "device-taint", "incomplete-pool": "not-ready",
                      "invalid-pool": "not-ready", "no-class": "missing"}
+# issue 23: a selector failing at runtime (core/dra/explain_errors.py) is no lack of devices: ranked with `selector`
+# (the pod's own selectors keep it off the GPUs), never `capacity`
+EXPLANATION_KINDS["selector-error"] = "selector-error"
+CAUSE_RANK["selector-error"] = 1
 CLAIM_ELSEWHERE = "selector"  # an allocated claim of the pod pins it to other nodes (its nodeSelector)
 # objects whose change may change any answer (classes select devices, templates make claims, taint rules taint
 # devices anywhere): a record writing one drops every kept answer (rare: objects over time, issue 22)

@@ -57,6 +57,7 @@ from .simulation.capacity import POLICIES, FitMemo, SimNode, Simulation, StaticM
 from .simulation.loop_snapshot import absorb_placing, unschedulable_only
 from .simulation.nodes import absorb, node_ready_for, sim_ready_nodes, sim_upcoming_nodes
 from .simulation.nominated import expendable, waiting_for_preemption
+from .simulation.scheduler_errors import scheduler_error
 from .simulation.virtual_claims import MATERIALIZE, UNRESOLVED
 
 
@@ -189,6 +190,7 @@ class Autoscaler:
             (p for p in view.pending_pods()
              if p.condition is not None and p.condition.reason == "Unschedulable" and p.key not in nominated
              and (self.kubernetes is None or not expendable(p))  # --expendable-pods-priority-cutoff
+             and not scheduler_error(p, self.kubernetes)  # upstream: SchedulerError, not listed (selector errors)
              and consumed_request(p.manifest) is None),  # consumers wait for their request's capacity
             key=lambda p: (-p.priority, p.created_offset),
         )

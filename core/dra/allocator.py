@@ -27,13 +27,15 @@ count as consumed while a share is committed (fixed for 1.37); counter availabil
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from .allocated import AllocatedState
 from .explain import Explainer, Explanation, Relax
+from .explain_errors import selector_error
 from .model import Claim, Device, DeviceClass, Node, Slice
 from .pools import SliceIndex
-from .prepare import AllocationError, Features, NodeContext, Preparer, SelectorMatcher
+from .prepare import AllocationError, Features, NodeContext, Preparer, SelectorFailed, SelectorMatcher
 from .result import AllocationOutcome, allocation
 from .search import Search, SearchBudgetExceeded, SearchOptions
 
@@ -103,6 +105,8 @@ class Allocator:
                 n = len(allocations)
                 return AllocationOutcome("allocated", f"allocated {n} claim{'s' if n != 1 else ''} on node {node.name}",
                                          allocations, [], self._stats(search))
+        except SelectorFailed as exc:  # a selector that fails to evaluate: upstream's error, explained
+            return AllocationOutcome("error", str(exc), {}, [selector_error(exc, pending[0].key)], self._stats(search))
         except AllocationError as exc:
             return AllocationOutcome("error", str(exc), {}, [], self._stats(search))
         except SearchBudgetExceeded:
@@ -151,12 +155,13 @@ class Allocator:
         stats["explain_allocate_one_calls"] = 0
 
         def feasible(subset: list[Claim], relax: Relax) -> bool:
-            prep = Preparer(ctx, self._classes, self._matcher, self._cache, self.features)
+            features = dataclasses.replace(self.features, device_taints=False) if relax.ignore_taints else self.features
+            prep = Preparer(ctx, self._classes, self._matcher, self._cache, features)
             options = SearchOptions(ignore_counters=relax.ignore_counters, ignore_capacity=relax.ignore_capacity,
                                     max_calls=EXPLAIN_MAX_CALLS)
             search: Search | None = None
             try:
-                search = Search(ctx, prep.prepare(subset), prep, self.features, options)
+                search = Search(ctx, prep.prepare(subset), prep, features, options)
                 return search.run()
             except (AllocationError, SearchBudgetExceeded):
                 return False

@@ -22,7 +22,7 @@ wrong shape).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -50,9 +50,21 @@ class Explanation:
 class Relax:
     ignore_counters: bool = False
     ignore_capacity: bool = False
+    ignore_taints: bool = False  # devices' NoSchedule/NoExecute taints (DRADeviceTaints) not checked
+
+
+# What keeps requests that each fit alone from fitting together, tried in this order: the first relaxation
+# under which they fit names the cause (issue 23: two one-GPU requests beside 7 tainted GPUs of 8 are a
+# `taint` problem, as one request with count 2 already said; two MIG requests whose partitions overlap in
+# the GPU's shared counters are `counters`). None fits under one: all of them together, then `capacity`.
+RELAXATIONS = (("taint", Relax(ignore_taints=True)), ("counters", Relax(ignore_counters=True)),
+               ("consumable-capacity", Relax(ignore_capacity=True)))
+ALL_RELAXED = Relax(ignore_counters=True, ignore_capacity=True, ignore_taints=True)
 
 
 Feasible = Callable[[list[Claim], Relax], bool]
+# how far a request alone got, by the kind of its explanation (for firstAvailable's closest alternative)
+PROGRESS = {"capacity": 1, "incomplete-pool": 2, "taint": 3, "consumable-capacity": 4, "counters": 4}
 
 
 def _alone(claim: Claim, request: Request, sub_index: int | None) -> Claim:
@@ -121,11 +133,11 @@ class Explainer:
                 claim = claims[i]
                 m, f = self._claim_counts(claim)
                 others = ", ".join(c.key for c in claims[:i])
+                kind, why = self._together(list(claims[: i + 1]), f, m)
                 out.append(Explanation(
-                    claim.key, None, "capacity",
+                    claim.key, None, kind,
                     f"claim {claim.key} can be allocated on node {self.ctx.node.name} on its own, but not together "
-                    f"with {others}: together they need more devices than are free ({f} free of {m} matching)",
-                    m, f))
+                    f"with {others}: {why}", m, f))
                 return out
         return out
 
@@ -151,23 +163,89 @@ class Explainer:
                     break
                 failed.append(rd)
             else:
-                out.extend(self._request(claim, request, rd) for rd in failed)
+                out.append(self._closest(claim, request, failed))
         if out:
             return out
         bare = dataclasses.replace(claim, constraints=())
         if not self.feasible([bare], Relax()):
             m, f = self._claim_counts(claim)
             need = sum(min(rd.num for rd in ch) for ch in cd.choices)
-            return [Explanation(claim.key, None, "capacity",
+            kind, why = self._together([bare], f, m, need)
+            return [Explanation(claim.key, None, kind,
                                 f"each request of claim {claim.key} fits on node {self.ctx.node.name} alone, but "
-                                f"together they need {need} devices and not enough are free "
-                                f"({f} free of {m} matching)", m, f)]
+                                f"{why}", m, f)]
         for k in range(len(claim.constraints)):
             partial = dataclasses.replace(claim, constraints=claim.constraints[: k + 1])
             if not self.feasible([partial], Relax()):
                 return [self._topology(claim, cd.choices, k)]
         return [Explanation(claim.key, None, "capacity",
                             f"claim {claim.key} cannot be allocated on node {self.ctx.node.name}", 0, 0)]
+
+    def _closest(self, claim: Claim, request: Request, failed: list[ReqData]) -> Explanation:
+        """The explanation of a request none of whose alternatives fits alone: for `firstAvailable`, the
+        alternative that came closest (the furthest through matching < free < tolerated < counters and
+        capacity; the first of equals), not the first one, which may simply match nothing."""
+        found = [self._request(claim, request, rd) for rd in failed]
+        if len(found) == 1:
+            return found[0]
+        best = max(range(len(found)), key=lambda i: (PROGRESS.get(found[i].kind, 0), found[i].matching > 0,
+                                                      found[i].free, -i))
+        chosen = found[best]
+        others = "; ".join(f"{rd.name}: {'no device matches' if e.matching == 0 else e.kind}"
+                           for rd, e in zip(failed, found, strict=True) if e is not chosen)
+        return dataclasses.replace(chosen, message=f"{chosen.message} (the closest of {len(found)} alternatives of "
+                                                   f"firstAvailable; the others: {others})")
+
+    def _together(self, subset: list[Claim], free: int, matching: int, need: int | None = None) -> tuple[str, str]:
+        """(kind, text) for claims or requests that each fit alone but not together: which check, once
+        relaxed, lets them fit (RELAXATIONS)."""
+        devices = f"{need} devices" if need is not None else "more devices than are free"
+        counts = f"({free} free of {matching} matching)"
+        candidates = [kind for kind, _ in RELAXATIONS if kind != "taint" or self.prep.features.device_taints]
+        for kind, relax in RELAXATIONS:
+            if kind in candidates and self.feasible(subset, relax):
+                return kind, self._together_text(kind, subset, devices, counts)
+        if self.feasible(subset, ALL_RELAXED):  # several checks at once: name the first that is involved
+            pairs = self._free_matching(subset)
+            involved = {"taint": any(untolerated(c.device, rd.sub.tolerations) for rd, c in pairs),
+                        "counters": any(c.counters for _, c in pairs), "consumable-capacity": True}
+            for kind in candidates:
+                if involved[kind]:
+                    return kind, self._together_text(kind, subset, devices, counts) + " (and other checks as well)"
+        return "capacity", f"together they need {devices} and not enough are free {counts}"
+
+    def _free_matching(self, subset: list[Claim]) -> list[tuple[ReqData, Cand]]:
+        """(request, device) for every free device matching some request (any alternative) of the claims."""
+        out: list[tuple[ReqData, Cand]] = []
+        for cd in self.prep.prepare(subset):
+            for choices in cd.choices:
+                for rd in choices:
+                    out.extend((rd, c) for c in self._counts(rd)[1])
+        return out
+
+    def _together_text(self, kind: str, subset: list[Claim], devices: str, counts: str) -> str:
+        pairs = self._free_matching(subset)
+        if kind == "taint":
+            tainted = {c.index for rd, c in pairs if untolerated(c.device, rd.sub.tolerations)}
+            taints = sorted({f"{t.key}={t.value}:{t.effect}" for rd, c in pairs
+                             for t in untolerated(c.device, rd.sub.tolerations)})
+            return (f"together they need {devices} {counts}: {len(tainted)} of the free ones have taints the "
+                    f"requests do not tolerate ({', '.join(taints)})")
+        if kind == "counters":
+            return (f"together they need {devices} {counts}: the shared counters left in their pool "
+                    f"({self._counters_short(c for _, c in pairs)}) cannot cover all of them")
+        return (f"together they need {devices} {counts}: the devices' remaining consumable capacity cannot "
+                "cover all of them")
+
+    def _counters_short(self, cands: Iterable[Cand]) -> str:
+        """The counters that keep some of these devices out (less left than the device consumes)."""
+        need: dict[int, Fraction] = {}
+        for c in cands:
+            for k, amount in c.counters:
+                need[k] = max(need.get(k, Fraction(0)), amount)
+        avail = self.ctx.counter_available
+        return ", ".join(f"{self.ctx.counter_names[k]}={format_quantity(max(avail[k], Fraction(0)))}"
+                         for k in sorted(need, key=lambda k: self.ctx.counter_names[k]) if avail[k] < need[k]) or "none"
 
     def _request(self, claim: Claim, request: Request, rd: ReqData) -> Explanation:
         node = self.ctx.node.name

@@ -44,6 +44,23 @@ class AllocationError(Exception):
     """Invalid input the allocator detects (upstream `Allocate` returns an error)."""
 
 
+class SelectorFailed(AllocationError):
+    """A selector that fails to evaluate on a device the search reached (upstream `selectorsMatch` returns
+    "claim <ns/name>: selector #<i>: CEL runtime error: <reason>", or "class <name>: ..." for a class
+    selector; "CEL compile error" for one that does not compile). Carries what an explanation needs
+    (core/dra/explain_errors.py); the message stays dralab's own."""
+
+    def __init__(self, message: str, where: str, index: int, device: str, cause: BaseException) -> None:
+        super().__init__(message)
+        self.where = where  # "claim ns/name" or "class name", upstream's prefix
+        self.index = index  # the selector's position in its list
+        self.device = device  # driver/pool/device it failed on
+        self.reason = str(getattr(cause, "reason", cause))  # the CEL library's words ("no such key: index")
+        self.compile = getattr(cause, "kind", "runtime") == "compile"
+        self.claim = ""  # the claim being allocated (set by Preparer.selectable)
+        self.request = ""  # its request ("req" or "req/sub")
+
+
 @dataclass(frozen=True)
 class Features:
     """The allocator's optional features (upstream `structured.Features`); all on by default, the set
@@ -210,9 +227,10 @@ class Preparer:
         except AllocationError:
             raise
         except Exception as exc:  # the matcher's error (SelectorError): a clear message, upstream's prefix
-            raise AllocationError(f"{where}: selector #{i}: {exc}") from exc
+            raise SelectorFailed(f"{where}: selector #{i}: {exc}", where, i, str(device.id), exc) from exc
         if not isinstance(result, bool):
-            raise AllocationError(f"{where}: selector #{i}: expression {expression!r} did not return a bool")
+            raise SelectorFailed(f"{where}: selector #{i}: expression {expression!r} did not return a bool", where, i,
+                                 str(device.id), ValueError(f"expression {expression!r} did not return a bool"))
         self.cache[key] = result
         return result
 
@@ -223,6 +241,15 @@ class Preparer:
         hit = self._selectable.get(key)
         if hit is not None:
             return hit
+        try:
+            ok = self._selectable_now(rd, cand)
+        except SelectorFailed as exc:
+            exc.claim, exc.request = exc.claim or self.claim_key(rd), exc.request or rd.name
+            raise
+        self._selectable[key] = ok
+        return ok
+
+    def _selectable_now(self, rd: ReqData, cand: Cand) -> bool:
         device = cand.device
         ok = True
         if device.binding_conditions and not self.features.binding_conditions:
@@ -241,7 +268,6 @@ class Preparer:
                     break
         if ok and not cand.node_ok:
             ok = False
-        self._selectable[key] = ok
         return ok
 
     def claim_key(self, rd: ReqData) -> str:

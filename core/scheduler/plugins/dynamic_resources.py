@@ -43,6 +43,7 @@ EXPLANATION_CAUSE = {
     "incomplete-pool": "not-ready",
     "invalid-pool": "not-ready",
     "no-class": "missing",
+    "selector-error": "selector-error",  # a selector failing at runtime (core/dra/explain_errors.py)
 }
 
 
