@@ -52,7 +52,7 @@ def test_pending_pods_are_grouped_by_cause_with_what_to_do(capsys: pytest.Captur
     report, _ = drawn(load(PICTURE))
     groups = group_by_cause(report)
     assert [(g["cause"], g["count"], g["pods"]) for g in groups] == [
-        ("capacity", 1, ["ml/mig4"]), ("gated", 1, ["ml/queued"]), ("missing", 1, ["ml/lost"]),
+        ("counters", 1, ["ml/mig4"]), ("gated", 1, ["ml/queued"]), ("missing", 1, ["ml/lost"]),
         ("selector", 1, ["ml/pinned"]), ("topology", 1, ["ml/train"])]
     assert all(g["advice"] == CAUSES[g["cause"]].remedy and g["meaning"] == CAUSES[g["cause"]].meaning
                for g in groups)
@@ -81,7 +81,7 @@ def test_the_table_ends_with_the_groups(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["audit", "-f", str(PICTURE)]) == 0
     out = capsys.readouterr().out.splitlines()
     at = out.index("pending by cause:")
-    assert out[at + 1] == "  capacity: 1 pod (ml/mig4)" and out[at + 9] == "  topology: 1 pod (ml/train)"
+    assert out[at + 1] == "  counters: 1 pod (ml/mig4)" and out[at + 9] == "  topology: 1 pod (ml/train)"
 
 
 # ---------------------------------------------------------------- the picture

@@ -1750,7 +1750,7 @@ def test_explanations_for_prioritized_lists_and_requests_together() -> None:
     out = run(one, [claim("claim-0", first("req-0", sub("subReq-0", count=2), sub("subReq-1", "class-b")))])
     # issue 23: the alternative that came closest (one device matches subReq-0, none subReq-1), not each one
     assert [(e.request, e.kind, e.matching) for e in out.explanations] == [("req-0/subReq-0", "capacity", 1)]
-    assert "the others: req-0/subReq-1: capacity" in out.explanations[0].message
+    assert "the others: req-0/subReq-1: no device matches" in out.explanations[0].message
     out = run(one, [claim("claim-0", req("req-0"), req("req-1"))])
     [e] = out.explanations
     assert (e.kind, e.request) == ("capacity", None) and "together they need 2 devices" in e.message
