@@ -1,18 +1,20 @@
 """Reading a live cluster through `kubectl`: which kinds it serves, then one `kubectl get ... -A -o yaml`.
 
-The kubectl plugin (cli/kubectl_plugin.py) needs the current context's objects as the dump `dralab audit -f`
-reads. kubectl does the talking (auth plugins, kubeconfig, proxies are its business); this module only runs it:
-as a list of arguments (no shell), with a timeout, and turns every way it can fail (not installed, exit status,
-a timeout, output that is not a YAML List) into one InputError that says which command failed and why (exit 2).
+The kubectl plugin (cli/kubectl_plugin.py) needs the current context's objects as the dump `dralab audit -f` reads.
+kubectl does the talking (auth plugins, kubeconfig, proxies are its business); this module only runs it: as a list
+of arguments (no shell), with a timeout, and turns every way it can fail (not installed, exit status, a timeout,
+output that is not a YAML List) into one InputError that says which command failed and why (exit 2).
 
-Kinds a server does not serve are left out, not refused: an older cluster has no DeviceTaintRules, one without
-the scheduler-plugins CRD no `podgroups.scheduling.x-k8s.io`. `kubectl api-resources -o name` says what is
-served; a kind requested by its full name (`resourceslices.resource.k8s.io`) cannot be confused with another
-group's (`workloads.kueue.x-k8s.io` is not `workloads.scheduling.k8s.io`). api-resources exits 1 when an
-aggregated API is down ("unable to retrieve the complete list of server APIs: metrics.k8s.io/v1beta1: ..."),
-with the groups it could read on stdout; that is a warning here, not an error (kubectl itself carries on the same
-way, k8s.io/client-go discovery ErrGroupDiscoveryFailed). A kind that disappears between the two calls
-(`error: the server doesn't have a resource type "x"`) is dropped and the get retried once per such kind.
+Kinds a server does not serve are left out, not refused: an older cluster has no DeviceTaintRules, one without the
+scheduler-plugins CRD no `podgroups.scheduling.x-k8s.io`. `kubectl api-resources -o name` says what is served
+(`--verbs=list`: what `get -A` can list); a kind requested by its full name (`resourceslices.resource.k8s.io`)
+cannot be confused with another group's (`workloads.kueue.x-k8s.io` is not `workloads.scheduling.k8s.io`).
+api-resources exits 1 when an aggregated API is down ("unable to retrieve the complete list of server APIs:
+metrics.k8s.io/v1beta1: ..."), having printed the groups it could read: kubernetes/kubernetes
+staging/src/k8s.io/kubectl/pkg/cmd/apiresources/apiresources.go, RunAPIResources prints what
+ServerPreferredResources returned and then returns its error. That is a warning here, not an error. A kind that
+disappears between the two calls (`error: the server doesn't have a resource type "x"`) is dropped and the get
+retried once per such kind.
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ class Kubectl:
             raise InputError(f"{self.binary}: cannot be run: {exc.strerror or exc}") from None
 
     def served(self) -> set[str]:
-        """The resource names the server serves (`kubectl api-resources -o name`)."""
-        command = ["api-resources", "-o", "name"]
+        """The resource names the server serves for listing (`kubectl api-resources -o name --verbs=list`)."""
+        command = ["api-resources", "-o", "name", "--verbs=list"]
         done = self.run(command)
         names = {line.strip() for line in done.stdout.splitlines() if line.strip()}
         if done.returncode != 0:

@@ -3,8 +3,9 @@
 Installed with the package as the console script `kubectl-dralab`; kubectl runs any `kubectl-<name>` on PATH as
 `kubectl <name>` (https://kubernetes.io/docs/tasks/extend-kubectl/kubectl-plugins/), passing the arguments after
 the plugin's name. kubectl refuses global flags before a plugin's name (`kubectl --context x dralab` is "flags
-cannot be placed before plugin name"), so `--context`, `--kubeconfig` and `-n` come after the command here, and
-this plugin hands them to every kubectl call it makes.
+cannot be placed before plugin name": kubernetes/kubernetes staging/src/k8s.io/kubectl/pkg/cmd/cmd.go,
+HandlePluginCommand), so `--context`, `--kubeconfig` and `-n` come after the command here, and this plugin hands
+them to every kubectl call it makes.
 
 What it does: `kubectl api-resources`, then one `kubectl get <kinds> --all-namespaces -o yaml`
 (cli/kubectl_get.py), written to a file (a temporary one, or `--save-dump FILE` to keep it), then the same code as

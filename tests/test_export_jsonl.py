@@ -181,3 +181,21 @@ def test_the_documented_jq_lines(run_log: Path) -> None:
     assert lag and all(int(n) >= 1 for n in lag)
     per = jq('select(.kind == "event") | .type', "--events")
     assert '"RunStarted"' in per
+
+
+def test_the_documented_pandas_lines(run_log: Path, tmp_path: Path) -> None:
+    """docs/log-format.md#json-lines: the pandas example reads what the text says."""
+    pd = pytest.importorskip("pandas")
+    per_event, per_record = tmp_path / "d.jsonl", tmp_path / "r.jsonl"
+    for path, flags in ((per_event, ["--events"]), (per_record, [])):
+        with path.open("wb") as out:
+            subprocess.run([sys.executable, "-m", "dralab", "export", str(run_log), *flags], stdout=out, timeout=120,
+                           check=True)
+    df = pd.read_json(per_event, lines=True)
+    events = df[df.kind == "event"]
+    assert events.groupby(["source", "type"]).size()[("scheduler", "PodBound")] > 0
+    bound = pd.json_normalize(events[events.type == "PodBound"]["event"].tolist())
+    assert list(bound.columns) == ["type", "pod", "node"]
+    records = [r for r in map(json.loads, per_record.read_text().splitlines()) if r["kind"] == "record"]
+    flat = pd.json_normalize(records, record_path="events", meta=["offset", "t", "source", "view"])
+    assert len(flat) == len(events) and set(flat["type"]) == set(events["type"])

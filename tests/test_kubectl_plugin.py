@@ -65,7 +65,7 @@ def test_audit_reads_every_kind_with_the_connection_flags_and_answers_as_dralab_
     assert json.loads(proc.stdout) == json.loads(direct.stdout)  # the same code on the same objects
     calls = cluster.calls()
     assert [c[0] for c in calls] == ["api-resources", "get"]
-    assert calls[0] == ["api-resources", "-o", "name", "--context=prod", "--kubeconfig=/k/config"]
+    assert calls[0] == ["api-resources", "-o", "name", "--verbs=list", "--context=prod", "--kubeconfig=/k/config"]
     get = calls[1]
     assert get[2:] == ["--all-namespaces", "-o", "yaml", "--context=prod", "--kubeconfig=/k/config"]
     names = get[1].split(",")
@@ -177,7 +177,8 @@ def test_kubectl_failing_says_the_command_and_its_message(tmp_path: Path) -> Non
     assert "`kubectl get nodes,pods," in proc.stderr and "--context=prod` failed with exit status 1" in proc.stderr
     assert "error: You must be logged in to the server (Unauthorized)" in proc.stderr
     proc = cluster.run("audit", STANDIN_FAIL="api-resources:1:error: dial tcp 10.0.0.1:6443: connect: refused")
-    assert proc.returncode == 2 and "`kubectl api-resources -o name` failed with exit status 1" in proc.stderr
+    assert proc.returncode == 2
+    assert "`kubectl api-resources -o name --verbs=list` failed with exit status 1" in proc.stderr
 
 
 def test_output_that_is_not_a_list_is_exit_2(tmp_path: Path) -> None:
