@@ -221,3 +221,26 @@ def test_bad_options_are_refused_before_kubectl_runs(tmp_path: Path) -> None:
 def test_the_installed_script_runs() -> None:
     proc = subprocess.run(["kubectl-dralab", "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("kubectl-dralab ")
+
+
+DUMPS = sorted([*(FIXTURES / "audit").glob("*.yaml"), *(FIXTURES / "podgroups").glob("*.yaml"),
+                FIXTURES / "dra" / "kubectl-list.yaml", TOPOLOGY])
+
+
+@pytest.mark.parametrize("dump", DUMPS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_recorded_dump_audits_the_same_through_kubectl(dump: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """What the plugin asks kubectl for is every kind the audit reads: served back by kind, each recorded dump
+    gives the audit `dralab audit -f` gives (the stand-in serves only the kinds asked for)."""
+    from dralab.cli import main as dralab_main
+    from dralab.kubectl_plugin import main as plugin_main
+
+    cluster = Cluster(tmp_path, dump)
+    for key in ("PATH", "STANDIN_CALLS", "STANDIN_DUMP"):
+        monkeypatch.setenv(key, cluster.env[key])
+    code = plugin_main(["audit", "-o", "json"])
+    through, err = capsys.readouterr()
+    direct_code = dralab_main(["audit", "-f", str(dump), "-o", "json"])
+    direct, direct_err = capsys.readouterr()
+    assert (code, through) == (direct_code, direct), (err, direct_err)
