@@ -19,14 +19,13 @@ retried once per such kind.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import yaml
 
 from .inputs import InputError
 
@@ -71,17 +70,26 @@ class Kubectl:
         """The command line as run (for messages)."""
         return " ".join([self.binary, *args, *self.flags()])
 
-    def run(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        """`kubectl ARGS` with the connection flags, its output captured; InputError when it cannot run."""
+    def run(self, args: Sequence[str], out: str | None = None) -> subprocess.CompletedProcess[str]:
+        """`kubectl ARGS` with the connection flags, its stderr (and stdout, or into the file `out`: a large
+        cluster's List is not held here twice) captured; InputError when it cannot run."""
         argv = [self.binary, *args, *self.flags()]
         shown = self.shown(args)
         try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s, check=False,
-                                  stdin=subprocess.DEVNULL)
-        except FileNotFoundError:
+            if out is None:
+                return subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s, check=False,
+                                      stdin=subprocess.DEVNULL)
+            with open(out, "wb") as sink:
+                return subprocess.run(argv, stdout=sink, stderr=subprocess.PIPE, text=True, timeout=self.timeout_s,
+                                      check=False, stdin=subprocess.DEVNULL)
+        except FileNotFoundError as exc:
+            if out is not None and exc.filename == out:
+                raise InputError(f"{out}: cannot write the cluster's objects: {exc.strerror}") from None
             raise InputError(f"{self.binary}: not found (is kubectl installed and on PATH? --kubectl names "
                              "another binary)") from None
-        except PermissionError:
+        except PermissionError as exc:
+            if out is not None and exc.filename == out:
+                raise InputError(f"{out}: cannot write the cluster's objects: {exc.strerror}") from None
             raise InputError(f"{self.binary}: cannot be run (permission denied)") from None
         except subprocess.TimeoutExpired:
             raise InputError(f"`{shown}` did not finish within {self.timeout_s:g}s (--kubectl-timeout)") from None
@@ -99,13 +107,13 @@ class Kubectl:
             self.warnings.append(f"kubectl api-resources: {_last(done.stderr)} (the kinds it could list are read)")
         return names
 
-    def get(self, names: Sequence[str]) -> tuple[dict[str, Any], str]:
-        """`kubectl get NAMES -A -o yaml`: the List it prints, and the text; InputError when it fails or is not a
-        List."""
+    def get(self, names: Sequence[str], out: str) -> dict[str, Any]:
+        """`kubectl get NAMES -A -o yaml` into the file `out`, and the List it holds; InputError when kubectl fails
+        or prints no List."""
         wanted = list(names)
         while True:
             command = ["get", ",".join(wanted), "--all-namespaces", "-o", "yaml"]
-            done = self.run(command)
+            done = self.run(command, out)
             gone = _NO_TYPE.search(done.stderr) if done.returncode != 0 else None
             if gone and gone.group(1) in wanted and gone.group(1) not in REQUIRED and len(wanted) > 1:
                 wanted.remove(gone.group(1))  # withdrawn since api-resources: left out, said
@@ -113,7 +121,7 @@ class Kubectl:
                 continue
             if done.returncode != 0:
                 raise InputError(_failed(self.shown(command), done))
-            return parse_list(done.stdout, self.shown(command)), done.stdout
+            return parse_list(out, self.shown(command))
 
 
 def _last(stderr: str) -> str:
@@ -129,26 +137,31 @@ def _failed(command: str, done: subprocess.CompletedProcess[str]) -> str:
     return f"`{command}` failed with exit status {done.returncode}: {said}"
 
 
-def parse_list(text: str, what: str) -> dict[str, Any]:
-    """kubectl's `-o yaml` output for several kinds: one `kind: List` with `items`; InputError naming `what` and
-    the line when it is not."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: dumps are large
+def parse_list(path: str, what: str) -> dict[str, Any]:
+    """kubectl's `-o yaml` output for several kinds, in the file at `path`: one `kind: List` with `items`, read
+    as every manifest is (core/kube/yaml_files.py: Kubernetes' YAML, timestamps kept as strings, dralab's file
+    size limit for dumps); InputError naming `what` and the line when it is not."""
+    from dralab.core.dra.api import MAX_FILE_BYTES
+    from dralab.core.kube.yaml_files import YamlError, load_yaml_file
+
+    size = os.path.getsize(path)
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"`{what}` printed {size} bytes, over the {MAX_FILE_BYTES >> 20} MiB dralab reads from one "
+                         "dump (core/dra/api.py MAX_FILE_BYTES)")
     try:
-        doc = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader (C or Python), never the full Loader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"`{what}` printed output that is not YAML{where}: {problem}") from None
+        doc = load_yaml_file(path, max_bytes=MAX_FILE_BYTES)
+    except YamlError as exc:
+        where = f" at line {exc.line}, column {exc.column}" if exc.line is not None else ""
+        raise InputError(f"`{what}` printed output that is not YAML dralab reads{where}: {exc.message}") from None
     if not isinstance(doc, dict) or doc.get("kind") != "List" or not isinstance(doc.get("items", []), list):
         got = f"kind {doc.get('kind')!r}" if isinstance(doc, dict) else type(doc).__name__
         raise InputError(f"`{what}` printed {got}, expected a `kind: List` with `items`")
-    doc["items"] = [item for item in doc.get("items") or [] if item is not None]
     return doc
 
 
-def read_cluster(kubectl: Kubectl, kinds: Sequence[tuple[str, str]]) -> tuple[dict[str, Any], str]:
-    """The cluster's objects of `kinds` that the server serves: one List, and kubectl's text of it."""
+def read_cluster(kubectl: Kubectl, kinds: Sequence[tuple[str, str]], out: str) -> dict[str, Any]:
+    """The cluster's objects of `kinds` that the server serves, written to the file `out` as kubectl printed them;
+    the List they make."""
     served = kubectl.served()
     names = [resource_name(p, g) for p, g in kinds]
     missing = [n for n in names if n in REQUIRED and n not in served]
@@ -159,7 +172,7 @@ def read_cluster(kubectl: Kubectl, kinds: Sequence[tuple[str, str]]) -> tuple[di
     skipped = [n for n in names if n not in served]
     if skipped:
         kubectl.warnings.append(f"not served by the cluster, left out: {', '.join(skipped)}")
-    return kubectl.get(present)
+    return kubectl.get(present, out)
 
 
 def warn(lines: Sequence[str]) -> None:

@@ -88,35 +88,40 @@ def only_namespace(doc: dict[str, Any], namespace: str, command: str) -> tuple[d
     return {**doc, "items": kept}, len(doc["items"]) - len(kept)
 
 
-def _write_dump(doc: dict[str, Any], text: str | None, path: str) -> None:
-    """kubectl's text as it printed it, or (filtered) `doc` dumped again."""
+def _write_dump(doc: dict[str, Any], path: str) -> None:
+    """`doc` (the List narrowed to a namespace) over kubectl's text at `path`."""
     import yaml
 
-    if text is None:
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        text = yaml.dump(doc, Dumper=dumper, sort_keys=False)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.dump(doc, f, Dumper=dumper, sort_keys=False)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the cluster's objects: {exc.strerror or exc}") from None
 
 
 def fetch(opts: argparse.Namespace, command: str, path: str) -> None:
     """The cluster's objects for `command`, written to `path` (the namespace filter applied)."""
     kubectl = Kubectl(opts.kubectl, opts.context, opts.kubeconfig, opts.kubectl_timeout)
     try:
-        doc, text = read_cluster(kubectl, ALLOCATE_KINDS if command == "allocate" else CLUSTER_KINDS)
-        out: str | None = text
+        doc = read_cluster(kubectl, ALLOCATE_KINDS if command == "allocate" else CLUSTER_KINDS, path)
         if opts.namespace:
             doc, dropped = only_namespace(doc, opts.namespace, command)
-            out = None if dropped else text
-            what = "unallocated claims" if command == "allocate" else "pending pods"
             if dropped:
+                _write_dump(doc, path)
+                what = "unallocated claims" if command == "allocate" else "pending pods"
                 kubectl.warnings.append(f"-n {opts.namespace}: {dropped} {what} of other namespaces left out")
     finally:
         warn(kubectl.warnings)
+
+
+def _save(dump: str, path: str) -> None:
+    import shutil
+
     try:
-        _write_dump(doc, out, path)
+        shutil.copyfile(dump, path)
     except OSError as exc:
-        raise InputError(f"{path}: cannot write the cluster's objects: {exc.strerror or exc}") from None
+        raise InputError(f"--save-dump {path}: cannot write: {exc.strerror or exc}") from None
 
 
 _PLACEHOLDER = "<the cluster's objects>"
@@ -180,12 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = command_args(command, passed)
         except SystemExit as exc:  # argparse said what is wrong (or printed help: exit 0)
             return int(exc.code or 0)
-        if opts.save_dump:
-            fetch(opts, command, opts.save_dump)
-            return run_command(args, opts.save_dump, opts.save_dump)
         with tempfile.TemporaryDirectory(prefix="kubectl-dralab-") as tmp:
             dump = os.path.join(tmp, "cluster.yaml")
             fetch(opts, command, dump)
+            if opts.save_dump:  # written once kubectl succeeded: a failed read leaves FILE as it was
+                _save(dump, opts.save_dump)
+                return run_command(args, opts.save_dump, opts.save_dump)
             return run_command(args, dump, "the cluster's objects (kubectl get; keep them with --save-dump FILE)")
     except InputError as exc:
         sys.stderr.write(f"kubectl-dralab: error: {exc}\n")

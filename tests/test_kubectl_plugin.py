@@ -141,6 +141,10 @@ def test_a_namespace_narrows_the_pods_asked_about_not_the_cluster_state(tmp_path
     assert ("Pod", "system", "agent") in kept and ("Pod", "team-b", "big") not in kept
     again = dralab("audit", "-f", str(saved), "-o", "json")  # the saved dump reads again offline
     assert json.loads(again.stdout) == one
+    assert "creationTimestamp: '2025-11-03T08:00:00Z'" in saved.read_text()  # a string still, not a datetime
+    before = saved.read_text()
+    failed = cluster.run("audit", "--save-dump", str(saved), STANDIN_FAIL="get:1:error: Unauthorized")
+    assert failed.returncode == 2 and saved.read_text() == before  # a failed read leaves the file as it was
 
 
 def test_whatif_schedule_and_allocate_run_through_the_plugin(tmp_path: Path) -> None:
@@ -184,7 +188,9 @@ def test_kubectl_failing_says_the_command_and_its_message(tmp_path: Path) -> Non
 def test_output_that_is_not_a_list_is_exit_2(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, TOPOLOGY)
     proc = cluster.run("audit", STANDIN_STDOUT="items: [a, b\n  c: {\n")
-    assert proc.returncode == 2 and "printed output that is not YAML at line" in proc.stderr
+    assert proc.returncode == 2 and "printed output that is not YAML dralab reads at line 2, column 4" in proc.stderr
+    proc = cluster.run("audit", STANDIN_STDOUT="apiVersion: v1\nkind: List\nitems: []\nkind: List\n")
+    assert proc.returncode == 2 and "duplicate key `kind`" in proc.stderr  # read as Kubernetes reads YAML
     proc = cluster.run("audit", STANDIN_STDOUT="apiVersion: v1\nkind: Pod\n")
     assert proc.returncode == 2 and "printed kind 'Pod', expected a `kind: List`" in proc.stderr
 
@@ -244,3 +250,16 @@ def test_every_recorded_dump_audits_the_same_through_kubectl(dump: Path, tmp_pat
     direct_code = dralab_main(["audit", "-f", str(dump), "-o", "json"])
     direct, direct_err = capsys.readouterr()
     assert (code, through) == (direct_code, direct), (err, direct_err)
+
+
+def test_a_list_over_the_dump_limit_is_refused_with_its_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dralab.core.dra import api
+    from dralab.inputs import InputError
+    from dralab.kubectl_get import parse_list
+
+    path = tmp_path / "list.yaml"
+    path.write_text("apiVersion: v1\nkind: List\nitems: []\n" + "#" * 2048 + "\n")
+    assert parse_list(str(path), "kubectl get x")["items"] == []
+    monkeypatch.setattr(api, "MAX_FILE_BYTES", 1024)
+    with pytest.raises(InputError, match=r"`kubectl get x` printed 2\d\d\d bytes, over the 0 MiB dralab reads"):
+        parse_list(str(path), "kubectl get x")
