@@ -153,10 +153,13 @@ def run_command(args: argparse.Namespace, dump: str, shown: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        sys.stderr.write(_usage() + "kubectl-dralab: error: a command is required\n")
+        return EXIT_INPUT
+    if argv[0] in ("-h", "--help"):
         sys.stdout.write(_usage())
         plugin_parser().print_help()
-        return 0 if argv else EXIT_INPUT
+        return 0
     if argv[0] == "--version":
         sys.stdout.write(f"kubectl-dralab {__version__}\n")
         return 0

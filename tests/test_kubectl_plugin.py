@@ -214,7 +214,7 @@ def test_a_slow_kubectl_times_out(tmp_path: Path) -> None:
 def test_bad_options_are_refused_before_kubectl_runs(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, TOPOLOGY)
     for args in (["audit", "-o", "html-please"], ["explode"], ["audit", "-n", "a", "-A"],
-                 ["audit", "--kubectl-timeout", "0"]):
+                 ["audit", "--kubectl-timeout", "0"], []):
         proc = cluster.run(*args)
         assert proc.returncode == 2, (args, proc.stderr)
     assert cluster.calls() == []
