@@ -26,6 +26,7 @@ from . import (
     audit_cmd,
     chaos_cmd,
     check_cmd,
+    export_cmd,
     record_cmd,
     replay_cmd,
     report_cmd,
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     chaos_cmd.add_parser(sub)
     trace_cmd.add_parser(sub)
     report_cmd.add_parser(sub)
+    export_cmd.add_parser(sub)
     return parser
 
 
@@ -301,6 +303,7 @@ COMMANDS = {
     **chaos_cmd.COMMANDS,
     **trace_cmd.COMMANDS,
     **report_cmd.COMMANDS,
+    **export_cmd.COMMANDS,
 }
 
 
