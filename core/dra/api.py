@@ -387,8 +387,9 @@ class InventoryBuilder:
         assert self.profile is not None
         served_check(api_version, kind, self.profile.version, path)
         self.profile.check_api(api_version, kind, path)  # beta: served only with runtime-config (KEP-3136)
+        converted = to_v1(obj, path)  # its errors name the file's own paths already
         try:
-            self._add_dra(to_v1(obj, path), path, file, kind)
+            self._add_dra(converted, path, file, kind)
         except FieldError as e:
             raise FieldError(path_in_file(e.path, api_version, kind), e.message) from None
 
