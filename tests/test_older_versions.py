@@ -314,3 +314,22 @@ def test_nvidia_v25_3_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert (pod["namespace"], pod["name"], pod["reason"], pod["closest"]["node"]) == (
         "gpu-test2", "pod", None, "gpu-node-1")
     assert (report["devices"]["total"], report["devices"]["free"]) == (2, 2)
+
+
+def test_schedule_and_the_dump_record_see_v1(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dralab schedule` places the v0.1.0 demo as upstream does (three GPUs: two from the template, one shared);
+    the record whatif folds carries the converted v1 manifests (core/analysis/dump.py)."""
+    from dralab.core.analysis.dump import dump_record
+    from dralab.core.log.events import ResourceSlicePublished
+
+    files = [str(OLDER / "example-driver-v0.1.0" / f)
+             for f in ("deviceclass.yaml", "cluster.yaml", "gpu-test1.yaml", "gpu-test4.yaml")]
+    code = main(["schedule", *[a for f in files for a in ("-f", f)]])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    bindings = yaml.safe_load(out)["bindings"]
+    devices = {r["device"] for b in bindings for c in b["claims"] for r in c["allocation"]["devices"]["results"]}
+    assert len(bindings) == 4 and {b["node"] for b in bindings} == {"kind-worker"} and len(devices) == 3
+    record = dump_record(load_objects(files, profile=profile())).record
+    [published] = [e for e in record.events if isinstance(e, ResourceSlicePublished)]
+    assert published.manifest["apiVersion"] == V1 and "basic" not in published.manifest["spec"]["devices"][0]
