@@ -333,3 +333,18 @@ def test_schedule_and_the_dump_record_see_v1(capsys: pytest.CaptureFixture[str])
     record = dump_record(load_objects(files, profile=profile())).record
     [published] = [e for e in record.events if isinstance(e, ResourceSlicePublished)]
     assert published.manifest["apiVersion"] == V1 and "basic" not in published.manifest["spec"]["devices"][0]
+
+
+def test_typed_list_of_an_older_version(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A ResourceSliceList (as the API returns it) in v1beta1: its items omit their type, and the dump's release
+    and runtime-config still see them (cli/dump_release.py)."""
+    cluster = yaml.safe_load_all((OLDER / "example-driver-v0.1.0" / "cluster.yaml").read_text())
+    node, resource_slice = list(cluster)
+    typed = tmp_path / "slices.yaml"
+    typed.write_text(yaml.safe_dump({"apiVersion": B1, "kind": "ResourceSliceList", "items": [
+        {k: v for k, v in resource_slice.items() if k not in ("apiVersion", "kind")}]}))
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump_all([node, device_class(V1)]))  # the list's items: the only v1beta1 objects
+    code, report, err = audit(capsys, str(typed), str(nodes))
+    assert code == 0, err
+    assert report["devices"]["total"] == 8
