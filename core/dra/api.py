@@ -15,6 +15,15 @@ In a file of several documents the path starts with ``documents[i]`` (0-based, e
 in a List, with ``items[i]``. Each object's manifest is kept as read, so fields dralab does not model
 round-trip: :func:`dump_objects` gives them back.
 
+Every document of every file is checked before the read fails: :class:`ManifestErrors` lists each refusal (one
+per document or List item). An object given twice with equal copies is read once; copies that differ are refused
+naming both places and the first field that differs (core/dra/merge.py).
+
+With a ``profile``, DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates of the older versions
+the release serves (``resource.k8s.io/v1beta1``, ``v1beta2``; beta, so with runtime-config) are converted to v1 as
+kube-apiserver converts them (core/dra/older.py) and kept in their v1 form; ``v1alpha3`` ones (1.31-1.33) are
+refused naming what the release serves.
+
 With a version ``profile`` (:mod:`dralab.core.kube.versions`), the scheduling.k8s.io objects are read as that
 release serves them: 1.35's v1alpha1 Workload as above; the 1.36/1.37 Workload, PodGroup and CompositePodGroup
 (v1alpha2, v1alpha3, v1beta1) checked and converted to the v1beta1 hub (:mod:`dralab.core.kube.podgroups`;
