@@ -348,3 +348,26 @@ def test_typed_list_of_an_older_version(capsys: pytest.CaptureFixture[str], tmp_
     code, report, err = audit(capsys, str(typed), str(nodes))
     assert code == 0, err
     assert report["devices"]["total"] == 8
+
+
+def test_nvidia_gpu_test6_selector_survives_conversion(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """gpu-test6's v1beta1 template puts its CEL selector on the request itself; converted, it sits under
+    `exactly` and still picks only an A100 with an even index: of gpu-0 and gpu-1, gpu-0."""
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "gpu-test6", "name": f"pod{i}"},
+         "spec": {"containers": [{"name": "ctr", "image": "ubuntu", "resources": {"claims": [{"name": "gpu"}]}}],
+                  "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "a100"}],
+                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+        for i in range(2)]))
+    files = [str(OLDER / "nvidia-v25.3.0" / f) for f in ("deviceclass-gpu.yaml", "cluster.yaml", "gpu-test6.yaml")]
+    inv = load_objects([*files, pods], profile=profile())
+    request = inv.templates["gpu-test6/a100"]["spec"]["spec"]["devices"]["requests"][0]
+    assert set(request) == {"name", "exactly"} and "lowerAscii" in request["exactly"]["selectors"][0]["cel"]["expression"]
+    code = main(["schedule", *[a for f in [*files, str(pods)] for a in ("-f", f)]])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = yaml.safe_load(out)
+    [bound] = result["bindings"]
+    assert [r["device"] for c in bound["claims"] for r in c["allocation"]["devices"]["results"]] == ["gpu-0"]
+    assert len(result["pending"]) == 1, result
