@@ -363,7 +363,8 @@ def test_nvidia_gpu_test6_selector_survives_conversion(capsys: pytest.CaptureFix
     files = [str(OLDER / "nvidia-v25.3.0" / f) for f in ("deviceclass-gpu.yaml", "cluster.yaml", "gpu-test6.yaml")]
     inv = load_objects([*files, pods], profile=profile())
     request = inv.templates["gpu-test6/a100"]["spec"]["spec"]["devices"]["requests"][0]
-    assert set(request) == {"name", "exactly"} and "lowerAscii" in request["exactly"]["selectors"][0]["cel"]["expression"]
+    assert set(request) == {"name", "exactly"}
+    assert "lowerAscii" in request["exactly"]["selectors"][0]["cel"]["expression"]
     code = main(["schedule", *[a for f in [*files, str(pods)] for a in ("-f", f)]])
     out, err = capsys.readouterr()
     assert code == 0, err
