@@ -105,7 +105,8 @@ class ManifestError(ScenarioError):
 class ManifestErrors(ManifestError):
     """Every refusal of a read (one per document or List item: an object's checks stop at its first error),
     in file and document order. ``file``, ``path`` and ``message`` are the first one's; ``str()`` is one line per
-    error (the first :data:`SHOWN`, then how many more), so the CLI's exit 2 lists them all."""
+    error, first line first (the first :data:`SHOWN`, then how many more), then ``(N errors)`` when there are
+    several, so the CLI's exit 2 lists them all."""
 
     SHOWN = 50
 
@@ -120,9 +121,9 @@ class ManifestErrors(ManifestError):
             return super().__str__()
         lines = [ManifestError.__str__(e) for e in errors[: self.SHOWN]]
         if len(errors) > self.SHOWN:
-            lines.append(f"... and {len(errors) - self.SHOWN} more errors")
+            lines.append(f"... and {len(errors) - self.SHOWN} more")
         if len(errors) > 1:
-            lines.insert(0, f"{len(errors)} errors:")
+            lines.append(f"({len(errors)} errors)")
         return "\n".join(lines)
 
 
