@@ -52,6 +52,10 @@ def _items(files: Sequence[str]) -> list[dict[str, Any]]:
             continue
         for doc in docs:
             items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+            if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and doc.get("kind") != "List" \
+                    and isinstance(doc.get("items"), list):  # a typed list (ResourceSliceList): its items omit type
+                items = [{"apiVersion": doc.get("apiVersion"), "kind": doc["kind"][:-4], **item}
+                         for item in doc["items"] if isinstance(item, dict)]
             if isinstance(items, list):
                 out.extend(item for item in items if isinstance(item, dict))
     return out

@@ -270,7 +270,7 @@ def _with(path: str, value: Any) -> dict[str, Any]:
     ([_with("metadata.name", "Train_0")], "items[1].metadata.name", ""),
     ([_with("apiVersion", "scheduling.x-k8s.io/v1beta1")], "items[1].apiVersion",
      "expected `scheduling.x-k8s.io/v1alpha1` (scheduler-plugins), got `scheduling.x-k8s.io/v1beta1`"),
-    ([POD_GROUP, POD_GROUP], "items[2].metadata.name", "duplicate PodGroup `default/train`"),
+    ([POD_GROUP, _with("spec.minMember", 1)], "items[2].metadata.name", "duplicate PodGroup `default/train`"),
     ([{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroupList",
        "items": [{"metadata": {"name": "pg"}, "spec": {"minMember": -1}}]}],
      "items[1].items[0].spec.minMember", "must be >= 1"),
@@ -289,10 +289,14 @@ def test_bad_pod_group_exits_2_with_file_and_field(capsys: pytest.CaptureFixture
 def test_duplicate_pod_group_across_files_and_documents(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
     one.write_text(yaml.safe_dump(POD_GROUP))
-    two.write_text(yaml.safe_dump_all([{**POD_GROUP, "metadata": {"name": "other"}}, POD_GROUP]))
+    two.write_text(yaml.safe_dump_all([{**POD_GROUP, "metadata": {"name": "other"}}, _with("spec.minMember", 1)]))
     code, out, err = run(capsys, "audit", "-f", str(one), "-f", str(two))
     assert code == 2 and out == ""
-    assert f"{two}: documents[1].metadata.name: duplicate PodGroup `default/train` (also in {one})" in err, err
+    assert (f"{two}: documents[1].metadata.name: duplicate PodGroup `default/train` (also in {one}), and the copies "
+            "differ: first at `spec.minMember`") in err, err
+    two.write_text(yaml.safe_dump_all([{**POD_GROUP, "metadata": {"name": "other"}}, POD_GROUP]))
+    code, out, err = run(capsys, "audit", "-f", str(one), "-f", str(two))
+    assert code == 0, err  # an equal copy: the same object, read once
 
 
 # --- schedule never binds part of a PodGroup gang ----------------------------------------------------------

@@ -1337,20 +1337,24 @@ def test_kinds_and_versions() -> None:
 
 
 def test_duplicate_names_name_both_places(tmp_path: Path) -> None:
+    # an equal copy is the same object, read once (issue 23: several files, one cluster); tests/test_older_versions.py
     first = write(tmp_path, "a.yaml", yaml.safe_dump(a_slice()))
-    second = write(tmp_path, "b.yaml", yaml.safe_dump_all([a_class(), a_slice()]))
+    second = write(tmp_path, "b.yaml", yaml.safe_dump_all([a_class(), a_slice(driver="other.example.com")]))
     with pytest.raises(ManifestError) as info:
         load_objects([first, second])
     err = info.value
     assert (err.file, err.path, err.message) == (
         str(second),
         "documents[1].metadata.name",
-        f"duplicate ResourceSlice `s` (also in {first})",
+        f"duplicate ResourceSlice `s` (also in {first}), and the copies differ: first at `spec.driver`",
     )
-    err = refusal(a_claim(), {"apiVersion": "v1", "kind": "List", "items": [a_claim()]}, file="c.yaml")
+    other = a_claim()
+    other["metadata"]["labels"] = {"x": "y"}
+    err = refusal(a_claim(), {"apiVersion": "v1", "kind": "List", "items": [other]}, file="c.yaml")
     assert (err.path, err.message) == (
         "documents[1].items[0].metadata.name",
-        "duplicate ResourceClaim `ml/c` (also in c.yaml: documents[0])",
+        "duplicate ResourceClaim `ml/c` (also in c.yaml: documents[0]), and the copies differ: first at "
+        "`metadata.labels`",
     )
     other_namespace = a_claim()
     other_namespace["metadata"]["namespace"] = "team-b"

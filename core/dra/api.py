@@ -15,6 +15,15 @@ In a file of several documents the path starts with ``documents[i]`` (0-based, e
 in a List, with ``items[i]``. Each object's manifest is kept as read, so fields dralab does not model
 round-trip: :func:`dump_objects` gives them back.
 
+Every document of every file is checked before the read fails: :class:`ManifestErrors` lists each refusal (one
+per document or List item). An object given twice with equal copies is read once; copies that differ are refused
+naming both places and the first field that differs (core/dra/merge.py).
+
+With a ``profile``, DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates of the older versions
+the release serves (``resource.k8s.io/v1beta1``, ``v1beta2``; beta, so with runtime-config) are converted to v1 as
+kube-apiserver converts them (core/dra/older.py) and kept in their v1 form; ``v1alpha3`` ones (1.31-1.33) are
+refused naming what the release serves.
+
 With a version ``profile`` (:mod:`dralab.core.kube.versions`), the scheduling.k8s.io objects are read as that
 release serves them: 1.35's v1alpha1 Workload as above; the 1.36/1.37 Workload, PodGroup and CompositePodGroup
 (v1alpha2, v1alpha3, v1beta1) checked and converted to the v1beta1 hub (:mod:`dralab.core.kube.podgroups`;
@@ -58,7 +67,9 @@ from ..kube.workloads import (
 from ..kube.yaml_files import YamlError, load_yaml_all
 from .claims import convert_claim, convert_pod, convert_template
 from .convert import convert_device_class, convert_node, convert_slice
+from .merge import first_difference
 from .model import Claim, Inventory
+from .older import path_in_file, served_check, to_v1
 from .taint_rules import KIND as TAINT_RULE_KIND
 from .taint_rules import convert_rule
 
@@ -68,6 +79,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "InventoryBuilder",
     "ManifestError",
+    "ManifestErrors",
     "claim_from_template",
     "dump_objects",
     "load_objects",
@@ -90,20 +102,53 @@ class ManifestError(ScenarioError):
     file is at fault, ``file:line:col: message`` for a YAML syntax error); the CLI exits 2 on it."""
 
 
+class ManifestErrors(ManifestError):
+    """Every refusal of a read (one per document or List item: an object's checks stop at its first error),
+    in file and document order. ``file``, ``path`` and ``message`` are the first one's; ``str()`` is one line per
+    error, first line first (the first :data:`SHOWN`, then how many more), then ``(N errors)`` when there are
+    several, so the CLI's exit 2 lists them all."""
+
+    SHOWN = 50
+
+    def __init__(self, errors: Sequence[ManifestError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(first.file, first.path, first.message, line=first.line, column=first.column)
+
+    def __str__(self) -> str:
+        errors = getattr(self, "errors", None)
+        if not errors:
+            return super().__str__()
+        lines = [ManifestError.__str__(e) for e in errors[: self.SHOWN]]
+        if len(errors) > self.SHOWN:
+            lines.append(f"... and {len(errors) - self.SHOWN} more")
+        if len(errors) > 1:
+            lines.append(f"({len(errors)} errors)")
+        return "\n".join(lines)
+
+
 def load_objects(paths: Sequence[str | os.PathLike[str]], *, profile: Profile | None = None) -> Inventory:
     """Read, check and convert every object in the files at ``paths`` (as ``profile``'s release serves them,
     when given).
 
-    Names must be unique within a kind (and namespace) across all the files. Raises :class:`ManifestError`.
+    An object given twice (in one file or several) is read once when both copies are equal, and refused naming
+    both places and the first field that differs when they are not (core/dra/merge.py). Every file is read and
+    every document checked before :class:`ManifestErrors` (a :class:`ManifestError`) lists all refusals.
     """
     builder = InventoryBuilder(profile)
     for path in paths:
         file = os.fspath(path)
-        docs = read_documents(file)
+        try:
+            docs = read_documents(file)
+        except ManifestError as e:
+            builder.errors.append(e)
+            continue
         if all(doc is None for doc in docs):
-            raise ManifestError(file, "", "the file holds no Kubernetes object")
+            builder.errors.append(ManifestError(file, "", "the file holds no Kubernetes object"))
+            continue
         builder.add_documents(docs, file)
     builder.finish()
+    builder.raise_errors()
     return builder.inventory
 
 
@@ -113,6 +158,7 @@ def parse_documents(docs: list[object], file: str = "<input>", *, profile: Profi
     builder = InventoryBuilder(profile)
     builder.add_documents(docs, file)
     builder.finish()
+    builder.raise_errors()
     return builder.inventory
 
 
@@ -211,7 +257,8 @@ class InventoryBuilder:
     def __init__(self, profile: Profile | None = None) -> None:
         self.inventory = Inventory()
         self.profile = profile
-        self._seen: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was first read
+        self._seen: dict[tuple[str, str], tuple[str, object]] = {}  # (kind, key) -> (where first read, the copy)
+        self.errors: list[ManifestError] = []  # every refusal so far (add_documents goes on past one)
         # with a profile: the groups whose priority admission resolves once every file is read, and the classes
         self._groups: list[tuple[dict[str, Any], str, str]] = []  # (hub, path, file)
         self._classes: list[dict[str, Any]] = []
@@ -224,9 +271,16 @@ class InventoryBuilder:
             try:
                 admit_priorities([(hub, path)], self._classes, self.profile, admitted=True)
             except FieldError as e:
-                raise ManifestError(file, e.path, e.message) from None
+                self.errors.append(ManifestError(file, e.path, e.message))
+
+    def raise_errors(self) -> None:
+        """Raise :class:`ManifestErrors` listing every refusal, if there was any."""
+        if self.errors:
+            raise ManifestErrors(self.errors) from None
 
     def add_documents(self, docs: Sequence[object], file: str) -> None:
+        """Add every document of ``file``; a refused one (or List item) is noted in :attr:`errors` and the rest
+        are still read, so that one run names every error of the input."""
         several = len(docs) > 1
         for i, doc in enumerate(docs):
             if doc is None:
@@ -239,7 +293,7 @@ class InventoryBuilder:
                     raise FieldError(_within(prefix, e.path), e.message) from None
                 self._add(data, prefix, file)
             except FieldError as e:
-                raise ManifestError(file, e.path, e.message) from None
+                self.errors.append(ManifestError(file, e.path, e.message))
 
     def _add(self, obj: object, path: str, file: str) -> None:
         if not isinstance(obj, dict):
@@ -255,6 +309,9 @@ class InventoryBuilder:
             self._add_list(obj, path, file, api_version, kind)
             return
         if kind in DRA_KINDS and group == DRA_GROUP:
+            if api_version != API_VERSION and self.profile is not None:
+                self._add_older(obj, path, file, api_version, kind)
+                return
             if api_version != API_VERSION:
                 raise FieldError(
                     join(path, "apiVersion"), f"expected `{API_VERSION}` (Kubernetes 1.35), got `{api_version}`"
@@ -263,15 +320,15 @@ class InventoryBuilder:
         elif kind in CORE_KINDS and api_version == "v1":
             self._add_core(obj, path, file, kind)
         elif kind == TAINT_RULE_KIND and group == DRA_GROUP:  # kept in `other`, checked (core/dra/taint_rules.py)
-            self._claim_name(kind, convert_rule(obj, path).name, path, file)
-            self.inventory.other.append(obj)
+            if self._claim_name(kind, convert_rule(obj, path).name, path, file, obj):
+                self.inventory.other.append(obj)
         elif kind == PDB_KIND and group == "policy":  # kept in `other`, its spec checked; a dump's status is the
             # disruption controller's and is read as written (scheduler/preemption.py view_budgets)
             if api_version != PDB_API_VERSION:
                 raise FieldError(join(path, "apiVersion"), f"expected `{PDB_API_VERSION}`, got `{api_version}`")
             meta = check_pdb({k: v for k, v in obj.items() if k != "status"}, path)["metadata"]
-            self._claim_name(kind, f"{meta['namespace']}/{meta['name']}", path, file)
-            self.inventory.other.append(obj)
+            if self._claim_name(kind, f"{meta['namespace']}/{meta['name']}", path, file, obj):
+                self.inventory.other.append(obj)
         elif self.profile is not None and self._scheduling(self.profile, obj, path, file, api_version, kind, group):
             pass
         elif kind == WORKLOAD_KIND and group == SCHEDULING_GROUP:
@@ -302,9 +359,9 @@ class InventoryBuilder:
             return False
         if kind == PRIORITY_CLASS_KIND and api_version == PRIORITY_CLASS_API_VERSION:
             pc = check_priority_class(obj, path)
-            self._claim_name(kind, pc["metadata"]["name"], path, file)
-            self._classes.append(pc)
-            self.inventory.other.append(pc)
+            if self._claim_name(kind, pc["metadata"]["name"], path, file, pc):
+                self._classes.append(pc)
+                self.inventory.other.append(pc)
             return True
         if kind not in SCHEDULING_KINDS:
             return False
@@ -314,7 +371,8 @@ class InventoryBuilder:
             return True
         hub = check_scheduling_object(obj, path, profile)
         meta = hub["metadata"]
-        self._claim_name(kind, f"{meta['namespace']}/{meta['name']}", path, file)
+        if not self._claim_name(kind, f"{meta['namespace']}/{meta['name']}", path, file, hub):
+            return True
         if kind != WORKLOAD_KIND:
             self._groups.append((hub, path, file))
         self.inventory.other.append(hub)
@@ -327,33 +385,49 @@ class InventoryBuilder:
             if item_kind is not None and isinstance(item, dict):
                 # The items of a typed list (ResourceSliceList, as the API returns it) omit their type.
                 item = {"apiVersion": api_version, "kind": item_kind, **item}
-            self._add(item, index(join(path, "items"), i), file)
+            try:
+                self._add(item, index(join(path, "items"), i), file)
+            except FieldError as e:  # one refused item: noted, the list's other items still read
+                self.errors.append(ManifestError(file, e.path, e.message))
+
+    def _add_older(self, obj: dict[str, Any], path: str, file: str, api_version: str, kind: str) -> None:
+        """A DRA object of an older served version (v1alpha3, v1beta1, v1beta2): refused unless the profile's
+        release serves it, converted to v1 as kube-apiserver converts it (core/dra/older.py), then read as v1;
+        an error names the path in the file as written."""
+        assert self.profile is not None
+        served_check(api_version, kind, self.profile.version, path)
+        self.profile.check_api(api_version, kind, path)  # beta: served only with runtime-config (KEP-3136)
+        converted = to_v1(obj, path)  # its errors name the file's own paths already
+        try:
+            self._add_dra(converted, path, file, kind)
+        except FieldError as e:
+            raise FieldError(path_in_file(e.path, api_version, kind), e.message) from None
 
     def _add_dra(self, obj: dict[str, Any], path: str, file: str, kind: str) -> None:
         inv = self.inventory
         if kind == "DeviceClass":
             device_class = convert_device_class(obj, path)
-            self._claim_name(kind, device_class.name, path, file)
-            inv.classes[device_class.name] = device_class
+            if self._claim_name(kind, device_class.name, path, file, obj):
+                inv.classes[device_class.name] = device_class
         elif kind == "ResourceSlice":
             resource_slice = convert_slice(obj, path)
-            self._claim_name(kind, resource_slice.name, path, file)
-            inv.slices[resource_slice.name] = resource_slice
+            if self._claim_name(kind, resource_slice.name, path, file, obj):
+                inv.slices[resource_slice.name] = resource_slice
         elif kind == "ResourceClaim":
             claim = convert_claim(obj, path)
-            self._claim_name(kind, claim.key, path, file)
-            inv.claims[claim.key] = claim
+            if self._claim_name(kind, claim.key, path, file, obj):
+                inv.claims[claim.key] = claim
         else:
             namespace, name = convert_template(obj, path)
             key = f"{namespace}/{name}"
-            self._claim_name(kind, key, path, file)
-            inv.templates[key] = obj
+            if self._claim_name(kind, key, path, file, obj):
+                inv.templates[key] = obj
 
     def _add_core(self, obj: dict[str, Any], path: str, file: str, kind: str) -> None:
         if kind == "Node":
             node = convert_node(obj, path)
-            self._claim_name(kind, node.name, path, file)
-            self.inventory.nodes[node.name] = node
+            if self._claim_name(kind, node.name, path, file, obj):
+                self.inventory.nodes[node.name] = node
         else:
             namespace, name = convert_pod(obj, path)
             if isinstance(obj.get("spec"), dict):  # convert_pod checked that it is a map when given
@@ -362,25 +436,34 @@ class InventoryBuilder:
                 else:
                     check_scheduling_group(obj["spec"], join(path, "spec"), self.profile)
             key = f"{namespace}/{name}"
-            self._claim_name(kind, key, path, file)
-            self.inventory.pods[key] = obj
+            if self._claim_name(kind, key, path, file, obj):
+                self.inventory.pods[key] = obj
 
     def _add_workload(self, obj: dict[str, Any], path: str, file: str) -> None:
         """A Workload (KEP-4671): checked, kept as read under namespace/name."""
         meta = check_workload(obj, path)["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        self._claim_name(WORKLOAD_KIND, key, path, file)
-        self.inventory.workloads[key] = obj
+        if self._claim_name(WORKLOAD_KIND, key, path, file, obj):
+            self.inventory.workloads[key] = obj
 
     def _add_pod_group(self, obj: dict[str, Any], path: str, file: str) -> None:
         """A scheduler-plugins PodGroup: checked, kept as read under namespace/name."""
         meta = check_pod_group(obj, path)["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        self._claim_name(POD_GROUP_KIND, key, path, file)
-        self.inventory.pod_groups[key] = obj
+        if self._claim_name(POD_GROUP_KIND, key, path, file, obj):
+            self.inventory.pod_groups[key] = obj
 
-    def _claim_name(self, kind: str, key: str, path: str, file: str) -> None:
-        first = self._seen.get((kind, key))
-        if first is not None:
-            raise FieldError(join(path, "metadata.name"), f"duplicate {kind} `{key}` (also in {first})")
-        self._seen[(kind, key)] = f"{file}: {path}" if path else file
+    def _claim_name(self, kind: str, key: str, path: str, file: str, copy_read: object) -> bool:
+        """True for the first object of ``kind`` named ``key``; False for an equal copy of it (read once: several
+        files, one cluster); a copy that differs is refused naming both places and the first field that differs
+        (core/dra/merge.py)."""
+        seen = self._seen.get((kind, key))
+        if seen is None:
+            self._seen[(kind, key)] = (f"{file}: {path}" if path else file, copy_read)
+            return True
+        first, earlier = seen
+        diff = first_difference(earlier, copy_read)
+        if diff is None:
+            return False
+        raise FieldError(join(path, "metadata.name"),
+                         f"duplicate {kind} `{key}` (also in {first}), and the copies differ: first at `{diff}`")

@@ -108,6 +108,12 @@ class ApiVersion:
     stage: Literal["alpha", "beta", "ga"] = "ga"
     # kinds that need a gate of their own, on top of `gate`
     kind_gates: Mapping[str, str] = field(default_factory=dict)
+    # kinds served by other releases than `releases` (resource.k8s.io/v1beta2: DeviceTaintRule only from 1.36)
+    kind_releases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def releases_of(self, kind: str) -> tuple[str, ...]:
+        """The releases that serve `kind` in this group/version."""
+        return self.kind_releases.get(kind, self.releases)
 
 
 SCHEDULING_API_VERSIONS = (
@@ -127,8 +133,20 @@ DEVICE_TAINT_RULE_API_VERSIONS = (
     ApiVersion("resource.k8s.io/v1alpha3", ("DeviceTaintRule",), ("1.34", "1.35", "1.36"), stage="alpha"),
     ApiVersion("resource.k8s.io/v1beta2", ("DeviceTaintRule",), ("1.36", "1.37"), stage="beta"),
 )
+# resource.k8s.io versions before v1 that serve DeviceClass, ResourceSlice, ResourceClaim and ResourceClaimTemplate in
+# dralab's releases (core/dra/older.py converts them to v1; its SERVED table has the releases before 1.34): beta APIs
+# introduced after 1.24, so served only when runtime-config enables them (KEP-3136). They replace the
+# DeviceTaintRule-only entry of the same group/version in API_VERSIONS below (same releases for DeviceTaintRule).
+DRA_OLDER_API_VERSIONS = (
+    ApiVersion("resource.k8s.io/v1beta1", ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"),
+               ("1.34", "1.35", "1.36", "1.37"), stage="beta"),
+    ApiVersion("resource.k8s.io/v1beta2", ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate",
+                                           "DeviceTaintRule"), ("1.34", "1.35", "1.36", "1.37"), stage="beta",
+               kind_releases={"DeviceTaintRule": ("1.36", "1.37")}),
+)
 API_VERSIONS: dict[str, ApiVersion] = {a.group_version: a for a in (*SCHEDULING_API_VERSIONS,
-                                                                    *DEVICE_TAINT_RULE_API_VERSIONS)}
+                                                                    *DEVICE_TAINT_RULE_API_VERSIONS,
+                                                                    *DRA_OLDER_API_VERSIONS)}
 
 
 @dataclass(frozen=True)
@@ -178,11 +196,11 @@ class Profile:
         if api is None or kind not in api.kinds:
             return  # not a versioned API this module knows: the caller's own check decides
         where = join(path, "apiVersion")
-        if self.version not in api.releases:
+        if self.version not in api.releases_of(kind):
             served = [a.group_version for a in SCHEDULING_API_VERSIONS
                       if kind in a.kinds and self.version in a.releases]
             hint = f"; it serves {', '.join(served)}" if served else ""
-            releases = ", ".join(api.releases)
+            releases = ", ".join(api.releases_of(kind))
             raise FieldError(where, f"Kubernetes {self.version} does not serve {kind} in `{api_version}` (served by "
                                     f"{releases}){hint}")
         if api.gate:
@@ -431,17 +449,17 @@ def dump_profile(api_versions_seen: Iterable[tuple[str, str]], version: str | No
     all-or-nothing). `gates` and `runtime_config` (the flags) override what the dump implies."""
     seen = sorted({(a, k) for a, k in api_versions_seen if a in API_VERSIONS and k in API_VERSIONS[a].kinds})
     if version is None:
-        releases = [v for v in VERSIONS if all(v in API_VERSIONS[a].releases for a, _ in seen)]
+        releases = [v for v in VERSIONS if all(v in API_VERSIONS[a].releases_of(k) for a, k in seen)]
         if not releases:
             apis = ", ".join(sorted({a for a, _ in seen}))
             raise FieldError(path, f"no Kubernetes release serves all of {apis}: objects of one cluster come from "
                                    "one release; give --kubernetes-version")
-        version = releases[0] if len(releases) == 1 else DEFAULT_VERSION
+        version = releases[0] if len(releases) == 1 or _pre_ga_dra(seen) else DEFAULT_VERSION
     implied_gates: dict[str, bool] = {}
     implied_runtime: dict[str, bool] = {}
     for api_version, kind in seen:
         api = API_VERSIONS[api_version]
-        if version not in api.releases:
+        if version not in api.releases_of(kind):
             continue  # check_api below says which release serves it
         for gate in (api.gate, api.kind_gates.get(kind, ""),
                      "GangScheduling" if kind == "Workload" and "GangScheduling" in GATES else ""):
@@ -455,3 +473,10 @@ def dump_profile(api_versions_seen: Iterable[tuple[str, str]], version: str | No
     for api_version, kind in seen:
         profile.check_api(api_version, kind, path)
     return profile
+
+
+def _pre_ga_dra(seen: Iterable[tuple[str, str]]) -> bool:
+    """Whether a dump prints DRA objects in a beta version: `kubectl get` prints the server's preferred version,
+    v1 from 1.34 on, so such a dump was taken from a cluster before 1.34 (v1beta1: 1.32, v1beta2: 1.33); the
+    closest release dralab emulates is the earliest that serves them all."""
+    return any(a in ("resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2") and k != "DeviceTaintRule" for a, k in seen)
