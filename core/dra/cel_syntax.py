@@ -31,8 +31,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .cel_ast import Binary, Call, CelSyntaxError, Cond, Ident, Index, ListExpr, Lit, MapExpr, Node, Select, Unary
+from .cel_ast import (
+    Binary,
+    Call,
+    CelCostError,
+    CelResultTypeError,
+    CelSyntaxError,
+    Cond,
+    Ident,
+    Index,
+    ListExpr,
+    Lit,
+    MapExpr,
+    Node,
+    Select,
+    Unary,
+)
 from .cel_parse import _RELATIONS, emit, parse
+from .cel_validators import check_homogeneous, validate_literals
 
 __all__ = [
     "CheckedExpression",
@@ -48,12 +64,12 @@ __all__ = [
 DEVICE_FIELDS: dict[str, str] = {
     "driver": "string",
     "attributes": "map(string, map(string, dyn))",
-    "capacity": "map(string, map(string, Quantity))",
+    "capacity": "map(string, map(string, kubernetes.Quantity))",
     "allowMultipleAllocations": "bool",
 }
 
-QUANTITY = "Quantity"
-SEMVER = "Semver"
+QUANTITY = "kubernetes.Quantity"  # the CEL type names of apiserver/pkg/cel (library/quantity.go, semver.go)
+SEMVER = "kubernetes.Semver"
 OPTIONAL = "optional_type(dyn)"
 _LIST = "list(dyn)"
 _MAP = "map(dyn, dyn)"
@@ -182,6 +198,16 @@ class _Checker:
     # -- visiting ----------------------------------------------------------------------------------
 
     def visit(self, node: Node, scope: _Scope) -> tuple[Node, str | None]:
+        """Check and rewrite ``node``; an error gets the position of the innermost node that raised it (cel-go
+        reports an error at the expression it is about: the identifier, the operator, the call's '(')."""
+        try:
+            return self._visit(node, scope)
+        except CelSyntaxError as exc:
+            if exc.position is None and node.pos >= 0:
+                raise type(exc)(exc.reason, node.pos) from None
+            raise
+
+    def _visit(self, node: Node, scope: _Scope) -> tuple[Node, str | None]:
         if isinstance(node, Lit):
             return node, _LIT_TYPES[node.kind]
         if isinstance(node, Ident):
@@ -195,11 +221,16 @@ class _Checker:
         if isinstance(node, ListExpr):
             if any(node.optional):
                 raise CelSyntaxError("optional list elements ([?x]) are not supported")
-            return ListExpr(tuple(self.visit(e, scope)[0] for e in node.elements), node.optional), _LIST
+            visited = [self.visit(e, scope) for e in node.elements]
+            check_homogeneous([(t, e.pos) for (_, t), e in zip(visited, node.elements, strict=True)])
+            return ListExpr(tuple(v for v, _ in visited), node.optional), _LIST
         if isinstance(node, MapExpr):
             if any(node.optional):
                 raise CelSyntaxError("optional map entries ({?k: v}) are not supported")
-            entries = tuple((self.visit(k, scope)[0], self.visit(v, scope)[0]) for k, v in node.entries)
+            pairs = [(self.visit(k, scope), self.visit(v, scope)) for k, v in node.entries]
+            check_homogeneous([(k[1], e[0].pos) for (k, _), e in zip(pairs, node.entries, strict=True)])
+            check_homogeneous([(v[1], e[1].pos) for (_, v), e in zip(pairs, node.entries, strict=True)])
+            entries = tuple((k[0], v[0]) for k, v in pairs)
             return MapExpr(entries, node.optional), _MAP
         if isinstance(node, Unary):
             inner, typ = self.visit(node.operand, scope)
@@ -283,9 +314,10 @@ class _Checker:
         if node.op in ("&&", "||"):
             return Binary(node.op, left, right), _BOOL
         if node.op not in ("==", "!=", "in") and (lt in _OPAQUE or rt in _OPAQUE):
+            # upstream's words (cel-go checker); the Quantity and Semver libraries compare with compareTo,
+            # isGreaterThan and isLessThan instead (docs/allocator.md says so)
             raise CelSyntaxError(
                 f"found no matching overload for '_{node.op}_' applied to '({lt or 'dyn'}, {rt or 'dyn'})'"
-                + (" (use compareTo, isGreaterThan or isLessThan)" if node.op in ("<", "<=", ">", ">=") else "")
             )
         if node.op in _RELATIONS:
             return Binary(node.op, left, right), _BOOL
@@ -326,6 +358,8 @@ class _Checker:
         self.check_function(name)
         new_target, target_type = self.visit(target, scope)
         args = tuple(self.visit(a, scope)[0] for a in node.args)
+        if name == "matches":  # the registered RE2 matches (cel-rust's member form is Rust's regex: .cel_regex)
+            return Call(name, (new_target, *args)), _BOOL
         typ = RETURN_TYPES.get(name)
         if name in ("add", "sub") and target_type not in (QUANTITY, None):
             typ = None
@@ -420,9 +454,10 @@ def check(source: str, known_functions: frozenset[str]) -> CheckedExpression:
         raise CelSyntaxError(f"Syntax error: {exc.reason}", exc.position) from None
     checker = _Checker(known_functions)
     rewritten, typ = checker.visit(tree, _Scope())
+    validate_literals(tree)
     if typ is not None and typ != _BOOL:
-        raise CelSyntaxError(f"must evaluate to bool or the unknown type, not {typ}")
+        raise CelResultTypeError(f"must evaluate to bool or the unknown type, not {typ}")
     cost = estimate_cost(tree, checker, _Scope())
     if cost > MAX_COST:
-        raise CelSyntaxError(f"estimated worst-case cost {cost} exceeds the limit of {MAX_COST}")
+        raise CelCostError(f"estimated worst-case cost {cost} exceeds the limit of {MAX_COST}")
     return CheckedExpression(source, emit(rewritten), frozenset(checker.functions))
