@@ -146,6 +146,11 @@ class CelMatcher:
         self._devices: weakref.WeakKeyDictionary[Device, _Activation] = weakref.WeakKeyDictionary()
         self.stats: dict[str, int] = {"compilations": 0, "evaluations": 0, "cache_hits": 0, "activations": 0}
 
+    @property
+    def known_functions(self) -> frozenset[str]:
+        """The registered (non-native) functions the checker accepts."""
+        return self._known
+
     # -- compiling ---------------------------------------------------------------------------------
 
     def compile(self, expression: str, origin: str) -> None:

@@ -169,9 +169,10 @@ def _qualified_name(node: Node) -> str | None:
 
 
 class _Checker:
-    def __init__(self, known: frozenset[str]) -> None:
+    def __init__(self, known: frozenset[str], device_fields: dict[str, str] | None = None) -> None:
         self.known = known | NATIVE_GLOBAL | NATIVE_MEMBER
         self.functions: set[str] = set()
+        self.device_fields = DEVICE_FIELDS if device_fields is None else device_fields
 
     # -- aliases -----------------------------------------------------------------------------------
 
@@ -272,9 +273,9 @@ class _Checker:
             self.functions.update(("optional.of", "optional.none"))
             return Cond(Call("has", (plain,)), Call("optional.of", (plain,)), Call("optional.none", ())), OPTIONAL
         if base_alias == "device":
-            if node.field not in DEVICE_FIELDS:
+            if node.field not in self.device_fields:
                 raise CelSyntaxError(f"undefined field '{node.field}'")
-            return Select(operand, node.field), DEVICE_FIELDS[node.field]
+            return Select(operand, node.field), self.device_fields[node.field]
         plain = Select(operand, node.field)
         if base_alias in ("attributes", "capacity"):
             if in_has:
@@ -299,9 +300,9 @@ class _Checker:
         plain = Index(operand, index)
         if base_alias == "device":
             key = _string_value(node.index)
-            if key is not None and key not in DEVICE_FIELDS:
+            if key is not None and key not in self.device_fields:
                 raise CelSyntaxError(f"undefined field '{key}'")
-            return plain, DEVICE_FIELDS.get(key or "")
+            return plain, self.device_fields.get(key or "")
         if base_alias in ("attributes", "capacity"):
             return self.default_map(operand, index, plain), _MAP
         if base_alias == "capacity-domain":
@@ -444,15 +445,17 @@ def estimate_cost(node: Node, aliases: _Checker, scope: _Scope) -> int:
     return 1 + sum(estimate_cost(c, aliases, scope) for c in children)
 
 
-def check(source: str, known_functions: frozenset[str]) -> CheckedExpression:
+def check(source: str, known_functions: frozenset[str],
+          device_fields: dict[str, str] | None = None) -> CheckedExpression:
     """Parse, check and rewrite a DRA selector; raise :class:`CelSyntaxError` if Kubernetes would refuse
     it at compile time (or if it uses what dralab does not support). ``known_functions`` are the
-    registered (non-native) functions."""
+    registered (non-native) functions; ``device_fields`` the fields of ``device`` (default: all of
+    :data:`DEVICE_FIELDS`; a release's environment for new objects may have fewer, :mod:`.cel_env`)."""
     try:
         tree = parse(source)
     except CelSyntaxError as exc:
         raise CelSyntaxError(f"Syntax error: {exc.reason}", exc.position) from None
-    checker = _Checker(known_functions)
+    checker = _Checker(known_functions, device_fields)
     rewritten, typ = checker.visit(tree, _Scope())
     validate_literals(tree)
     if typ is not None and typ != _BOOL:
