@@ -48,7 +48,7 @@ class RegexError(ValueError):
 def regex_error(pattern: str) -> str | None:
     """Why RE2 refuses ``pattern``, or None if it compiles (Go's regexp.Compile accepts the same syntax)."""
     if "\\C" in pattern.replace("\\\\", ""):
-        return "invalid escape sequence: `\\C`"  # Go's regexp refuses \C; C++ RE2 would accept it
+        return "invalid escape sequence: \\C"  # Go's regexp refuses \C; C++ RE2 would accept it
     try:
         re2.compile(pattern, _options())
     except re2.error as exc:
