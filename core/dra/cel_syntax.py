@@ -24,7 +24,7 @@ The output is emitted fully parenthesised from the syntax tree (literals verbati
 never re-interpreted.
 
 The syntax tree is in :mod:`.cel_ast`, the lexer, parser and emitter in :mod:`.cel_parse`; this module
-holds the checker, the rewriter and the cost estimate.
+holds the checker and the rewriter; the cost estimate is :mod:`.cel_cost`.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from .cel_ast import (
     Select,
     Unary,
 )
+from .cel_cost import MAX_COST, estimate
 from .cel_parse import _RELATIONS, emit, parse
 from .cel_validators import check_homogeneous, validate_literals
 
@@ -391,60 +392,6 @@ class _Checker:
         return Call(name, (args[0], *rest), new_target), typ
 
 
-# --------------------------------------------------------------------------------------------------
-# Cost
-# --------------------------------------------------------------------------------------------------
-
-MAX_COST = 1_000_000  # resource.k8s.io CELSelectorExpressionMaxCost
-_DEVICE_MAP_SIZE = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice bounds every device map
-_UNKNOWN_SIZE = 64  # a list or map of unknown origin (a split string, a literal-free computation...)
-
-
-def _range_size(node: Node, aliases: _Checker, scope: _Scope) -> int:
-    if isinstance(node, ListExpr):
-        return len(node.elements)
-    if isinstance(node, MapExpr):
-        return len(node.entries)
-    if aliases.alias(node, scope) in ("attributes", "capacity", "capacity-domain"):
-        return _DEVICE_MAP_SIZE
-    if isinstance(node, (Index, Select)) and aliases.alias(node.operand, scope) in ("attributes", "capacity"):
-        return _DEVICE_MAP_SIZE
-    if (isinstance(node, Call) and node.function == "range" and _qualified_name(node.target or Lit("null", ""))
-            == "lists" and len(node.args) == 1 and isinstance(node.args[0], Lit) and node.args[0].kind == "int"):
-        return int(node.args[0].text, 0)
-    return _UNKNOWN_SIZE
-
-
-def estimate_cost(node: Node, aliases: _Checker, scope: _Scope) -> int:
-    """A rough worst-case cost in CEL's units (about one per operation; a comprehension costs its range
-    size times its body). Upstream estimates precisely and validation refuses selectors above
-    MAX_COST; this bound is only meant to refuse the same runaway expressions before running them."""
-    if isinstance(node, (Lit, Ident)):
-        return 1
-    if isinstance(node, Call) and node.target is not None and node.function in _MACROS and node.args:
-        inner = scope.bind(node.args[0].name, None) if isinstance(node.args[0], Ident) else scope
-        body = sum(estimate_cost(a, aliases, inner) for a in node.args[1:])
-        return estimate_cost(node.target, aliases, scope) + _range_size(node.target, aliases, scope) * (body + 3)
-    children: list[Node]
-    if isinstance(node, Select):
-        children = [node.operand]
-    elif isinstance(node, Index):
-        children = [node.operand, node.index]
-    elif isinstance(node, Call):
-        children = [*node.args] + ([node.target] if node.target is not None else [])
-    elif isinstance(node, ListExpr):
-        children = list(node.elements)
-    elif isinstance(node, MapExpr):
-        children = [x for entry in node.entries for x in entry]
-    elif isinstance(node, Unary):
-        children = [node.operand]
-    elif isinstance(node, Binary):
-        children = [node.left, node.right]
-    else:
-        children = [node.cond, node.then, node.otherwise]
-    return 1 + sum(estimate_cost(c, aliases, scope) for c in children)
-
-
 def check(source: str, known_functions: frozenset[str],
           device_fields: dict[str, str] | None = None) -> CheckedExpression:
     """Parse, check and rewrite a DRA selector; raise :class:`CelSyntaxError` if Kubernetes would refuse
@@ -460,7 +407,7 @@ def check(source: str, known_functions: frozenset[str],
     validate_literals(tree)
     if typ is not None and typ != _BOOL:
         raise CelResultTypeError(f"must evaluate to bool or the unknown type, not {typ}")
-    cost = estimate_cost(tree, checker, _Scope())
+    _, cost = estimate(tree, RETURN_TYPES)  # cel-go's estimator with Kubernetes' sizes (.cel_cost)
     if cost > MAX_COST:
         raise CelCostError(f"estimated worst-case cost {cost} exceeds the limit of {MAX_COST}")
     return CheckedExpression(source, emit(rewritten), frozenset(checker.functions))
