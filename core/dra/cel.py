@@ -11,12 +11,18 @@ Environment (upstream ``k8s.io/dynamic-resource-allocation/cel``):
   the runtime error "no such key";
 * the Kubernetes base library: standard functions and macros, ``quantity()``/``isQuantity()`` and the
   Quantity methods, ``semver()``/``isSemver()`` and the Semver methods, ``cel.bind``, optional
-  selection, extended strings, sets, lists and regex ``find``/``findAll``.
+  selection, extended strings, sets, lists and regex ``find``/``findAll``; ``matches``, ``find`` and
+  ``findAll`` run on RE2 with Go's semantics (:mod:`.cel_regex`), as upstream's cel-go.
 
 How it is mapped onto cel-rust (no type checker, no custom types) is in :mod:`.cel_syntax` (checks and
 rewrites) and :mod:`.cel_library` (functions, value encodings). What is not supported: URL, IP, CIDR,
 ``format``, two-variable comprehensions, optional list/map literal entries, the runtime cost limit
-(an expression is at most 10 KiB instead).
+(the estimated worst-case cost is checked at compile time instead, as the API server's validation does:
+:mod:`.cel_cost`).
+
+Validation at load: :meth:`CelMatcher.validation_error` / :func:`selector_problem` say what the API server's
+validation says of a selector (the loaders call it through :func:`.checks.check_cel_expression`), so a
+selector that does not compile is refused with exit 2 before any work, never at allocation.
 
 Speed: each expression is checked and compiled once; each device's activation (its CEL variables) is
 built once; each (expression, device) pair is evaluated at most once: devices are immutable and
