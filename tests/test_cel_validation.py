@@ -156,7 +156,7 @@ def test_a_claim_and_a_first_available_subrequest_are_checked() -> None:
 def test_the_cli_exits_2_naming_file_object_and_field(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump_all([load(MIG), template_with("device.driver.matches('(?i)a(?!b)')")]))
-    for command in ("audit", "schedule"):
+    for command in ("audit", "schedule", "allocate"):
         code = main([command, "-f", str(bad)])
         out, err = capsys.readouterr()
         assert code == 2 and out == "", err
