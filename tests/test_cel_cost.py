@@ -97,3 +97,13 @@ def test_a_comprehension_over_a_list_of_unknown_size_is_too_complex() -> None:
     read through a variable that is not a device field) saturates the estimate, as cel-go's does."""
     expr = 'device.attributes["d"].all(k, [k + k].all(s, s.findAll("x").all(y, y == "x")))'
     assert estimate(parse(expr), RETURN_TYPES)[1] > MAX_COST
+
+
+@pytest.mark.parametrize(("expression", "cost"), [
+    ('sets.contains(["a", "b", "c"], ["a"])', 10 + 10 + 3 * 1 + 1),  # two list literals, |a| * |b| + 1
+    ('sets.equivalent(["a", "b"], ["b", "a"])', 10 + 10 + 2 * 2 * 2 + 1),  # twice: both directions
+    ('sets.intersects(device.attributes["d"].s.split(","), ["x"])', 4 + 13 + 10 + 64 * 1 + 1),  # split: <= 64
+])
+def test_sets_are_priced_by_their_sizes(expression: str, cost: int) -> None:
+    """cel-go ext/sets.go estimateSetsCost (ext.Sets is in Kubernetes' base environment since 1.29)."""
+    assert estimate(parse(expression), RETURN_TYPES)[1] == cost

@@ -122,6 +122,7 @@ _LIT_KINDS = {"int": "scalar", "uint": "scalar", "double": "scalar", "bool": "sc
 _STRING_RELATIONS = frozenset(("<", "<=", ">", ">="))
 _SIZE_PRICED = frozenset(("lowerAscii", "upperAscii", "substring", "trim"))
 _LIST_SCANS = frozenset(("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf"))
+_SETS = {"sets.contains": 1, "sets.intersects": 1, "sets.equivalent": 2}  # equivalence: two m*n passes
 
 
 class _Estimator:
@@ -274,6 +275,10 @@ class _Estimator:
                  node: Call) -> tuple[tuple[int, int], tuple[int, int] | None]:
         """The call's own cost (without its arguments) and the size of its result, if known."""
         one = (1, 1)
+        if name in _SETS and len(args) == 2:  # cel-go ext/sets.go estimateSetsCost: |a| * |b| * factor + 1
+            a, b = args[0].sized(), args[1].sized()
+            f = _SETS[name]
+            return (_add(_mul(_mul(a[0], b[0]), f), 1), _add(_mul(_mul(a[1], b[1]), f), 1)), None
         if target is None:
             return one, None
         t = target.sized()
