@@ -323,7 +323,7 @@ CASES: list[tuple[str, Device, bool | tuple[str, str]]] = [
     ("1 +", GPU, compile_error("Syntax error")),
     ('"unterminated', GPU, compile_error("unterminated string")),
     ("device.driver", GPU, compile_error("not string")),
-    ("quantity(\"1\")", GPU, compile_error("not Quantity")),
+    ("quantity(\"1\")", GPU, compile_error("not kubernetes.Quantity")),
     ("device.foo", GPU, compile_error("undefined field 'foo'")),
     ('device["foo"] == 1', GPU, compile_error("undefined field 'foo'")),
     ("dev.driver == 1", GPU, compile_error("undeclared reference to 'dev'")),

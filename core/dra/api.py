@@ -65,6 +65,7 @@ from ..kube.workloads import (
     check_workload_ref,
 )
 from ..kube.yaml_files import YamlError, load_yaml_all
+from .checks import name_object
 from .claims import convert_claim, convert_pod, convert_template
 from .convert import convert_device_class, convert_node, convert_slice
 from .merge import first_difference
@@ -293,7 +294,7 @@ class InventoryBuilder:
                     raise FieldError(_within(prefix, e.path), e.message) from None
                 self._add(data, prefix, file)
             except FieldError as e:
-                self.errors.append(ManifestError(file, e.path, e.message))
+                self.errors.append(ManifestError(file, e.path, name_object(doc, e)))
 
     def _add(self, obj: object, path: str, file: str) -> None:
         if not isinstance(obj, dict):

@@ -11,12 +11,18 @@ Environment (upstream ``k8s.io/dynamic-resource-allocation/cel``):
   the runtime error "no such key";
 * the Kubernetes base library: standard functions and macros, ``quantity()``/``isQuantity()`` and the
   Quantity methods, ``semver()``/``isSemver()`` and the Semver methods, ``cel.bind``, optional
-  selection, extended strings, sets, lists and regex ``find``/``findAll``.
+  selection, extended strings, sets, lists and regex ``find``/``findAll``; ``matches``, ``find`` and
+  ``findAll`` run on RE2 with Go's semantics (:mod:`.cel_regex`), as upstream's cel-go.
 
 How it is mapped onto cel-rust (no type checker, no custom types) is in :mod:`.cel_syntax` (checks and
 rewrites) and :mod:`.cel_library` (functions, value encodings). What is not supported: URL, IP, CIDR,
 ``format``, two-variable comprehensions, optional list/map literal entries, the runtime cost limit
-(an expression is at most 10 KiB instead).
+(the estimated worst-case cost is checked at compile time instead, as the API server's validation does:
+:mod:`.cel_cost`).
+
+Validation at load: :meth:`CelMatcher.validation_error` / :func:`selector_problem` say what the API server's
+validation says of a selector (the loaders call it through :func:`.checks.check_cel_expression`), so a
+selector that does not compile is refused with exit 2 before any work, never at allocation.
 
 Speed: each expression is checked and compiled once; each device's activation (its CEL variables) is
 built once; each (expression, device) pair is evaluated at most once: devices are immutable and
@@ -26,6 +32,7 @@ and release a device's entries when the device is garbage.
 
 from __future__ import annotations
 
+import functools
 import re
 import weakref
 from collections.abc import Callable
@@ -36,7 +43,8 @@ import cel  # type: ignore[import-untyped,unused-ignore]
 from cel import stdlib as cel_stdlib  # type: ignore[import-untyped,unused-ignore]
 
 from . import semver
-from .cel_ast import CelSyntaxError
+from .cel_ast import CelCostError, CelSyntaxError
+from .cel_errors import detail
 from .cel_library import (
     Library,
     encode_quantity,
@@ -49,7 +57,7 @@ from .cel_library import (
 from .cel_syntax import check
 from .model import Device
 
-__all__ = ["MAX_EXPRESSION_BYTES", "CelMatcher", "SelectorError"]
+__all__ = ["MAX_EXPRESSION_BYTES", "CelMatcher", "SelectorError", "selector_problem"]
 
 MAX_EXPRESSION_BYTES = 10 * 1024  # resource.k8s.io CELSelectorExpressionMaxLength
 _MESSAGE_EXPRESSION_CHARS = 200
@@ -94,6 +102,10 @@ class _Compiled:
     program: Any | None  # cel.Program
     error: str | None = None
     rewritten: str = ""
+    # what the API server's validation makes of the error (validateCELSelector): "invalid" (Invalid value),
+    # "forbidden" (the cost limit: Forbidden), "too-long" (Too long)
+    verdict: str = "invalid"
+    detail: str = ""  # upstream's words for the error (cel.Error.Detail), see :func:`.cel_errors.detail`
 
 
 @dataclass
@@ -140,11 +152,27 @@ class CelMatcher:
         self._devices: weakref.WeakKeyDictionary[Device, _Activation] = weakref.WeakKeyDictionary()
         self.stats: dict[str, int] = {"compilations": 0, "evaluations": 0, "cache_hits": 0, "activations": 0}
 
+    @property
+    def known_functions(self) -> frozenset[str]:
+        """The registered (non-native) functions the checker accepts."""
+        return self._known
+
     # -- compiling ---------------------------------------------------------------------------------
 
     def compile(self, expression: str, origin: str) -> None:
         """Raise :class:`SelectorError` if ``expression`` is not a valid DRA selector."""
         self._program(expression, origin)
+
+    def validation_error(self, expression: str) -> tuple[str, str] | None:
+        """What the API server's validation says of ``expression`` (validateCELSelector in
+        pkg/apis/resource/validation): None if it compiles within the limits, else (verdict, detail) with
+        verdict "invalid", "forbidden" or "too-long" and detail upstream's message."""
+        compiled = self._compiled.get(expression)
+        if compiled is None:
+            compiled = self._compiled[expression] = self._compile(expression)
+        if compiled.error is None:
+            return None
+        return compiled.verdict, compiled.detail
 
     def rewritten(self, expression: str, origin: str) -> str:
         """The expression as handed to cel-rust (for debugging and the docs)."""
@@ -162,11 +190,13 @@ class CelMatcher:
         self.stats["compilations"] += 1
         size = len(expression.encode("utf-8"))
         if size > MAX_EXPRESSION_BYTES:
-            return _Compiled(None, f"too long: {size} bytes, may not be more than {MAX_EXPRESSION_BYTES} bytes")
+            return _Compiled(None, f"too long: {size} bytes, may not be more than {MAX_EXPRESSION_BYTES} bytes",
+                             verdict="too-long", detail=f"may not be more than {MAX_EXPRESSION_BYTES} bytes")
         try:
             checked = check(expression, self._known)
         except CelSyntaxError as exc:
-            return _Compiled(None, f"compilation failed: {exc}")
+            verdict = "forbidden" if isinstance(exc, CelCostError) else "invalid"
+            return _Compiled(None, f"compilation failed: {exc}", verdict=verdict, detail=detail(expression, exc))
         try:
             program = cel.compile(checked.rewritten)
         except Exception as exc:  # the library's parser refused what ours accepted
@@ -175,7 +205,8 @@ class CelMatcher:
                 cel.compile(expression)  # prefer the message about what the user wrote
             except Exception as original:
                 failure = original
-            return _Compiled(None, f"compilation failed: {_reason(failure)}")
+            reason = _reason(failure)
+            return _Compiled(None, f"compilation failed: {reason}", detail=detail(expression, CelSyntaxError(reason)))
         for name in sorted(checked.functions & self._known):
             if name not in self._needed_set:
                 self._needed_set.add(name)
@@ -256,3 +287,11 @@ def _split(name: str, driver: str) -> tuple[str, str]:
     parseQualifiedName)."""
     domain, sep, ident = name.partition("/")
     return (domain, ident) if sep else (driver, name)
+
+
+@functools.lru_cache(maxsize=4096)
+def selector_problem(expression: str) -> tuple[str, str] | None:
+    """What the API server's validation says of a selector (:meth:`CelMatcher.validation_error`), for the
+    loaders: the same expression in many claims is compiled once (the answer depends on the expression
+    alone, so the cache can never be stale)."""
+    return CelMatcher().validation_error(expression)

@@ -6,11 +6,12 @@ walks and rewrites them; both depend on this module and on nothing else of each 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 __all__ = [
-    "Binary", "Call", "CelSyntaxError", "Cond", "Ident", "Index", "ListExpr", "Lit", "MapExpr", "Node", "Select",
-    "Unary",
+    "Binary", "Call", "CelCostError", "CelResultTypeError", "CelSyntaxError", "Cond", "Ident", "Index", "ListExpr",
+    "Lit", "MapExpr", "Node", "Select", "Unary",
 ]
 
 
@@ -24,6 +25,16 @@ class CelSyntaxError(ValueError):
         self.position = position
 
 
+class CelResultTypeError(CelSyntaxError):
+    """The expression checks, but its result is statically not bool (upstream: "must evaluate to bool or the
+    unknown type, not int", reported without cel-go's "compilation failed: " prefix)."""
+
+
+class CelCostError(CelSyntaxError):
+    """The estimated worst-case cost exceeds the limit (upstream validation: "Forbidden: too complex, exceeds
+    cost limit")."""
+
+
 # --------------------------------------------------------------------------------------------------
 # Syntax tree
 # --------------------------------------------------------------------------------------------------
@@ -33,12 +44,14 @@ class CelSyntaxError(ValueError):
 class Lit:
     kind: str  # int | uint | double | string | bytes | bool | null
     text: str  # verbatim source text
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 @dataclass(frozen=True)
 class Ident:
     name: str
     leading_dot: bool = False
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,7 @@ class Select:
     operand: Node
     field: str
     optional: bool = False
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,7 @@ class Index:
     operand: Node
     index: Node
     optional: bool = False
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 @dataclass(frozen=True)
@@ -60,24 +75,28 @@ class Call:
     function: str
     args: tuple[Node, ...]
     target: Node | None = None
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 @dataclass(frozen=True)
 class ListExpr:
     elements: tuple[Node, ...] = ()
     optional: tuple[bool, ...] = ()
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 @dataclass(frozen=True)
 class MapExpr:
     entries: tuple[tuple[Node, Node], ...] = ()
     optional: tuple[bool, ...] = ()
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 @dataclass(frozen=True)
 class Unary:
     op: str  # ! or -
     operand: Node
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,7 @@ class Binary:
     op: str
     left: Node
     right: Node
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 @dataclass(frozen=True)
@@ -92,6 +112,7 @@ class Cond:
     cond: Node
     then: Node
     otherwise: Node
+    pos: int = dataclasses.field(default=-1, compare=False, repr=False)  # offset in the source, -1 unknown
 
 
 Node = Lit | Ident | Select | Index | Call | ListExpr | MapExpr | Unary | Binary | Cond

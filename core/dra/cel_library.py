@@ -17,13 +17,13 @@ cel-go's ``MaybeNoSuchOverloadErr``.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from ..kube.quantity import MAX_INT64, QuantityError, parse_quantity
 from . import semver as semverlib
+from .cel_regex import Regexes
 
 __all__ = ["QUANTITY_KEY", "SEMVER_KEY", "Library", "encode_quantity", "encode_semver", "type_name"]
 
@@ -66,6 +66,7 @@ class Library:
     def __init__(self) -> None:
         self._fractions: dict[str, Fraction] = {}
         self._versions: dict[str, semverlib.Semver] = {}
+        self._regexes = Regexes()
 
     # -- decoding ----------------------------------------------------------------------------------
 
@@ -219,21 +220,23 @@ class Library:
             raise _overload_error("isSorted", items)
         return all(a <= b for a, b in zip(items, items[1:], strict=False))
 
-    @staticmethod
-    def find(text: Any, pattern: Any) -> str:
+    def matches(self, text: Any, pattern: Any) -> bool:
+        """cel-go ``matches`` on RE2 (cel-rust's own uses Rust's regex crate: :mod:`.cel_regex`)."""
+        if type(text) is not str or type(pattern) is not str:
+            raise _overload_error("matches", text, pattern)
+        return self._regexes.matches(text, pattern)
+
+    def find(self, text: Any, pattern: Any) -> str:
         if type(text) is not str or type(pattern) is not str:
             raise _overload_error("find", text, pattern)
-        m = re.search(pattern, text)
-        return m.group(0) if m else ""
+        return self._regexes.find(text, pattern)
 
-    @staticmethod
-    def find_all(text: Any, pattern: Any, limit: Any = -1) -> list[str]:
+    def find_all(self, text: Any, pattern: Any, limit: Any = -1) -> list[str]:
         if type(text) is not str or type(pattern) is not str or type(limit) is not int:
             raise _overload_error("findAll", text, pattern)
         if limit == 0:
             return []
-        found = [m.group(0) for m in re.finditer(pattern, text)]
-        return found if limit < 0 else found[:limit]
+        return self._regexes.find_all(text, pattern, limit)
 
     def functions(self) -> dict[str, CelFunction]:
         """Name -> callable, for every function this library registers."""
@@ -255,6 +258,7 @@ class Library:
             "minor": self.minor,
             "patch": self.patch,
             "isSorted": self.is_sorted,
+            "matches": self.matches,
             "find": self.find,
             "findAll": self.find_all,
         }

@@ -136,84 +136,85 @@ class _Parser:
             cond = self.or_()
             if not self.at("?"):
                 return cond
-            self.take()
+            pos = self.take().pos
             then = self.or_()
             self.expect(":")
-            return Cond(cond, then, self.expr())
+            return Cond(cond, then, self.expr(), pos=pos)
         finally:
             self.depth -= 1
 
     def or_(self) -> Node:
         node = self.and_()
         while self.at("||"):
-            self.take()
-            node = Binary("||", node, self.and_())
+            pos = self.take().pos
+            node = Binary("||", node, self.and_(), pos=pos)
         return node
 
     def and_(self) -> Node:
         node = self.relation()
         while self.at("&&"):
-            self.take()
-            node = Binary("&&", node, self.relation())
+            pos = self.take().pos
+            node = Binary("&&", node, self.relation(), pos=pos)
         return node
 
     def relation(self) -> Node:
         node = self.addition()
         while self.peek().kind == "op" and self.peek().text in _RELATIONS:
-            op = self.take().text
-            node = Binary(op, node, self.addition())
+            tok = self.take()
+            node = Binary(tok.text, node, self.addition(), pos=tok.pos)
         return node
 
     def addition(self) -> Node:
         node = self.multiplication()
         while self.at("+") or self.at("-"):
-            op = self.take().text
-            node = Binary(op, node, self.multiplication())
+            tok = self.take()
+            node = Binary(tok.text, node, self.multiplication(), pos=tok.pos)
         return node
 
     def multiplication(self) -> Node:
         node = self.unary()
         while self.at("*") or self.at("/") or self.at("%"):
-            op = self.take().text
-            node = Binary(op, node, self.unary())
+            tok = self.take()
+            node = Binary(tok.text, node, self.unary(), pos=tok.pos)
         return node
 
     def unary(self) -> Node:
         if self.at("!") or self.at("-"):
             op = self.peek().text
+            pos = self.peek().pos
             count = 0
             while self.at(op):
                 self.take()
                 count += 1
             node = self.member()
             # As cel-go's parser: an even run cancels out ("!!x" is x), an odd run is one operator.
-            return Unary(op, node) if count % 2 else node
+            return Unary(op, node, pos=pos) if count % 2 else node
         return self.member()
 
     def member(self) -> Node:
         node = self.primary()
         while True:
             if self.at("."):
-                self.take()
+                pos = self.take().pos
                 optional = False
                 if self.at("?"):
                     self.take()
                     optional = True
                 name = self.ident()
                 if self.at("(") and not optional:
-                    self.take()
-                    node = Call(name, self.expr_list(")"), node)
+                    pos = self.take().pos  # cel-go places a member call at its '('
+                    node = Call(name, self.expr_list(")"), node, pos=pos)
                 else:
-                    node = Select(node, name, optional)
+                    node = Select(node, name, optional, pos=pos)
             elif self.at("["):
-                self.take()
+                pos = self.take().pos
                 optional = False
                 if self.at("?"):
                     self.take()
                     optional = True
                 index = self.expr()
                 self.expect("]")
-                node = Index(node, index, optional)
+                node = Index(node, index, optional, pos=pos)
             elif self.at("{") and _is_qualified_name(node):
                 raise CelSyntaxError("message construction is not supported (no message types in DRA)",
                                      self.peek().pos)
@@ -233,7 +234,7 @@ class _Parser:
         tok = self.peek()
         if tok.kind in _LITERAL_KINDS:
             self.take()
-            return Lit(tok.kind, tok.text)
+            return Lit(tok.kind, tok.text, pos=tok.pos)
         if tok.kind == "ident" or self.at("."):
             leading_dot = False
             if self.at("."):
@@ -241,9 +242,9 @@ class _Parser:
                 leading_dot = True
             name = self.ident()
             if self.at("("):
-                self.take()
-                return Call(("." if leading_dot else "") + name, self.expr_list(")"))
-            return Ident(name, leading_dot)
+                pos = self.take().pos  # cel-go places a global call at its '('
+                return Call(("." if leading_dot else "") + name, self.expr_list(")"), pos=pos)
+            return Ident(name, leading_dot, pos=tok.pos)
         if self.at("("):
             self.take()
             node = self.expr()
@@ -263,7 +264,7 @@ class _Parser:
                 if not self.at("]"):
                     self.expect(",")
             self.take()
-            return ListExpr(tuple(elements), tuple(optional))
+            return ListExpr(tuple(elements), tuple(optional), pos=tok.pos)
         if self.at("{"):
             self.take()
             entries: list[tuple[Node, Node]] = []
@@ -280,7 +281,7 @@ class _Parser:
                 if not self.at("}"):
                     self.expect(",")
             self.take()
-            return MapExpr(tuple(entries), tuple(optional))
+            return MapExpr(tuple(entries), tuple(optional), pos=tok.pos)
         found = "end of input" if tok.kind == "eof" else repr(tok.text)
         raise CelSyntaxError(f"unexpected {found}", tok.pos)
 

@@ -24,15 +24,32 @@ The output is emitted fully parenthesised from the syntax tree (literals verbati
 never re-interpreted.
 
 The syntax tree is in :mod:`.cel_ast`, the lexer, parser and emitter in :mod:`.cel_parse`; this module
-holds the checker, the rewriter and the cost estimate.
+holds the checker and the rewriter; the cost estimate is :mod:`.cel_cost`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .cel_ast import Binary, Call, CelSyntaxError, Cond, Ident, Index, ListExpr, Lit, MapExpr, Node, Select, Unary
+from .cel_ast import (
+    Binary,
+    Call,
+    CelCostError,
+    CelResultTypeError,
+    CelSyntaxError,
+    Cond,
+    Ident,
+    Index,
+    ListExpr,
+    Lit,
+    MapExpr,
+    Node,
+    Select,
+    Unary,
+)
+from .cel_cost import MAX_COST, estimate
 from .cel_parse import _RELATIONS, emit, parse
+from .cel_validators import check_homogeneous, validate_literals
 
 __all__ = [
     "CheckedExpression",
@@ -48,12 +65,12 @@ __all__ = [
 DEVICE_FIELDS: dict[str, str] = {
     "driver": "string",
     "attributes": "map(string, map(string, dyn))",
-    "capacity": "map(string, map(string, Quantity))",
+    "capacity": "map(string, map(string, kubernetes.Quantity))",
     "allowMultipleAllocations": "bool",
 }
 
-QUANTITY = "Quantity"
-SEMVER = "Semver"
+QUANTITY = "kubernetes.Quantity"  # the CEL type names of apiserver/pkg/cel (library/quantity.go, semver.go)
+SEMVER = "kubernetes.Semver"
 OPTIONAL = "optional_type(dyn)"
 _LIST = "list(dyn)"
 _MAP = "map(dyn, dyn)"
@@ -153,9 +170,10 @@ def _qualified_name(node: Node) -> str | None:
 
 
 class _Checker:
-    def __init__(self, known: frozenset[str]) -> None:
+    def __init__(self, known: frozenset[str], device_fields: dict[str, str] | None = None) -> None:
         self.known = known | NATIVE_GLOBAL | NATIVE_MEMBER
         self.functions: set[str] = set()
+        self.device_fields = DEVICE_FIELDS if device_fields is None else device_fields
 
     # -- aliases -----------------------------------------------------------------------------------
 
@@ -182,6 +200,16 @@ class _Checker:
     # -- visiting ----------------------------------------------------------------------------------
 
     def visit(self, node: Node, scope: _Scope) -> tuple[Node, str | None]:
+        """Check and rewrite ``node``; an error gets the position of the innermost node that raised it (cel-go
+        reports an error at the expression it is about: the identifier, the operator, the call's '(')."""
+        try:
+            return self._visit(node, scope)
+        except CelSyntaxError as exc:
+            if exc.position is None and node.pos >= 0:
+                raise type(exc)(exc.reason, node.pos) from None
+            raise
+
+    def _visit(self, node: Node, scope: _Scope) -> tuple[Node, str | None]:
         if isinstance(node, Lit):
             return node, _LIT_TYPES[node.kind]
         if isinstance(node, Ident):
@@ -195,11 +223,16 @@ class _Checker:
         if isinstance(node, ListExpr):
             if any(node.optional):
                 raise CelSyntaxError("optional list elements ([?x]) are not supported")
-            return ListExpr(tuple(self.visit(e, scope)[0] for e in node.elements), node.optional), _LIST
+            visited = [self.visit(e, scope) for e in node.elements]
+            check_homogeneous([(t, e.pos) for (_, t), e in zip(visited, node.elements, strict=True)])
+            return ListExpr(tuple(v for v, _ in visited), node.optional), _LIST
         if isinstance(node, MapExpr):
             if any(node.optional):
                 raise CelSyntaxError("optional map entries ({?k: v}) are not supported")
-            entries = tuple((self.visit(k, scope)[0], self.visit(v, scope)[0]) for k, v in node.entries)
+            pairs = [(self.visit(k, scope), self.visit(v, scope)) for k, v in node.entries]
+            check_homogeneous([(k[1], e[0].pos) for (k, _), e in zip(pairs, node.entries, strict=True)])
+            check_homogeneous([(v[1], e[1].pos) for (_, v), e in zip(pairs, node.entries, strict=True)])
+            entries = tuple((k[0], v[0]) for k, v in pairs)
             return MapExpr(entries, node.optional), _MAP
         if isinstance(node, Unary):
             inner, typ = self.visit(node.operand, scope)
@@ -241,9 +274,9 @@ class _Checker:
             self.functions.update(("optional.of", "optional.none"))
             return Cond(Call("has", (plain,)), Call("optional.of", (plain,)), Call("optional.none", ())), OPTIONAL
         if base_alias == "device":
-            if node.field not in DEVICE_FIELDS:
+            if node.field not in self.device_fields:
                 raise CelSyntaxError(f"undefined field '{node.field}'")
-            return Select(operand, node.field), DEVICE_FIELDS[node.field]
+            return Select(operand, node.field), self.device_fields[node.field]
         plain = Select(operand, node.field)
         if base_alias in ("attributes", "capacity"):
             if in_has:
@@ -268,9 +301,9 @@ class _Checker:
         plain = Index(operand, index)
         if base_alias == "device":
             key = _string_value(node.index)
-            if key is not None and key not in DEVICE_FIELDS:
+            if key is not None and key not in self.device_fields:
                 raise CelSyntaxError(f"undefined field '{key}'")
-            return plain, DEVICE_FIELDS.get(key or "")
+            return plain, self.device_fields.get(key or "")
         if base_alias in ("attributes", "capacity"):
             return self.default_map(operand, index, plain), _MAP
         if base_alias == "capacity-domain":
@@ -283,9 +316,10 @@ class _Checker:
         if node.op in ("&&", "||"):
             return Binary(node.op, left, right), _BOOL
         if node.op not in ("==", "!=", "in") and (lt in _OPAQUE or rt in _OPAQUE):
+            # upstream's words (cel-go checker); the Quantity and Semver libraries compare with compareTo,
+            # isGreaterThan and isLessThan instead (docs/allocator.md says so)
             raise CelSyntaxError(
                 f"found no matching overload for '_{node.op}_' applied to '({lt or 'dyn'}, {rt or 'dyn'})'"
-                + (" (use compareTo, isGreaterThan or isLessThan)" if node.op in ("<", "<=", ">", ">=") else "")
             )
         if node.op in _RELATIONS:
             return Binary(node.op, left, right), _BOOL
@@ -326,6 +360,8 @@ class _Checker:
         self.check_function(name)
         new_target, target_type = self.visit(target, scope)
         args = tuple(self.visit(a, scope)[0] for a in node.args)
+        if name == "matches":  # the registered RE2 matches (cel-rust's member form is Rust's regex: .cel_regex)
+            return Call(name, (new_target, *args)), _BOOL
         typ = RETURN_TYPES.get(name)
         if name in ("add", "sub") and target_type not in (QUANTITY, None):
             typ = None
@@ -356,73 +392,22 @@ class _Checker:
         return Call(name, (args[0], *rest), new_target), typ
 
 
-# --------------------------------------------------------------------------------------------------
-# Cost
-# --------------------------------------------------------------------------------------------------
-
-MAX_COST = 1_000_000  # resource.k8s.io CELSelectorExpressionMaxCost
-_DEVICE_MAP_SIZE = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice bounds every device map
-_UNKNOWN_SIZE = 64  # a list or map of unknown origin (a split string, a literal-free computation...)
-
-
-def _range_size(node: Node, aliases: _Checker, scope: _Scope) -> int:
-    if isinstance(node, ListExpr):
-        return len(node.elements)
-    if isinstance(node, MapExpr):
-        return len(node.entries)
-    if aliases.alias(node, scope) in ("attributes", "capacity", "capacity-domain"):
-        return _DEVICE_MAP_SIZE
-    if isinstance(node, (Index, Select)) and aliases.alias(node.operand, scope) in ("attributes", "capacity"):
-        return _DEVICE_MAP_SIZE
-    if (isinstance(node, Call) and node.function == "range" and _qualified_name(node.target or Lit("null", ""))
-            == "lists" and len(node.args) == 1 and isinstance(node.args[0], Lit) and node.args[0].kind == "int"):
-        return int(node.args[0].text, 0)
-    return _UNKNOWN_SIZE
-
-
-def estimate_cost(node: Node, aliases: _Checker, scope: _Scope) -> int:
-    """A rough worst-case cost in CEL's units (about one per operation; a comprehension costs its range
-    size times its body). Upstream estimates precisely and validation refuses selectors above
-    MAX_COST; this bound is only meant to refuse the same runaway expressions before running them."""
-    if isinstance(node, (Lit, Ident)):
-        return 1
-    if isinstance(node, Call) and node.target is not None and node.function in _MACROS and node.args:
-        inner = scope.bind(node.args[0].name, None) if isinstance(node.args[0], Ident) else scope
-        body = sum(estimate_cost(a, aliases, inner) for a in node.args[1:])
-        return estimate_cost(node.target, aliases, scope) + _range_size(node.target, aliases, scope) * (body + 3)
-    children: list[Node]
-    if isinstance(node, Select):
-        children = [node.operand]
-    elif isinstance(node, Index):
-        children = [node.operand, node.index]
-    elif isinstance(node, Call):
-        children = [*node.args] + ([node.target] if node.target is not None else [])
-    elif isinstance(node, ListExpr):
-        children = list(node.elements)
-    elif isinstance(node, MapExpr):
-        children = [x for entry in node.entries for x in entry]
-    elif isinstance(node, Unary):
-        children = [node.operand]
-    elif isinstance(node, Binary):
-        children = [node.left, node.right]
-    else:
-        children = [node.cond, node.then, node.otherwise]
-    return 1 + sum(estimate_cost(c, aliases, scope) for c in children)
-
-
-def check(source: str, known_functions: frozenset[str]) -> CheckedExpression:
+def check(source: str, known_functions: frozenset[str],
+          device_fields: dict[str, str] | None = None) -> CheckedExpression:
     """Parse, check and rewrite a DRA selector; raise :class:`CelSyntaxError` if Kubernetes would refuse
     it at compile time (or if it uses what dralab does not support). ``known_functions`` are the
-    registered (non-native) functions."""
+    registered (non-native) functions; ``device_fields`` the fields of ``device`` (default: all of
+    :data:`DEVICE_FIELDS`; a release's environment for new objects may have fewer, :mod:`.cel_env`)."""
     try:
         tree = parse(source)
     except CelSyntaxError as exc:
         raise CelSyntaxError(f"Syntax error: {exc.reason}", exc.position) from None
-    checker = _Checker(known_functions)
+    checker = _Checker(known_functions, device_fields)
     rewritten, typ = checker.visit(tree, _Scope())
+    validate_literals(tree)
     if typ is not None and typ != _BOOL:
-        raise CelSyntaxError(f"must evaluate to bool or the unknown type, not {typ}")
-    cost = estimate_cost(tree, checker, _Scope())
+        raise CelResultTypeError(f"must evaluate to bool or the unknown type, not {typ}")
+    _, cost = estimate(tree, RETURN_TYPES)  # cel-go's estimator with Kubernetes' sizes (.cel_cost)
     if cost > MAX_COST:
-        raise CelSyntaxError(f"estimated worst-case cost {cost} exceeds the limit of {MAX_COST}")
+        raise CelCostError(f"estimated worst-case cost {cost} exceeds the limit of {MAX_COST}")
     return CheckedExpression(source, emit(rewritten), frozenset(checker.functions))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..kube.fields import expect_int, expect_map, expect_str, index, join, qualified_name_error
+from ..kube.fields import FieldError, expect_int, expect_map, expect_str, index, join, qualified_name_error
+from .cel import selector_problem
 from .model import Taint, Toleration
 from .validation import (
     BINDING_CONDITIONS_MAX_SIZE,
@@ -41,7 +42,9 @@ from .validation import (
 )
 
 __all__ = [
+    "SelectorFieldError",
     "check_binding_conditions",
+    "check_cel_expression",
     "check_device_configuration",
     "check_labels",
     "check_metadata",
@@ -50,6 +53,7 @@ __all__ = [
     "check_taint",
     "check_toleration",
     "check_tolerations",
+    "name_object",
 ]
 
 _NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -199,8 +203,48 @@ def check_selectors(obj: dict[str, Any], path: str) -> tuple[str, ...]:
             raise too_long(join(cel_path, "expression"), CEL_SELECTOR_EXPRESSION_MAX_LENGTH)
         if not expression.strip():
             raise required(join(cel_path, "expression"))
+        check_cel_expression(expression, join(cel_path, "expression"))
         out.append(expression)
     return tuple(out)
+
+
+class SelectorFieldError(FieldError):
+    """A CEL selector the API server refuses when the object is created. The loader names the object in the
+    message (:func:`name_object`), as the API server does ("The ResourceClaim "c" is invalid: ...")."""
+
+
+def name_object(doc: object, error: FieldError) -> str:
+    """``error.message``; for a :class:`SelectorFieldError`, prefixed with the object's kind and
+    (namespace/)name, which a selector error in a large dump needs to be found."""
+    if not isinstance(error, SelectorFieldError) or not isinstance(doc, dict):
+        return error.message
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict):
+        return error.message
+    name, namespace, kind = meta.get("name"), meta.get("namespace"), doc.get("kind")
+    if not isinstance(name, str) or not isinstance(kind, str):
+        return error.message
+    if kind in ("ResourceClaim", "ResourceClaimTemplate"):
+        name = f"{namespace if isinstance(namespace, str) and namespace else 'default'}/{name}"
+    return f"{kind} {name} is invalid: {error.message}"
+
+
+def check_cel_expression(expression: str, path: str) -> None:
+    """Compile and type-check a selector as the API server does when the object is created
+    (pkg/apis/resource/validation ``validateCELSelector``): a compile error is ``Invalid value``, a worst-case
+    cost above resource.CELSelectorExpressionMaxCost is ``Forbidden: too complex, exceeds cost limit``.
+    So a selector the API server would refuse is refused at load (exit 2), never at allocation."""
+    problem = selector_problem(expression)
+    if problem is None:
+        return
+    verdict, detail = problem
+    if verdict == "forbidden":
+        error = forbidden(path, detail)
+    elif verdict == "too-long":
+        error = too_long(path, CEL_SELECTOR_EXPRESSION_MAX_LENGTH)
+    else:
+        error = invalid(path, expression, detail)
+    raise SelectorFieldError(error.path, error.message)
 
 
 def check_device_configuration(entry: dict[str, Any], path: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..dra.cel_env import check_new_object_selectors
 from ..dra.taint_rules import fault_rule, fault_rule_name, served_version
 from ..kube.fields import FieldError, index, join
 from ..kube.versions import GATES, Profile
@@ -98,6 +99,7 @@ def check_object(obj: dict[str, Any], path: str, profile: Profile) -> None:
     if obj.get("apiVersion") != "resource.k8s.io/v1":
         return
     kind = obj.get("kind")
+    check_new_object_selectors(obj, path, profile)  # the release's CEL environment for new objects
     if kind == "DeviceClass":
         _fields(obj.get("spec"), join(path, "spec"), CLASS_FIELDS, profile)
     elif kind == "ResourceClaim":
