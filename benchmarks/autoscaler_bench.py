@@ -26,6 +26,7 @@ from typing import Any
 
 from dralab.core.autoscaler.reactor import Autoscaler
 from dralab.core.controllers.claims import claim_manifest
+from dralab.core.kube.versions import make_profile, profile_config
 from dralab.core.log.events import (
     AnyEvent,
     ClaimAllocated,
@@ -149,19 +150,23 @@ class _Stub:
         self.manifest = manifest
 
 
-def run(nodes: int, pods: int, pending: int, policy: str, repeat: int, profile: bool) -> dict[str, Any]:
+def run(nodes: int, pods: int, pending: int, policy: str, repeat: int, profile: bool,
+        kubernetes: str = "1.37") -> dict[str, Any]:
     built = time.perf_counter()
     state = build(nodes, pods, pending, policy)
     build_s = time.perf_counter() - built
     times = []
     decision = None
     for i in range(repeat):
-        autoscaler = Autoscaler(policy=policy)
+        # the release emulated (every cluster-autoscaler flag at its default; the pending pods older than its 30 s
+        # GPU buffer), or dralab's model from before release profiles (`legacy`, as this script measured until issue 22)
+        autoscaler = Autoscaler(policy=policy, kubernetes=None if kubernetes == "legacy"
+                                else profile_config(make_profile(kubernetes)))
         prof = cProfile.Profile() if profile and i == 0 else None
         start = time.perf_counter()
         if prof:
             prof.enable()
-        decision = autoscaler.react(state, 10_000, random.Random(1))
+        decision = autoscaler.react(state, 10_000 if kubernetes == "legacy" else 60_000, random.Random(1))
         if prof:
             prof.disable()
             pstats.Stats(prof).sort_stats("tottime").print_stats(20)
@@ -182,9 +187,12 @@ def main() -> None:
     ap.add_argument("--policy", choices=("count", "dra", "atomic"), default="dra")
     ap.add_argument("--repeat", type=int, default=3, help="loops timed (best of)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--kubernetes", default="1.37", choices=("1.34", "1.35", "1.36", "1.37", "legacy"),
+                    help="the release emulated (default 1.37), or `legacy` (dralab's model before release profiles)")
     args = ap.parse_args()
-    r = run(args.nodes, args.pods, args.pending, args.policy, args.repeat, args.profile)
-    print(f"policy {r['policy']}: {r['nodes']} nodes, {r['pods']} running pods, {r['pending']} pending "
+    r = run(args.nodes, args.pods, args.pending, args.policy, args.repeat, args.profile, args.kubernetes)
+    print(f"Kubernetes {args.kubernetes}, policy {r['policy']}: {r['nodes']} nodes, {r['pods']} running pods, "
+          f"{r['pending']} pending "
           f"(built in {r['build_s']} s): one loop {r['loop_s']} s (best of {r['loops_s']}); "
           f"scale-up (group, nodes, pods): {r['scale_up']}")
 
