@@ -21,7 +21,10 @@ from ..state.cluster import ClusterState, NodeState, PodState
 from .config import num_feasible_nodes_to_find as configured_nodes_to_find
 from .cycle import Attempt, Cycle, Used
 from .feasibility_cache import FeasibilityCache
+from .filter_errors import CAUSE as FILTER_ERROR_CAUSE
+from .filter_errors import first_error
 from .filters import STATIC_FILTERS, ShapeMemo, first_failure, num_feasible_nodes_to_find, static_shape
+from .framework import FilterPlugin
 from .placement import AntiIndex, attempt_filter, cycle_pods
 from .plain import Pick
 from .plugins.dynamic_resources import DRA_FAILURE, DraPlugin, PodClaims
@@ -230,6 +233,52 @@ class NodeSearch:
             if chosen is not None:
                 return chosen, reasons, allocations, []
         return None, reasons, {}, dra_nodes
+
+    def _filter_error(self, cycle: Cycle, pod: PodState, claims: PodClaims, allocator: Allocator | None,
+                      start: int) -> tuple[str, str] | None:
+        """DynamicResources' Filter Error status upstream's search would have met in this attempt (a selector
+        failing at runtime, filter_errors.py), checked on the nodes it would have run Filter on, from `start`
+        (the rotating start before the search): (message, detail), or None. Release profiles only."""
+        if allocator is None or not claims.to_allocate or not self._dra.may_fail(cycle.view, claims):
+            return None
+        nodes = self._static_nodes(cycle, pod, self._shapes(pod))
+        if not nodes:
+            return None
+        first = start % len(nodes)
+        want = (num_feasible_nodes_to_find(len(nodes)) if self._scoring is None
+                else configured_nodes_to_find(self._scoring.percentage, len(nodes)))
+        static = dict(nodes)
+        extra = attempt_filter(cycle, pod, self._anti_memo)
+        requests = sorted(pod.requests.items())
+        view, used = cycle.view, cycle.used
+
+        def passes(name: str) -> bool:  # the filters before DynamicResources, as schedule_one runs them
+            node = view.nodes[name]
+            return static[name] is None and not lacking(requests, used[name], node.allocatable) and (
+                extra is None or extra(node) is None)
+        order = [name for name, _ in nodes[first:] + nodes[:first]]
+        return first_error(self._dra, allocator, claims, view.nodes, order, want, passes)
+
+    def _plain_filter_error(self, state: Attempt, filters: tuple[FilterPlugin, ...], start: int
+                            ) -> tuple[str, str, str] | None:
+        """The plain run's `_filter_error` (plain.attempt's `filter_error`): the profile's filters on every node."""
+        cycle, pod, claims, allocator = state.cycle, state.pod, state.claims, state.allocator
+        if allocator is None or not claims.to_allocate or not self._dra.may_fail(cycle.view, claims):
+            return None
+        names = list(cycle.view.nodes)
+        if not names:
+            return None
+        percentage = getattr(state.score, "percentage", None)
+        want = (num_feasible_nodes_to_find(len(names)) if percentage is None
+                else configured_nodes_to_find(percentage, len(names)))
+        first = start % len(names)
+        view, used = cycle.view, cycle.used
+
+        def passes(name: str) -> bool:
+            node = view.nodes[name]
+            return all(f(pod, node, used[name]) is None for f in filters)
+        error = first_error(self._dra, allocator, claims, view.nodes, names[first:] + names[:first], want, passes)
+        return None if error is None else (error[0], FILTER_ERROR_CAUSE, error[1])
 
     def _plain_pick(self, state: Attempt) -> Pick:
         """DynamicResources' Filter on the best-scored nodes for the plain run: `_pick` without its memo."""

@@ -35,18 +35,23 @@ from .queue import NOT_READY
 Nominated = Callable[[Cycle, PodState, Any, Any], "tuple[str, dict[str, dict[str, Any]]] | None"]
 # a Score plugin's error for the attempt on the node found: (message, dralab cause), or None
 ScoreError = Callable[[Attempt, str], "tuple[str, str] | None"]
+# a Filter plugin's Error status for the attempt (filter_errors.py), given the filters and the rotating start the
+# search began at: (message, dralab cause, detail), or None
+FilterError = Callable[[Attempt, "tuple[FilterPlugin, ...]", int], "tuple[str, str, str] | None"]
 Pick = Callable[[dict[float, list[str]], Counter[str], list[str]], tuple[str | None, dict[str, dict[str, Any]]]]
 
 
 def attempt(profile: Profile[Attempt], state: Attempt, pick: Callable[[Attempt], Pick],
-            nominated: Nominated | None = None, score_error: ScoreError | None = None) -> None:
+            nominated: Nominated | None = None, score_error: ScoreError | None = None,
+            filter_error: FilterError | None = None) -> None:
     """One pod through the profile's points (upstream's scheduleOne, its binding cycle at once): a
     rejection at PreEnqueue or PreFilter is written as the pod's condition (SchedulingGated, or
     NotReadyForScheduling), a Wait there writes nothing; no node found: PostFilter's Status; else the
     node is reserved and, unless a Permit plugin says Wait, bound. `pick`: DynamicResources' Filter on
     the best-scored nodes, bound to the attempt. `nominated`: a nominated pod's node tried first
     (evaluateNominatedNode, with DefaultPreemption). `score_error`: a Score plugin's error on the node found
-    (kubernetes#139016, reactor.py), written as SchedulerError."""
+    (kubernetes#139016, reactor.py), written as SchedulerError. `filter_error`: a Filter's Error status on a node
+    the search checks (a DRA selector failing at runtime, filter_errors.py): the attempt aborts, SchedulerError."""
     cycle, pod = state.cycle, state.pod
     for enqueue in profile.pre_enqueue:
         status = enqueue(pod)
@@ -70,8 +75,13 @@ def attempt(profile: Profile[Attempt], state: Attempt, pick: Callable[[Attempt],
     if first is not None and state.gang is None:
         node, state.allocations = first
     else:
+        start = cycle.cursor[0]
         node, state.reasons, state.allocations, state.dra_nodes = schedule_pod(
             cycle, pod, profile.filter, state.score, pick(state))
+        failed = filter_error(state, profile.filter, start) if filter_error is not None else None
+        if failed is not None:
+            cycle.pending(pod, "SchedulerError", failed[0], failed[1], failed[2])
+            return
         error = score_error(state, node) if score_error is not None and node is not None else None
         if error is not None:
             cycle.pending(pod, "SchedulerError", error[0], error[1], error[0])

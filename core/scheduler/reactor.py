@@ -32,6 +32,7 @@ from ..state.cluster import ClusterState, PodState
 from ..state.object_changes import current_pdbs
 from .cycle import Attempt, Cycle
 from .feasibility_cache import FeasibilityCache
+from .filter_errors import CAUSE as FILTER_ERROR_CAUSE
 from .filters import FILTERS as FILTERS
 from .filters import ShapeMemo
 from .filters import fits_resources as fits_resources
@@ -102,7 +103,8 @@ class Scheduler(NodeSearch):
         # the release emulated, with the scheduler's own gates on top (FieldError if they do not fit it)
         self.profile = merge_gates(profile_from_config(self.kubernetes), self.feature_gates, path="scheduler")
         self._dra = DraPlugin(allocator_features(self.profile), status_claims=self.kubernetes is not None,
-                              gang_claims_blocked=self.profile.bug("kubernetes#137617"))
+                              gang_claims_blocked=self.profile.bug("kubernetes#137617"),
+                              filter_errors=self.kubernetes is not None)
         if self.config is not None and self.score == "fragmentation":
             raise ValueError("the fragmentation score is dralab's own: not with a scheduler configuration")
         self._scoring = Scoring(self.config) if self.config is not None else None  # scoring.py
@@ -304,7 +306,8 @@ class Scheduler(NodeSearch):
             nominated = self._preemption.nominated_first if self._preemption else None
             attempt(replace(default_profile(self._dra, gangs, self._scorer, self._preemption), pre_bind=(pre_bind,)),
                     Attempt(cycle, pod), self._plain_pick, nominated,
-                    self._plain_score_error if self.profile.bug("kubernetes#139016") else None)
+                    self._plain_score_error if self.profile.bug("kubernetes#139016") else None,
+                    self._plain_filter_error if self._dra.filter_errors else None)
             return
         gate = gated(pod)  # PreEnqueue: SchedulingGates, then GangScheduling
         if gate is not None:
@@ -347,7 +350,12 @@ class Scheduler(NodeSearch):
                 status = self._preemption.post_filter(state, status)
             cycle.pending(pod, "Unschedulable", status.message, status.cause, status.detail)
             return
+        start = cycle.cursor[0]
         node_name, reasons, allocations, state.dra_nodes = self.schedule_one(cycle, pod, claims, allocator)
+        failed_filter = self._filter_error(cycle, pod, claims, allocator, start) if self._dra.filter_errors else None
+        if failed_filter is not None:  # DynamicResources' Filter Error on a node: the attempt aborts (filter_errors.py)
+            cycle.pending(pod, "SchedulerError", failed_filter[0], FILTER_ERROR_CAUSE, failed_filter[1])
+            return
         if node_name is not None and self.profile.bug("kubernetes#139016"):
             error = self._dra_score_error(cycle, pod, claims, allocator, node_name)
             if error is not None:

@@ -78,7 +78,7 @@ class DraPlugin:
     allocator's features, which do: the release's DRA gates (core/dra/features.py)."""
 
     def __init__(self, features: Features | None = None, status_claims: bool = False,
-                 gang_claims_blocked: bool = False) -> None:
+                 gang_claims_blocked: bool = False, filter_errors: bool = False) -> None:
         self.matcher = CelMatcher()
         self.features = features or Features()  # the allocator's, from the release's gates (dra/features.py)
         # release profiles: a template entry whose claim the pod's status names is that claim, template or not
@@ -86,6 +86,11 @@ class DraPlugin:
         self.status_claims = status_claims
         # kubernetes#137617 (core/kube/bugs.py): a pending allocation blocks the holder's own gang as well
         self.gang_claims_blocked = gang_claims_blocked
+        # release profiles: a selector failing at runtime is Filter's Error status, which aborts the attempt
+        # (filter_errors.py); legacy logs were made with it counted as "cannot allocate" on that node
+        self.filter_errors = filter_errors
+        self._may_fail: dict[tuple[str, ...], bool] = {}  # selectors -> fails on some device (may_fail's memo)
+        self._may_fail_index: object = None  # the slice index that memo is for
 
     def prefilter(self, view: ClusterState, pod: PodState, assumed: dict[str, dict[str, Any]],
                   held: Held | None = None, gang: str | None = None) -> PodClaims:
@@ -207,6 +212,53 @@ class DraPlugin:
             return "capacity", outcome.message
         first = outcome.explanations[0]
         return EXPLANATION_CAUSE.get(first.kind, "capacity"), first.message
+
+
+    def may_fail(self, view: ClusterState, claims: PodClaims) -> bool:
+        """Whether a selector of the claims to allocate (theirs, their classes') fails to evaluate on some device
+        of some slice: only then can a Filter end with upstream's selector error (filter_errors.py). Cached per
+        set of selectors while the slices do not change; the results per device are the matcher's cache."""
+        index = view.dra.slice_index()
+        if index is not self._may_fail_index:
+            self._may_fail, self._may_fail_index = {}, index
+        classes = view.dra.classes
+        exprs = tuple(dict.fromkeys(
+            expr for claim in claims.to_allocate for request in claim.requests for sub in request.choices()
+            for expr in (*(classes[sub.device_class].selectors if sub.device_class in classes else ()),
+                         *sub.selectors)))
+        hit = self._may_fail.get(exprs)
+        if hit is None:
+            hit = self._may_fail[exprs] = any(
+                self._fails(expr, device) for expr in exprs for slc in view.dra.slices.values()
+                for device in slc.devices)
+        return hit
+
+    def _fails(self, expression: str, device: Any) -> bool:
+        try:
+            self.matcher.matches(expression, device, "selector")
+        except Exception:  # SelectorError: does not compile, fails at runtime or is not a bool
+            return True
+        return False
+
+    def filter_error(self, allocator: Allocator, claims: PodClaims, node: NodeState
+                     ) -> tuple[bool, tuple[str, str] | None]:
+        """Filter on this node as upstream runs it: (feasible, None), or (False, (message, detail)) when the
+        allocator ends on a selector that fails to evaluate: the Error status's message as handleSchedulingFailure
+        writes it, and dralab's explanation (naming request, claim and device) as the detail."""
+        for _, allocation in claims.allocated:
+            if not node_selector_matches(allocation.get("nodeSelector"), node.labels, node.name):
+                return False, None
+        if not claims.to_allocate:
+            return True, None
+        outcome = allocator.allocate(dra_node(node), claims.to_allocate, explain=False)
+        if outcome.outcome == "allocated":
+            return True, None
+        first = outcome.explanations[0] if outcome.outcome == "error" and outcome.explanations else None
+        if first is None or first.kind != "selector-error":
+            return False, None
+        # the explanation opens with upstream's allocator error (core/dra/explain_errors.py selector_error)
+        upstream = first.message.split(" (request ", 1)[0]
+        return False, (f'running "{NAME}" filter plugin: {upstream}', first.message)
 
 
 def dra_node(node: NodeState) -> DraNode:
