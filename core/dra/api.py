@@ -68,6 +68,7 @@ from ..kube.yaml_files import YamlError, load_yaml_all
 from .checks import name_object
 from .claims import convert_claim, convert_pod, convert_template
 from .convert import convert_device_class, convert_node, convert_slice
+from .foreign_kinds import refuse_not_modelled
 from .merge import first_difference
 from .model import Claim, Inventory
 from .older import path_in_file, served_check, to_v1
@@ -343,6 +344,7 @@ class InventoryBuilder:
                                  f"expected `{POD_GROUP_API_VERSION}` (scheduler-plugins), got `{api_version}`")
             self._add_pod_group(obj, path, file)
         else:
+            refuse_not_modelled(group, kind, path)  # a CRD whose controller makes the pods' DRA objects
             self.inventory.other.append(obj)
 
     def _typed(self, kind: str, group: str, api_version: str) -> bool:
