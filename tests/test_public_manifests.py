@@ -139,12 +139,35 @@ def test_nvidia_static_mig_any_mig_device(capsys: pytest.CaptureFixture[str]) ->
 
 def test_nvidia_compute_domain_is_refused_as_not_modelled(capsys: pytest.CaptureFixture[str]) -> None:
     """channel-injection.yaml's pod uses the ResourceClaimTemplate the ComputeDomain controller creates (and
-    devices the IMEX daemons it starts publish): dralab does not model that controller, so the ComputeDomain is
-    refused by name, exit 2, rather than read as a pod waiting for a template someone forgot."""
+    devices the IMEX daemons it starts publish): dralab does not model that controller, so a ComputeDomain whose
+    template the input lacks is refused by name, exit 2, rather than read as a pod waiting for a template
+    someone forgot (core/dra/foreign_kinds.py)."""
     code, _, err = run(capsys, "audit", *NV_GPUS, "nvidia/channel-injection.yaml")
     assert code == 2
-    assert "channel-injection.yaml" in err and "ComputeDomain" in err and "not modelled" in err, err
-    assert "resource.nvidia.com" in err
+    assert "channel-injection.yaml: documents[0].spec.channel.resourceClaimTemplate.name" in err, err
+    assert "`ComputeDomain` (resource.nvidia.com) is not modelled" in err and "default/imex-channel-0" in err, err
+
+
+def test_nvidia_compute_domain_with_its_controllers_template_is_read(capsys: pytest.CaptureFixture[str],
+                                                                     tmp_path: Path) -> None:
+    """A real cluster's dump holds the template the controller made (computedomain.go: device class
+    compute-domain-default-channel.nvidia.com); then the pod is judged as usual -- here pending, as upstream's
+    would be until an IMEX daemon publishes a channel device: no device of that class exists yet."""
+    made = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "imex-channel-0", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "channel", "exactly": {
+                "deviceClassName": "compute-domain-default-channel.nvidia.com"}}]}}}}
+    channel_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                     "metadata": {"name": "compute-domain-default-channel.nvidia.com"},
+                     "spec": {"selectors": [{"cel": {"expression": "device.driver == 'compute-domain.nvidia.com' && "
+                                                     "device.attributes['compute-domain.nvidia.com'].type == "
+                                                     "'channel' && device.attributes['compute-domain.nvidia.com']"
+                                                     ".id == 0"}}]}}
+    extra = write(tmp_path / "controller-made.yaml", [made, channel_class])
+    code, report, err = run(capsys, "audit", *NV_GPUS, "nvidia/channel-injection.yaml", extra)
+    assert code == 0, err
+    [pod] = report["pods"]
+    assert pod["name"] == "imex-channel-injection" and pod["node"] is None and pod["reason"] is not None, pod
 
 
 # ------------------------------------------------------------------ kube-scheduler's scheduler_perf templates
