@@ -105,6 +105,50 @@ def test_amd_shared_claim_serves_both_pods(capsys: pytest.CaptureFixture[str]) -
     assert len({tuple(devices_of(b)) for b in report["bindings"] if b["claims"]}) == 1
 
 
+# ------------------------------------------------------------------ dra-example-driver: partitionable devices
+
+EXAMPLE_PARTITIONS = ("example-driver/cluster-partitions.yaml", "example-driver/partitionable-devices.yaml")
+
+
+def test_example_driver_partitionable_devices(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """demo/examples/partitionable-devices: pod0 asks for two devices of gpu.example.com on a node whose two GPUs
+    are each four quarter partitions plus a full device, all drawing on the GPU's counter set. Upstream answer:
+    pod0 gets two partitions (its README). Four more copies of pod0, scheduled one after another: the allocator
+    takes devices in slice order, so pods 0-1 get gpu-0's four partitions, gpu-0-full no longer fits the counters,
+    pods 2-3 get gpu-1's, and the fifth waits (counters): 8 quarters, 4 pods."""
+    code, report, err = run(capsys, "audit", *EXAMPLE_PARTITIONS)
+    assert code == 0, err
+    [pod] = report["pods"]
+    assert (pod["name"], pod["reason"], pod["closest"]["node"]) == ("pod0", None, "kind-worker")
+    [template, pod0] = [d for d in read(EXAMPLE_PARTITIONS[1]) if d["kind"] != "Namespace"]
+    pods = []
+    for i in range(5):
+        copy_ = copy.deepcopy(pod0)
+        copy_["metadata"]["name"] = f"pod{i}"
+        pods.append(copy_)
+    code, report, err = run(capsys, "schedule", EXAMPLE_PARTITIONS[0], write(tmp_path / "pods.yaml", [template, *pods]))
+    assert code == 0, err
+    got = {b["name"]: sorted(d for _, d in devices_of(b)) for b in report["bindings"]}
+    assert got == {"pod0": ["gpu-0-partition-0", "gpu-0-partition-1"], "pod1": ["gpu-0-partition-2", "gpu-0-partition-3"],
+                   "pod2": ["gpu-1-partition-0", "gpu-1-partition-1"], "pod3": ["gpu-1-partition-2", "gpu-1-partition-3"]}
+    [pending] = report["pending"]
+    assert (pending["name"], pending["reason"]) == ("pod4", "counters"), pending
+
+
+def test_example_driver_multiple_allocations_of_one_partition(capsys: pytest.CaptureFixture[str]) -> None:
+    """demo/examples/gpu-allow-multiple-allocations-partitionable: two claims each asking 8Gi and 10 compute of a
+    device that allows multiple allocations. Upstream answer (its README): both pods run on the same partition,
+    gpu-0-partition-0, each with its share recorded as consumed capacity."""
+    code, report, err = run(capsys, "schedule", "example-driver/cluster-partitions-multi.yaml",
+                            "example-driver/gpu-allow-multiple-allocations-partitionable.yaml")
+    assert code == 0, err
+    assert not report["pending"] and sorted(b["name"] for b in report["bindings"]) == ["pod0", "pod1"]
+    for b in report["bindings"]:
+        [result] = [r for c in b["claims"] for r in c["allocation"]["devices"]["results"]]
+        assert result["device"] == "gpu-0-partition-0", result
+        assert result["consumedCapacity"] == {"compute": "10", "memory": "8Gi"}, result
+
+
 # ------------------------------------------------------------------ NVIDIA: k8s-dra-driver-gpu demos
 
 NV_GPUS = ("nvidia/deviceclasses.yaml", "nvidia/cluster-gpus.yaml")
