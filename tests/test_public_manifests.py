@@ -129,8 +129,8 @@ def test_example_driver_partitionable_devices(capsys: pytest.CaptureFixture[str]
     code, report, err = run(capsys, "schedule", EXAMPLE_PARTITIONS[0], write(tmp_path / "pods.yaml", [template, *pods]))
     assert code == 0, err
     got = {b["name"]: sorted(d for _, d in devices_of(b)) for b in report["bindings"]}
-    assert got == {"pod0": ["gpu-0-partition-0", "gpu-0-partition-1"], "pod1": ["gpu-0-partition-2", "gpu-0-partition-3"],
-                   "pod2": ["gpu-1-partition-0", "gpu-1-partition-1"], "pod3": ["gpu-1-partition-2", "gpu-1-partition-3"]}
+    assert got == {f"pod{2 * g + k}": [f"gpu-{g}-partition-{2 * k}", f"gpu-{g}-partition-{2 * k + 1}"]
+                   for g in (0, 1) for k in (0, 1)}
     [pending] = report["pending"]
     assert (pending["name"], pending["reason"]) == ("pod4", "counters"), pending
 
