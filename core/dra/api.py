@@ -68,6 +68,7 @@ from ..kube.yaml_files import YamlError, load_yaml_all
 from .checks import name_object
 from .claims import convert_claim, convert_pod, convert_template
 from .convert import convert_device_class, convert_node, convert_slice
+from .foreign_kinds import is_foreign, missing_products
 from .merge import first_difference
 from .model import Claim, Inventory
 from .older import path_in_file, served_check, to_v1
@@ -263,9 +264,14 @@ class InventoryBuilder:
         # with a profile: the groups whose priority admission resolves once every file is read, and the classes
         self._groups: list[tuple[dict[str, Any], str, str]] = []  # (hub, path, file)
         self._classes: list[dict[str, Any]] = []
+        self._foreign: list[tuple[dict[str, Any], str, str]] = []  # (object, path, file): core/dra/foreign_kinds.py
 
     def finish(self) -> None:
-        """Resolve the priorities of the PodGroups and CompositePodGroups read (a dump's admitted ones kept)."""
+        """Refuse a ComputeDomain-like object whose controller's products the input lacks (core/dra/foreign_kinds.py);
+        resolve the priorities of the PodGroups and CompositePodGroups read (a dump's admitted ones kept)."""
+        for obj, path, file in self._foreign:
+            if (missing := missing_products(obj, path, self.inventory.templates)) is not None:
+                self.errors.append(ManifestError(file, *missing))
         if self.profile is None:
             return
         for hub, path, file in self._groups:
@@ -343,6 +349,8 @@ class InventoryBuilder:
                                  f"expected `{POD_GROUP_API_VERSION}` (scheduler-plugins), got `{api_version}`")
             self._add_pod_group(obj, path, file)
         else:
+            if is_foreign(group, kind):  # a CRD whose controller makes the pods' DRA objects: checked in finish()
+                self._foreign.append((obj, path, file))
             self.inventory.other.append(obj)
 
     def _typed(self, kind: str, group: str, api_version: str) -> bool:

@@ -315,6 +315,14 @@ class Explainer:
                 label = str(attr.value).lower() if isinstance(attr.value, bool) else str(attr.value)
                 groups[label] = groups.get(label, 0) + 1
         node = self.ctx.node.name
+        if f and not groups:  # upstream's allocator: a device without the attribute never meets the constraint
+            # (structured/allocator.go, match/distinctAttributeConstraint.add: lookupAttribute nil -> false)
+            rule = "the same" if match else "pairwise different"
+            text = (f"claim {claim.key} needs {need} devices with {rule} {attribute} "
+                    f"({'matchAttribute' if match else 'distinctAttribute'}); on node {node} {m} devices match and "
+                    f"{f} are free, but none of them has the attribute {attribute}")
+            return Explanation(claim.key, None, "topology", text, m, f,
+                               "matchAttribute" if match else "distinctAttribute", attribute)
         if match:
             best = max(groups.values(), default=0)
             spread = ", ".join(f"{v}: {n}" for v, n in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])))
