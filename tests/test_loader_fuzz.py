@@ -28,7 +28,8 @@ from dralab.inputs import InputError, load_inventory
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO_FILES = sorted((ROOT / "scenarios").rglob("*.yaml"))
 MANIFEST_FILES = sorted((ROOT / "tests" / "dra_cases").glob("*.yaml"))[:60] + sorted(
-    (ROOT / "tests" / "fixtures").rglob("*.yaml"))
+    p for p in (ROOT / "tests" / "fixtures").rglob("*.yaml")
+    if "scheduler_perf" not in p.parts)  # upstream's Go templates, rendered by tests/test_public_manifests.py
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                        HealthCheck.function_scoped_fixture])
 
