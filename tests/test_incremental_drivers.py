@@ -107,7 +107,11 @@ def random_doc(seed: int) -> dict[str, Any]:
         groups.append(g)
     workload = [arrival(f"{rnd.randint(0, 1500)}s", gpu_pod(f"p{i}"), count=rnd.randint(1, 4),
                         run_for=f"{rnd.randint(60, 600)}s") for i in range(12)]
-    d = scenario_doc(groups, nodes={"a": 2, "b": 1}, duration="40m", workload=workload)
+    groups.append(group("c", max=4, delay="30s", template=node_template(gpu=0, cpu="8", labels={"pool": "cpu"})))  # no devices: cpu counts
+    workload += [arrival(f"{rnd.randint(0, 1500)}s", {"metadata": {"name": f"cpu{i}"}, "spec": {"nodeSelector": {"pool": "cpu"}, "containers": [
+        {"name": "main", "image": "x", "resources": {"requests": {"cpu": f"{rnd.randint(1, 6)}"}}}]}},
+        count=rnd.randint(1, 3), run_for=f"{rnd.randint(60, 600)}s") for i in range(6)]
+    d = scenario_doc(groups, nodes={"a": 2, "b": 1, "c": 1}, duration="40m", workload=workload)
     d["spec"]["objects"] = copy.deepcopy(OBJECTS)
     d["spec"]["policy"] = {"autoscaler": "dra"}
     d["spec"]["faults"] = [
@@ -200,3 +204,31 @@ def test_a_slice_written_by_someone_else_is_seen_through_the_journal() -> None:
     got = reactor.react(lg.state, now, decision_rng(5, "drivers", lg.offset, now))
     want = Drivers().react(lg.state, now, decision_rng(5, "drivers", lg.offset, now))
     assert got == want and [e.manifest["metadata"]["name"] for e in got.events] == [f"a-1-{NIC}-0"]
+
+
+@pytest.mark.parametrize("release", [None, "1.35", "1.37"])
+def test_kept_utilizations_equal_fresh_ones_at_every_loop(release: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scale-down's utilization cache (core/autoscaler/disruption/utilization_cache.py) gives, at every call of
+    every loop, what scale_down.utilization computes from scratch; and scale-down does take nodes away."""
+    from dralab.core.autoscaler.disruption import scale_down
+
+    calls = [0, 0]
+    original = scale_down.ScaleDown._utilization
+
+    def checked(sd: Any, view: ClusterState, node: Any, release_: bool) -> float:
+        got = original(sd, view, node, release_)
+        want = scale_down.utilization(view, node, release_, sd.ignore_daemonsets_utilization,
+                                      sd.ignore_mirror_pods_utilization)
+        assert got == want, f"{node.name}: kept {got} != fresh {want}"
+        calls[0] += 1
+        calls[1] += got > 0
+        return got
+
+    monkeypatch.setattr(scale_down.ScaleDown, "_utilization", checked)
+    for seed in (1, 2):
+        d = random_doc(seed)
+        if release:
+            d["spec"]["kubernetes"] = {"version": release, "featureGates": {"DRADeviceTaints": True}}
+        result = Simulator(parse_scenario(d, "utilization.yaml"), seed).run()
+        assert sum(g.deleted for g in result.state.node_groups.values()) > 0
+    assert calls[0] > 200 and calls[1] > 10  # many loops, and busy nodes among them

@@ -97,6 +97,14 @@ class DraState:
     # The names of the slices published or removed, in fold order: a journal that the drivers reactor reads
     # on from where it stopped, rather than look at every node's slices (core/controllers/drivers_cache.py).
     slice_changes: list[str] = field(default_factory=list, compare=False, repr=False)
+    # The pools (driver, pool) of every device allocated or freed, in fold order: a journal that the
+    # autoscaler's utilization cache reads on (core/autoscaler/disruption/utilization_cache.py).
+    allocation_changes: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
+
+    def allocation_changed(self, allocation: dict[str, Any]) -> None:
+        """Note the pools of an allocation made or freed (the journal `allocation_changes`)."""
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            self.allocation_changes.append((str(result.get("driver", "")), str(result.get("pool", ""))))
 
     def slice_index(self) -> SliceIndex:
         """The allocator's index of the slices: built the first time, then kept up to date by the fold."""
@@ -146,6 +154,7 @@ class DraState:
                 state.allocation = event.allocation
                 state.reserved_for[event.pod] = None
                 self.allocated.add_allocation(event.allocation)
+                self.allocation_changed(event.allocation)
             case ClaimReserved():
                 state = self.claims.get(event.claim)
                 if state is None or state.allocation is None:
@@ -162,6 +171,7 @@ class DraState:
                 state.reserved_for.pop(event.pod, None)
                 if event.deallocate and state.allocation is not None:
                     self.allocated.remove_allocation(state.allocation)
+                    self.allocation_changed(state.allocation)
                     state.allocation = None
                     self.device_conditions.pop(event.claim, None)
             case DeviceBindingDefined():
