@@ -107,10 +107,14 @@ def random_doc(seed: int) -> dict[str, Any]:
         groups.append(g)
     workload = [arrival(f"{rnd.randint(0, 1500)}s", gpu_pod(f"p{i}"), count=rnd.randint(1, 4),
                         run_for=f"{rnd.randint(60, 600)}s") for i in range(12)]
-    groups.append(group("c", max=4, delay="30s", template=node_template(gpu=0, cpu="8", labels={"pool": "cpu"})))  # no devices: cpu counts
-    workload += [arrival(f"{rnd.randint(0, 1500)}s", {"metadata": {"name": f"cpu{i}"}, "spec": {"nodeSelector": {"pool": "cpu"}, "containers": [
-        {"name": "main", "image": "x", "resources": {"requests": {"cpu": f"{rnd.randint(1, 6)}"}}}]}},
-        count=rnd.randint(1, 3), run_for=f"{rnd.randint(60, 600)}s") for i in range(6)]
+    # a group without devices, and pods of cpu only on it: there utilization is the cpu's
+    groups.append(group("c", max=4, delay="30s", template=node_template(gpu=0, cpu="8", labels={"pool": "cpu"})))
+    cpu_spec = {"nodeSelector": {"pool": "cpu"}, "containers": [{"name": "main", "image": "x"}]}
+    for i in range(6):
+        spec = copy.deepcopy(cpu_spec)
+        spec["containers"][0]["resources"] = {"requests": {"cpu": f"{rnd.randint(1, 6)}"}}
+        workload.append(arrival(f"{rnd.randint(0, 1500)}s", {"metadata": {"name": f"cpu{i}"}, "spec": spec},
+                                count=rnd.randint(1, 3), run_for=f"{rnd.randint(60, 600)}s"))
     d = scenario_doc(groups, nodes={"a": 2, "b": 1, "c": 1}, duration="40m", workload=workload)
     d["spec"]["objects"] = copy.deepcopy(OBJECTS)
     d["spec"]["policy"] = {"autoscaler": "dra"}
