@@ -42,8 +42,12 @@ class UtilizationCache:
 
     def utilization(self, view: ClusterState, node: NodeState, key: Key, compute: Callable[[], float]) -> float:
         """`compute()`, or the value it gave before if nothing it depends on changed since."""
-        self._sync(view)
-        if view.dra.binding or (key[0] and any(expendable(view.pods[k]) for k in node.pods)):
+        known = self.journals
+        if known is None or view.usage_changes is not known[0] or len(known[0]) != self.positions[0] \
+                or len(known[1]) != self.positions[1] or len(known[2]) != self.positions[2] \
+                or view.dra.slice_changes is not known[1] or view.dra.allocation_changes is not known[2]:
+            self._sync(view)
+        if view.dra.binding or (key[0] and node.pods and any(expendable(view.pods[k]) for k in node.pods)):
             return compute()  # inputs the journals do not name: computed each time
         per = self.values.get(node.name)
         if per is not None:
