@@ -236,3 +236,34 @@ def test_kept_utilizations_equal_fresh_ones_at_every_loop(release: str | None, m
         result = Simulator(parse_scenario(d, "utilization.yaml"), seed).run()
         assert sum(g.deleted for g in result.state.node_groups.values()) > 0
     assert calls[0] > 200 and calls[1] > 10  # many loops, and busy nodes among them
+
+
+def test_an_allocation_alone_changes_a_kept_utilization() -> None:
+    """A device allocated or freed with no pod bound or finished in the same record (a shared claim, the claim
+    controller's later release): only the journal of allocations names the node, and the kept value follows."""
+    from builders import Log
+
+    from dralab.core.autoscaler.disruption.scale_down import ScaleDown, utilization
+    from dralab.core.engine.contract import decision_rng
+    from dralab.core.log.events import ClaimAllocated, ClaimReleased, ResourceClaimCreated
+
+    d = random_doc(6)
+    d["spec"]["faults"] = []
+    sc = parse_scenario(d, "alloc.yaml")
+    lg = Log()
+    lg.extend(scenario_inputs(sc, 6))
+    lg.append(*Drivers().react(lg.state, 0, decision_rng(6, "drivers", lg.offset, 0)).events, t=0)
+    node = lg.state.nodes["a-0"]
+    sd = ScaleDown()
+    assert sd._utilization(lg.state, node, True) == 0.0
+    lg.append(ResourceClaimCreated(manifest={
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "shared", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}), t=1)
+    result = {"request": "gpu", "driver": GPU, "pool": "a-0", "device": "gpu-0"}
+    lg.append(ClaimAllocated(claim="claim/default/shared", pod="pod/default/x",
+                             allocation={"devices": {"results": [result]}}), t=2)
+    busy = sd._utilization(lg.state, node, True)
+    assert busy > 0 and busy == utilization(lg.state, node, True)
+    lg.append(ClaimReleased(claim="claim/default/shared", pod="pod/default/x", deallocate=True), t=3)
+    assert sd._utilization(lg.state, node, True) == 0.0
