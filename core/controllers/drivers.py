@@ -36,7 +36,7 @@ import copy
 import random
 import zlib
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..cluster.driver_faults import DriverFaults, driver_faults
@@ -47,6 +47,7 @@ from ..log.events import AnyEvent, DriverSpec, ResourceSlicePublished
 from ..scenario.dra import render_slice_templates, slice_name
 from ..state.cluster import ClusterState, NodeGroupState, NodeState
 from .device_binding import binding_events
+from .drivers_cache import DirtyNodes
 
 
 def unhealthy_taint(driver: str) -> dict[str, Any]:
@@ -112,6 +113,8 @@ class Drivers:
     trigger: Trigger = "events"
     shard: int = 0  # this reactor's shard, of `shards`
     shards: int = 1
+    # what the last decisions looked at: the next one looks only at the nodes whose inputs changed
+    _cache: DirtyNodes = field(default_factory=DirtyNodes, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.shards < 1 or not 0 <= self.shard < self.shards:
@@ -127,16 +130,26 @@ class Drivers:
         wake: list[int] = []
         copiers: dict[str, list[Any]] = {}  # group -> a copier per slice template, made when first needed
         faults = driver_faults(view) if view.faults else {}
-        for node in view.nodes.values():
+        cache = self._cache
+        for name in cache.dirty(view, now, {node for node, _ in faults}):  # the nodes whose inputs changed
+            node = view.nodes[name]
             if self.shards > 1 and shard_of(node.name, self.shards) != self.shard:
                 continue  # another shard's node
             group = view.node_groups.get(node.group)
             if group is None or not group.resource_slices or node.ready_t < 0:
                 continue  # no devices, or not Ready yet: its plugins have not started
             specs = {d.name: d for d in group.drivers}
+            mine: list[AnyEvent] = []
+            wakes: list[int] = []
+            read: list[str] = []
             for driver in drivers_of(group.resource_slices):
-                events.extend(self._driver(view, group, node, driver, specs.get(driver), now, wake, copiers,
-                                           faults.get((node.name, driver))))
+                mine.extend(self._driver(view, group, node, driver, specs.get(driver), now, wakes, copiers,
+                                         faults.get((node.name, driver)), read))
+            cache.looked(name, read, wakes, bool(mine))
+            events.extend(mine)
+        first = cache.next_wake()
+        if first is not None:
+            wake.append(first)
         if view.dra.binding:  # devices that pods wait on in PreBind: their binding conditions (device_binding.py)
             events.extend(binding_events(view, now, wake, self._hosts, mark_unhealthy))
         return Decision(tuple(events), min(wake) if wake else None)
@@ -147,7 +160,7 @@ class Drivers:
     @staticmethod
     def _driver(view: ClusterState, group: NodeGroupState, node: NodeState, driver: str, spec: DriverSpec | None,
                 now: int, wake: list[int], copiers: dict[str, list[Any]],
-                faults: DriverFaults | None = None) -> list[AnyEvent]:
+                faults: DriverFaults | None = None, read: list[str] | None = None) -> list[AnyEvent]:
         due = node.ready_t + node.publish_delay_ms.get(driver, 0)
         if faults is not None:
             wake.extend(faults.wakes(now))
@@ -182,6 +195,8 @@ class Drivers:
             bump += faults.republishes(now)  # a driver-republish: devices removed or changed (driver_faults.py)
             removed, changed = faults.device_edits(now)
         templates = [t for t in group.resource_slices if t["spec"]["driver"] == driver]
+        if read is not None:  # the slices this answer depends on (drivers_cache.py)
+            read.extend(slice_name(node.name, driver, i) for i in range(len(templates)))
         stale = [i for i, template in enumerate(templates)
                  if not _as_wanted(view.dra.slices.get(slice_name(node.name, driver, i)), template, driver, bump,
                                    unhealthy - removed, healed)]  # (a removed device has no taint to show)

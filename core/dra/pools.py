@@ -29,6 +29,7 @@ the others. In 1.35 the pool order comes from a Go map and is random, so any fix
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -90,26 +91,96 @@ class Pool:
 
 @dataclass
 class SliceIndex:
-    """All slices of the cluster, indexed once per Allocator so that a node only looks at its own
-    node-local slices plus the shared ones (network-attached, per-device, counter slices)."""
+    """All slices of the cluster, indexed so that a node only looks at its own node-local slices plus the
+    shared ones (network-attached, per-device, counter slices).
+
+    Built once from a list (`build`), or kept by the fold as the slices change (`put`, `drop`: the cost of
+    one change is that of the slice's node and pool, not of every slice; issue 24). Positions are the
+    slices' order in the fold's `slices` dict: a new name takes the next one, a republished name keeps
+    its own, so a kept index equals `build(list(slices.values()))` after every change
+    (tests/test_incremental_drivers.py)."""
 
     by_node: dict[str, list[tuple[int, Slice]]]
     shared: list[tuple[int, Slice]]
     by_pool: dict[PoolKey, list[Slice]]
+    # slice name -> (position, slice); every slice whose nodeName is a node, by node (for node deletion)
+    positions: dict[str, tuple[int, Slice]] = field(default_factory=dict)
+    named: dict[str, dict[str, None]] = field(default_factory=dict)
+    next_pos: int = 0
 
     @classmethod
     def build(cls, slices: Sequence[Slice]) -> SliceIndex:
-        by_node: dict[str, list[tuple[int, Slice]]] = {}
-        shared: list[tuple[int, Slice]] = []
-        by_pool: dict[PoolKey, list[Slice]] = {}
-        for pos, slc in enumerate(slices):
-            sel = slc.node_selection
-            if sel is not None and sel.node_name and not slc.shared_counters and not slc.per_device_node_selection:
-                by_node.setdefault(sel.node_name, []).append((pos, slc))
-            else:
-                shared.append((pos, slc))
-            by_pool.setdefault((slc.driver, slc.pool), []).append(slc)
-        return cls(by_node, shared, by_pool)
+        index = cls({}, [], {})
+        for slc in slices:
+            index._add(slc, index.next_pos)
+            index.next_pos += 1
+        return index
+
+    def put(self, slc: Slice) -> SliceIndex:
+        """The index with `slc` published (new, or replacing the slice of its name in place). Changes this
+        index's maps and returns a new object sharing them, so that readers that keep what they derived
+        from an index while it is the same object (by identity) see that it changed."""
+        old = self.positions.get(slc.name)
+        if old is None:
+            pos = self.next_pos
+            self.next_pos += 1
+        else:
+            pos = old[0]
+            self._remove(old[1])
+        self._add(slc, pos)
+        return self._renewed()
+
+    def drop(self, name: str) -> SliceIndex:
+        """The index without the slice `name` (see `put`)."""
+        old = self.positions.pop(name, None)
+        if old is not None:
+            self._remove(old[1])
+        return self._renewed()
+
+    def _renewed(self) -> SliceIndex:
+        return SliceIndex(self.by_node, self.shared, self.by_pool, self.positions, self.named, self.next_pos)
+
+    def _add(self, slc: Slice, pos: int) -> None:
+        """File `slc` at `pos` (appending when `pos` is past every position, as `build` does)."""
+        self.positions[slc.name] = (pos, slc)
+        sel = slc.node_selection
+        entry = (pos, slc)
+        if sel is not None and sel.node_name:
+            self.named.setdefault(sel.node_name, {})[slc.name] = None
+        if sel is not None and sel.node_name and not slc.shared_counters and not slc.per_device_node_selection:
+            _insert(self.by_node.setdefault(sel.node_name, []), entry)
+        else:
+            _insert(self.shared, entry)
+        pool = self.by_pool.setdefault((slc.driver, slc.pool), [])
+        if not pool or self.positions[pool[-1].name][0] <= pos:  # (<=: a name listed twice in `build`)
+            pool.append(slc)
+        else:
+            at = next(i for i, s in enumerate(pool) if self.positions[s.name][0] > pos)
+            pool.insert(at, slc)
+
+    def _remove(self, slc: Slice) -> None:
+        sel = slc.node_selection
+        if sel is not None and sel.node_name:
+            names = self.named.get(sel.node_name)
+            if names is not None:
+                names.pop(slc.name, None)
+                if not names:
+                    del self.named[sel.node_name]
+        if sel is not None and sel.node_name and not slc.shared_counters and not slc.per_device_node_selection:
+            local = self.by_node.get(sel.node_name, [])
+            _discard(local, slc)
+            if not local:
+                self.by_node.pop(sel.node_name, None)
+        else:
+            _discard(self.shared, slc)
+        key = (slc.driver, slc.pool)
+        pool = self.by_pool.get(key, [])
+        for i, s in enumerate(pool):
+            if s is slc:
+                del pool[i]
+                break
+        if not pool:
+            self.by_pool.pop(key, None)
 
     def for_node(self, node: Node) -> list[Slice]:
         """The slices GatherPools looks at for this node, in input order (the others cannot match)."""
@@ -117,6 +188,21 @@ class SliceIndex:
         if not local or not self.shared:
             return [s for _, s in (local or self.shared)]
         return [s for _, s in sorted(local + self.shared, key=lambda ps: ps[0])]
+
+
+def _insert(entries: list[tuple[int, Slice]], entry: tuple[int, Slice]) -> None:
+    """Insert into a list sorted by position (the common case, a new slice, appends)."""
+    if not entries or entries[-1][0] < entry[0]:
+        entries.append(entry)
+    else:
+        entries.insert(bisect.bisect_left(entries, entry[0], key=lambda e: e[0]), entry)
+
+
+def _discard(entries: list[tuple[int, Slice]], slc: Slice) -> None:
+    for i, (_, s) in enumerate(entries):
+        if s is slc:
+            del entries[i]
+            return
 
 
 def _relevant(slc: Slice, node: Node, partitionable: bool) -> bool:

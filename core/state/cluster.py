@@ -177,7 +177,7 @@ class ClusterState(ClusterIndexes):
         node.ready = True
         if node.ready_t < 0:
             node.ready_t = t
-            self.never_ready.pop(node.name, None)
+            self._first_ready(node.name)
 
     def _on_node_not_ready(self, offset: int, t: int, event: NodeNotReady) -> None:
         node = self._known_node(offset, event.name, "NodeNotReady for")
@@ -402,7 +402,7 @@ class ClusterState(ClusterIndexes):
             return
         vm = self.provisioning_nodes.pop(event.name, None)
         self.provisioning_t.pop(event.name, None)
-        self._touch(event.name)
+        self._node_born(event.name)
         self.nodes[event.name] = NodeState(
             name=event.name,
             group=event.group,
@@ -455,7 +455,7 @@ class ClusterState(ClusterIndexes):
         if node is None:
             self.anomalies.append(f"offset {offset}: deletion of unknown node {event.name}")
             return
-        self._touch(event.name)
+        self._node_gone(event.name)
         self.never_ready.pop(event.name, None)
         if node.pods:
             self.anomalies.append(f"offset {offset}: node {event.name} deleted with pods still on it")

@@ -49,8 +49,10 @@ MAGIC = "dralab-state"
 FORMAT_VERSION = 1
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 # Not state: rebuilt lazily by their readers (see the module docstring).
-DROPPED = frozenset({"touched_nodes", "touched_pods", "touched_allocations", "usage_changes", "_view"})
-DRA_CUSTOM = frozenset({"classes", "slices", "claims", "allocated", "_index", "taint_rules"})
+DROPPED = frozenset({"touched_nodes", "touched_pods", "touched_allocations", "usage_changes", "_view",
+                     "node_changes"})
+DRA_CUSTOM = frozenset({"classes", "slices", "claims", "allocated", "_index", "taint_rules", "slice_changes",
+                        "allocation_changes"})
 PHASES = (PENDING, RUNNING, SUCCEEDED, FAILED)
 
 Dev = tuple[str, str, str]  # DeviceID as (driver, pool, device)
@@ -100,7 +102,8 @@ def _body_type(cls: type, overrides: dict[str, Any], skip: frozenset[str], name:
 
 _DRA = _body_type(DraState, {"classes": dict[str, dict[str, Any]], "slices": dict[str, dict[str, Any]],
                              "claims": dict[str, _Claim], "allocated": _Allocated,
-                             "taint_rules": tuple[dict[str, _Rule], dict[str, dict[str, int]]]}, frozenset({"_index"}),
+                             "taint_rules": tuple[dict[str, _Rule], dict[str, dict[str, int]]]},
+                   frozenset({"_index", "slice_changes", "allocation_changes"}),
                    "_Dra")
 _BODY = _body_type(ClusterState, {"dra": _DRA}, DROPPED, "_Body")
 

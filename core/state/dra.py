@@ -91,25 +91,40 @@ class DraState:
     # claim key -> cluster ms of its deletion: claims deleted while allocated or reserved, kept by the
     # delete-protection finalizer until the resourceclaim controller removes it (state/object_changes.py)
     deleting: dict[str, int] = field(default_factory=dict)
-    # derived from `slices`, dropped whenever a slice changes; a cache, so not part of equality
+    # derived from `slices` when first asked for, then kept by every change of them (SliceIndex.put/drop);
+    # a cache, so not part of equality nor of the snapshot
     _index: SliceIndex | None = field(default=None, compare=False, repr=False)
+    # The names of the slices published or removed, in fold order: a journal that the drivers reactor reads
+    # on from where it stopped, rather than look at every node's slices (core/controllers/drivers_cache.py).
+    slice_changes: list[str] = field(default_factory=list, compare=False, repr=False)
+    # The pools (driver, pool) of every device allocated or freed, in fold order: a journal that the
+    # autoscaler's utilization cache reads on (core/autoscaler/disruption/utilization_cache.py).
+    allocation_changes: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
+
+    def allocation_changed(self, allocation: dict[str, Any]) -> None:
+        """Note the pools of an allocation made or freed (the journal `allocation_changes`)."""
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            self.allocation_changes.append((str(result.get("driver", "")), str(result.get("pool", ""))))
 
     def slice_index(self) -> SliceIndex:
-        """The allocator's index of the slices, built once per change of the slices."""
+        """The allocator's index of the slices: built the first time, then kept up to date by the fold."""
         if self._index is None:
             self._index = SliceIndex.build(list(self.slices.values()))
         return self._index
 
     def remove_node_slices(self, node: str) -> None:
         """A deleted node's slices go with it (they are owned by the Node upstream). Allocations from
-        them stay until their claims are released."""
-        gone = [name for name, slc in self.slices.items()
-                if slc.node_selection is not None and slc.node_selection.node_name == node]
-        for name in gone:
+        them stay until their claims are released. Found through the index's slices by node name, not by
+        scanning every slice (issue 24: that made deleting nodes quadratic in the nodes)."""
+        if not self.slices:
+            return
+        index = self.slice_index()
+        for name in list(index.named.get(node, ())):
             del self.slices[name]
             self.taint_rules.no_execute_since.pop(name, None)
-        if gone:
-            self._index = None
+            index = index.drop(name)
+            self.slice_changes.append(name)
+        self._index = index
 
     def apply(self, offset: int, event: object, anomalies: list[str], t: int = 0) -> bool:
         """Apply a DRA event (at cluster time `t`); False if it is not one."""
@@ -127,7 +142,9 @@ class DraState:
                 sl = _convert(convert_published_slice, event.manifest, offset, anomalies)
                 if sl is not None:
                     self.slices[sl.name] = sl
-                    self._index = None
+                    if self._index is not None:
+                        self._index = self._index.put(sl)
+                    self.slice_changes.append(sl.name)
                     self.taint_rules.slice_published(sl, t)  # when its NoExecute taints appeared (device_taints.py)
             case ClaimAllocated():
                 state = self.claims.get(event.claim)
@@ -137,6 +154,7 @@ class DraState:
                 state.allocation = event.allocation
                 state.reserved_for[event.pod] = None
                 self.allocated.add_allocation(event.allocation)
+                self.allocation_changed(event.allocation)
             case ClaimReserved():
                 state = self.claims.get(event.claim)
                 if state is None or state.allocation is None:
@@ -153,6 +171,7 @@ class DraState:
                 state.reserved_for.pop(event.pod, None)
                 if event.deallocate and state.allocation is not None:
                     self.allocated.remove_allocation(state.allocation)
+                    self.allocation_changed(state.allocation)
                     state.allocation = None
                     self.device_conditions.pop(event.claim, None)
             case DeviceBindingDefined():

@@ -86,6 +86,9 @@ class ClusterIndexes:
     # cluster-autoscaler's Events (core/log/events_autoscaler.py): "<reason> <object key>" -> (when, message) of the
     # last one; the autoscaler's 5-minute event filter and the pending reason read it
     autoscaler_events: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # Every node created ("c"), Ready for the first time ("r") or deleted ("d"), as (what, name) in fold
+    # order: a journal that the drivers reactor reads on from where it stopped (core/controllers/drivers_cache.py)
+    node_changes: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
 
     def _on_autoscaler_event(self, t: int, event: object) -> bool:
         """Record an AutoscalerEvent (False: not one). Called by the fold for events without a handler."""
@@ -157,3 +160,18 @@ class ClusterIndexes:
             self.touched_nodes.add(node)
         if pod and self.touched_pods is not None:
             self.touched_pods.add(pod)
+
+    def _node_born(self, node: str) -> None:
+        """A node is created (the fold's journals)."""
+        self._touch(node)
+        self.node_changes.append(("c", node))
+
+    def _node_gone(self, node: str) -> None:
+        """A node is deleted (the fold's journals)."""
+        self._touch(node)
+        self.node_changes.append(("d", node))
+
+    def _first_ready(self, node: str) -> None:
+        """A node turned Ready for the first time."""
+        self.never_ready.pop(node, None)
+        self.node_changes.append(("r", node))

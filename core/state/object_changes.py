@@ -173,6 +173,7 @@ def _remove_claim(state: Fold, key: str) -> None:
     dra.deleting.pop(key, None)
     if claim.allocation is not None:
         dra.allocated.remove_allocation(claim.allocation)
+        dra.allocation_changed(claim.allocation)
         dra.device_conditions.pop(key, None)
         if state.touched_pods is not None:
             state.touched_allocations = True

@@ -76,6 +76,7 @@ from . import report
 from .candidates import TAINT_KEY, Snapshot, mark
 from .drain import STAYS, DrainRules, RemovalSimulator, drainability, pods_to_move
 from .pdb import NOT_ENOUGH_PDB, RemainingPdbs
+from .utilization_cache import UtilizationCache
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ class ScaleDown:
     # A cache, never an answer: node -> the pod that blocked its drain (drainability depends on the pod
     # alone, so while that pod is on the node the node stays blocked).
     _blocker: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # A cache too: each node's utilization until the fold's journals name it (utilization_cache.py)
+    _utils: UtilizationCache = field(default_factory=UtilizationCache, compare=False, repr=False)
 
     def for_groups(self) -> dict[str, ScaleDown]:
         """This ScaleDown as each group with autoscalingOptions sees it (NodeGroupAutoscalingOptions over the
@@ -126,8 +129,7 @@ class ScaleDown:
     def threshold(self, node: NodeState) -> float:
         """--scale-down-gpu-utilization-threshold for a node with a GPU (an extended `*/gpu` resource: the
         provider's GPU config), else --scale-down-utilization-threshold (DRA nodes too: eligibility.go)."""
-        if self.gpu_utilization_threshold is not None and any(
-                a and r.endswith("/gpu") for r, a in node.allocatable.items()):
+        if self.gpu_utilization_threshold is not None and self._utils.has_gpu(node):
             return self.gpu_utilization_threshold
         return self.utilization_threshold
 
@@ -264,7 +266,9 @@ class ScaleDown:
         return events
 
     def _utilization(self, view: ClusterState, node: NodeState, release: bool) -> float:
-        return utilization(view, node, release, self.ignore_daemonsets_utilization, self.ignore_mirror_pods_utilization)
+        daemonsets, mirror = self.ignore_daemonsets_utilization, self.ignore_mirror_pods_utilization
+        return self._utils.utilization(view, node, (release, daemonsets, mirror),
+                                       lambda: utilization(view, node, release, daemonsets, mirror))
 
     def _cooldown(self, view: ClusterState, now: int, scaled_up: bool) -> bool:
         """Release profiles: scale-down is in cooldown after this loop's own scale-up (RunOnce sets lastScaleUpTime
