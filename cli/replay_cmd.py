@@ -2,14 +2,15 @@
 
   --verify          recompute every decision from the view it was made on; exit 1 at the first divergence
     --jobs N        split the log at its snapshots and check the parts in N processes (same report)
-    --ray ADDRESS   check the parts as Ray tasks on that cluster ("auto": the one this machine is in)
+    --ray ADDRESS   check the parts as Ray tasks on that cluster ("local": start one on this machine)
   --at OFFSET|TIME  the cluster state at that point (a whole number is an offset; 90s, 5m, 1h30m a time)
   --explain POD     every event and decision about one pod, with the reasons
   --with KEY=VALUE  the recorded external inputs through reactors with a changed setting, in the
                     simulator; the recorded, baseline and changed runs' metrics side by side
 
 Exit status: 0 done (and, with --verify, no divergence); 1 a divergence or a damaged log (--verify), a
-pod that is not in the log (--explain); 2 invalid input (file, option), said with what and where.
+pod that is not in the log (--explain); 2 invalid input (file, option), said with what and where; 3 the
+Ray cluster of --ray cannot be reached.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import structlog
 
 from .inputs import InputError, output_file, read_log_file, reading, stream_log_file
 
-EXIT_OK, EXIT_FOUND = 0, 1
+EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE = 0, 1, 3
 log = structlog.get_logger("dralab")
 
 
@@ -37,7 +38,7 @@ def add_parser(sub: Any, common: Any) -> None:
                      help="--verify: split the log at its snapshots and check the parts in N processes "
                           "(default 1: one pass; the report is the same)")
     rep.add_argument("--ray", metavar="ADDRESS", help="--verify: check the parts as Ray tasks on this cluster "
-                     "(auto: the one this machine belongs to); its workers must read the log at the same path")
+                     "(local: start one on this machine); its workers must read the log at the same path")
     rep.add_argument("--at", metavar="OFFSET|TIME",
                      help="print the cluster state at a log offset (a whole number) or a cluster time (90s, 5m)")
     rep.add_argument("--explain", metavar="POD", help="tell the story of one pod (name, ns/name or pod/ns/name)")
@@ -98,7 +99,17 @@ def _verify(args: argparse.Namespace, logf: Any) -> int:
         if args.jobs > 1 or args.ray:
             from dralab.replay.simulation.verify_parts import verify_parallel
 
-            result, why = verify_parallel(args.file, args.jobs, args.ray, stream=logf)
+            if args.ray:  # a local Ray on loopback with its own token, or the cluster at the address, probed first
+                from dralab.actors.live_runtime import ServiceUnavailable, ray_runtime
+
+                try:
+                    with ray_runtime(None if args.ray == "local" else args.ray, args.log_format):
+                        result, why = verify_parallel(args.file, args.jobs, "connected", stream=logf)
+                except ServiceUnavailable as exc:
+                    sys.stderr.write(f"dralab: replay --verify --ray: {exc}\n")
+                    return EXIT_UNAVAILABLE
+            else:
+                result, why = verify_parallel(args.file, args.jobs, None, stream=logf)
             if why is None:  # split: no damage (a damaged log is checked in one pass); the count from the blocks
                 logf.count = result.records or 0
             else:

@@ -110,3 +110,14 @@ def test_jobs_must_be_positive_and_go_with_verify(tmp_path: Path, day: tuple) ->
     path = _write(tmp_path / "a.dralog", day)
     assert main(["replay", str(path), "--verify", "--jobs", "0"]) == 2
     assert main(["replay", str(path), "--at", "3", "--jobs", "2"]) == 2
+
+
+@pytest.mark.live
+def test_parts_as_ray_tasks_give_the_same_report(tmp_path: Path, day: tuple,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`--ray local`: a Ray started on loopback for the check, the parts its tasks; a divergence in the middle."""
+    entries, _ = _edit_binding(day[1], 40)
+    path = _write(tmp_path / "e.dralog", day, entries)
+    one, _ = _both(capsys, path)
+    code = main(["replay", str(path), "--verify", "--jobs", "2", "--ray", "local", "-o", "json"])
+    assert (code, capsys.readouterr().out) == one and code == 1

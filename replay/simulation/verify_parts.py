@@ -182,14 +182,13 @@ def check_part(path: str, lo: int, hi: int, lag: int, first: bytes, timed: bool 
 
 def run_tasks(fn: Callable[..., R], calls: Sequence[tuple[Any, ...]], jobs: int, ray: str | None) -> list[R]:
     """`fn(*call)` for every call, results in call order: in `jobs` local processes, or as Ray tasks on
-    the cluster at `ray` ("auto": the one this machine belongs to, or a local one; its workers must see
-    the log at the same path)."""
+    the cluster this process is connected to (the CLI connects it: actors/live_runtime.ray_runtime), else
+    on the one at address `ray`; its workers must read the log at the same path."""
     if ray is not None:
         import ray as ray_mod
 
         if not ray_mod.is_initialized():
-            ray_mod.init(address=None if ray == "local" else ray, include_dashboard=False,
-                         log_to_driver=False, ignore_reinit_error=True)
+            ray_mod.init(address=ray, log_to_driver=False)
         task = ray_mod.remote(num_cpus=1)(fn)
         return list(ray_mod.get([task.remote(*call) for call in calls]))
     if jobs <= 1 or len(calls) <= 1:
