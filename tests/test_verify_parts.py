@@ -12,9 +12,9 @@ import pytest
 from dralab.cli import main
 from dralab.core.log.events import PodBound, decode_record, encode_record
 from dralab.core.scenario.load import parse_scenario
-from dralab.replay.logs.logfile import make_header, read_log, write_log
+from dralab.replay.logs.logfile import LogStream, make_header, read_log, write_log
 from dralab.replay.simulation.sim import Simulator
-from dralab.replay.simulation.verify_parts import plan, verify_parallel
+from dralab.replay.simulation.verify_parts import plan, survey, verify_parallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import day_bench  # noqa: E402  (the benchmark's day: every reactor, a few hundred decisions)
@@ -58,11 +58,13 @@ def _edit_binding(entries: list[tuple[int, bytes]], nth: int) -> tuple[list[tupl
     return out, edited
 
 
-def test_the_log_splits_into_parts_at_its_snapshots(tmp_path: Path, day: tuple) -> None:
+def test_the_log_splits_into_parts_with_as_many_decisions(tmp_path: Path, day: tuple) -> None:
     path = _write(tmp_path / "a.dralog", day)
-    cuts, why = plan(str(path), 2)
-    assert why is None and cuts[0] == 0 and len(cuts) == 4
-    assert all(c % SNAPSHOT_EVERY == 0 for c in cuts)
+    found = survey(LogStream(path))
+    cuts = plan(found.views, 2)
+    assert cuts[0] == 0 and len(cuts) == 6 and found.unsafe is None and found.lag >= 1
+    sizes = [sum(1 for v in found.views if lo <= v < hi) for lo, hi in zip(cuts, [*cuts[1:], 10**9], strict=True)]
+    assert max(sizes) - min(sizes) <= max(sizes) // 3, sizes
     result, why = verify_parallel(str(path), 2)
     assert why is None and result.ok and result.records == len(day[1])
 
@@ -83,17 +85,20 @@ def test_a_divergence_is_reported_as_the_sequential_check_does(tmp_path: Path, d
     bindings = sum(1 for o, p in day[1] if decode_record(p, o).source == "scheduler"
                    and any(isinstance(e, PodBound) for e in decode_record(p, o).events))
     entries, edited = _edit_binding(day[1], nth % bindings)
-    one, two = _both(capsys, _write(tmp_path / "e.dralog", day, entries))
+    path = _write(tmp_path / "e.dralog", day, entries)
+    assert verify_parallel(str(path), 2)[1] is None  # split, not the one-pass fallback
+    one, two = _both(capsys, path)
     assert one[0] == 1 and f'"offset": {edited}' in one[1]
     assert one == two
 
 
-def test_a_log_without_snapshots_is_checked_in_one_pass(tmp_path: Path, day: tuple,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    path = _write(tmp_path / "n.dralog", day, every=0)
-    assert plan(str(path), 2)[1] is not None
+def test_a_log_without_snapshots_splits_too(tmp_path: Path, day: tuple, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each worker folds from the start up to its part: the same report."""
+    entries, _ = _edit_binding(day[1], 40)
+    path = _write(tmp_path / "n.dralog", day, entries, every=0)
+    assert verify_parallel(str(path), 2)[1] is None
     one, two = _both(capsys, path)
-    assert one == two and one[0] == 0
+    assert one == two and one[0] == 1
 
 
 def test_a_damaged_log_is_checked_in_one_pass_with_the_same_report(tmp_path: Path, day: tuple,
@@ -101,6 +106,7 @@ def test_a_damaged_log_is_checked_in_one_pass_with_the_same_report(tmp_path: Pat
     path = _write(tmp_path / "d.dralog", day)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) * 2 // 3])
+    assert verify_parallel(str(path), 2)[1].startswith("damaged")
     one, two = _both(capsys, path)
     assert one == two and one[0] == 1 and '"damage": null' not in one[1]
     assert len(read_log(path).entries) < len(day[1])

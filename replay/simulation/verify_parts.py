@@ -1,36 +1,36 @@
-"""Verify in parallel: the log split at its snapshots, each part checked in its own process (or Ray task).
+"""Verify in parallel: the log split into parts, each checked in its own process (or Ray task).
 
 `replay.simulation.verify` checks a decision when its fold reaches the decision's view, and checks the
-objects it wrote when the fold reaches the decision itself. A `.dralog` file carries a snapshot of the
-fold every `snapshot_every` records (5,000 unless the writer was told otherwise; `dralab run
---snapshot-every` sets the live recorder's), so the log splits at snapshot offsets into parts, each
-owning the decisions whose view lies in `[lo, hi)`: a worker decodes the snapshot at `lo`, folds on from
-there, recomputes its own decisions and follows each to its offset (at most `lag` records past `hi`).
+objects it wrote when the fold reaches the decision itself. So the log splits at fold positions into
+parts, each owning the decisions whose view lies in `[lo, hi)`: a worker takes the state at `lo` (the
+nearest snapshot at or before it, then the records after it: `LogReader.state_at`), folds on, recomputes
+its own decisions and follows each to its offset (at most `lag` records past `hi`). A `.dralog` file
+carries a snapshot every `snapshot_every` records (the writer's default 5,000), which bounds the fold a
+worker repeats; a file without snapshots still splits, each worker folding from the start (folding is
+~100x cheaper per record than recomputing a decision, benchmarks/verify_jobs_bench.py).
 
-Two rounds, as the sequential check makes two passes:
-1. survey: every part's records decoded (a bad one is the LogDecodeError of the lowest offset, raised
-   before any decision is recomputed), giving the first record, the largest distance between a decision
-   and its view, and anything that makes the split unsafe;
-2. check: every part recomputes its decisions and says, for each check it passed and for its first
-   divergence, where the sequential fold would have been (`state.offset`, then check-view before
-   write-check, then the decision's place in its view's list).
-
-The merge takes the first divergence in that order and counts the checks before it, so the result is
-the sequential one (tests/test_verify_parts.py compares both on real logs, with and without a divergence).
-Logs the split cannot serve exactly - no snapshot, a damaged block, offsets that do not grow, a decision
-whose view is not before it - are checked sequentially (`plan` says why).
+The survey is the sequential check's first pass, in this process: every record decoded (LogDecodeError
+for the first bad one, before any decision is recomputed), the largest distance between a decision and
+its view, every decision's view (to share decisions out evenly), and anything that makes the split
+unsafe. Each part then says, for each check it passed and for its first divergence, where the sequential
+fold would have been: `state.offset`, then check-at-view before write-check-at-offset, then the
+decision's place in its view's list. The merge takes the first divergence in that order and counts the
+checks before it, so the result is the sequential one (tests/test_verify_parts.py compares both on real
+logs, with divergences in the first, a middle and the last part). Logs the split cannot serve exactly -
+a damaged block, offsets that do not grow, a decision whose view is not before it, no RunStarted first -
+are checked in one pass (`verify_parallel` says why).
 """
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dralab.core.engine.contract import Reactor, decide, expectations
-from dralab.core.log.events import LogDecodeError, RunStarted, decode_record, encode_record, record_to_builtins
+from dralab.core.log.events import RunStarted, decode_record, encode_record, record_to_builtins
 from dralab.core.run.config import build_reactors
 from dralab.core.state.cluster import ClusterState
 from dralab.replay.logs.gc_policy import collector_paused
@@ -46,11 +46,11 @@ R = TypeVar("R")
 
 @dataclass
 class Survey:
-    """Round 1 of one part: records (lo, hi] decoded."""
+    """The first pass over the whole log (as `verify`'s): what the split needs to know."""
     first: tuple[int, bytes] | None = None
     lag: int = 0
-    unsafe: str | None = None  # why this log must be checked sequentially
-    error: tuple[int, str] | None = None  # the first record that does not decode (offset, detail)
+    unsafe: str | None = None  # why this log must be checked in one pass
+    views: list[int] = field(default_factory=list)  # every decision's view, in log order
 
 
 @dataclass
@@ -62,42 +62,31 @@ class PartResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _records(path: str, lo: int, hi: int) -> Any:
-    """(offset, payload) of the records after `lo` up to `hi` included; the reader's damage as a flag."""
+def _records(path: str, lo: int, hi: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, payload) of the records after `lo` up to `hi` included."""
     with open_log(path) as reader:
         for pair in reader.entries_from(lo + 1):
             if pair[0] > hi:
                 break
             yield pair
-        if reader.damage:
-            raise _Damaged(reader.damage)
 
 
-class _Damaged(Exception):
-    pass
-
-
-def survey_part(path: str, lo: int, hi: int) -> Survey:
+def survey(entries: Iterable[tuple[int, bytes]]) -> Survey:
+    """Every record decoded (LogDecodeError for the first bad one, before any decision is recomputed)."""
     out = Survey()
-    previous = lo
-    try:
-        for offset, payload in _records(path, lo, hi):
-            try:
-                record = decode_record(payload, offset)
-            except LogDecodeError as exc:
-                out.error = (exc.offset, exc.detail)
-                return out
-            if out.first is None:
-                out.first = (offset, payload)
-            if offset <= previous:
-                out.unsafe = out.unsafe or f"offset {offset} does not grow"
-            previous = offset
-            if record.source != "scenario":
-                if record.view >= offset:
-                    out.unsafe = out.unsafe or f"offset {offset}: view {record.view} is not before the decision"
-                out.lag = max(out.lag, offset - record.view)
-    except _Damaged as exc:
-        out.unsafe = out.unsafe or f"damaged: {exc}"
+    previous = 0
+    for offset, payload in entries:
+        record = decode_record(payload, offset)
+        if out.first is None:
+            out.first = (offset, payload)
+        if offset <= previous:
+            out.unsafe = out.unsafe or f"offset {offset} does not grow"
+        previous = offset
+        if record.source != "scenario":
+            if record.view >= offset:
+                out.unsafe = out.unsafe or f"offset {offset}: view {record.view} is not before the decision"
+            out.lag = max(out.lag, offset - record.view)
+            out.views.append(record.view)
     return out
 
 
@@ -111,7 +100,7 @@ def check_part(path: str, lo: int, hi: int, lag: int, first: bytes, timed: bool 
     out = PartResult()
     with open_log(path) as reader:
         state = reader.state_at(lo) if lo else ClusterState()
-    source = _records(path, lo, hi - 1 + lag if hi < END else END)
+    source = _records(path, lo, hi - 1 + lag if hi < END else END)  # a decision lies at most `lag` past its view
     by_view: dict[int, list[tuple[int, Any, bytes]]] = defaultdict(list)
     ahead: deque[tuple[int, Any]] = deque()
     expected: dict[int, dict[str, int]] = {}
@@ -199,50 +188,46 @@ def run_tasks(fn: Callable[..., R], calls: Sequence[tuple[Any, ...]], jobs: int,
         return pool.starmap(fn, calls, chunksize=1)
 
 
-def plan(path: str, jobs: int) -> tuple[list[int], str | None]:
-    """The part boundaries (snapshot offsets, starting with 0), about two parts per job so a slow part
-    does not hold the others back; or no split and why."""
-    with open_log(path) as reader:
-        if reader.damage:
-            return [], f"damaged: {reader.damage}"
-        snaps = [b.first for b in reader.snapshot_blocks]
-        last = reader.last_offset
-    if not snaps:
-        return [], "the log has no snapshots (written with snapshot_every 0, or format 1)"
-    want = max(1, min(2 * jobs, len(snaps) + 1))
+def plan(views: list[int], jobs: int) -> list[int]:
+    """Where the parts start: fold positions that share the decisions out evenly (a decision's cost is
+    its recomputation; the fold up to a part's start is ~100x cheaper per record, and bounded by the
+    snapshot interval when the file has snapshots). About three parts per job, so that a part slower
+    than the rest does not hold the others back."""
+    ordered = sorted(views)
+    want = min(3 * jobs, len(ordered))
     cuts = [0]
-    for k in range(1, want):  # the snapshot nearest each k/want of the records
-        target = last * k // want
-        best = min(snaps, key=lambda s: abs(s - target))
-        if best > cuts[-1]:
-            cuts.append(best)
-    return cuts, None
+    for k in range(1, want):
+        cut = ordered[len(ordered) * k // want]
+        if cut > cuts[-1]:
+            cuts.append(cut)
+    return cuts
 
 
 def verify_parallel(path: str, jobs: int = os.cpu_count() or 1, ray: str | None = None,
                     timings: dict[str, float] | None = None, stream: Any = None) -> tuple[VerifyResult, str | None]:
-    """The sequential `verify` of the file at `path`, computed in parts; and why it ran sequentially
-    (None: it was split), then over `stream` (a LogStream of the file, made if not given, whose `damage`
-    and `count` the pass sets). Raises LogDecodeError for the first record that does not decode."""
-    cuts, why = plan(path, jobs)
-    if why is None:
-        bounds = list(zip(cuts, [*cuts[1:], END], strict=True))
-        surveys = run_tasks(survey_part, [(path, lo, hi) for lo, hi in bounds], jobs, ray)
-        errors = [s.error for s in surveys if s.error is not None]
-        if errors:
-            raise LogDecodeError(*min(errors))
-        why = next((s.unsafe for s in surveys if s.unsafe), None)
-    if why is not None:
+    """The sequential `verify` of the file at `path`, computed in parts; and why it ran in one pass
+    instead (None: it was split). `stream`: a LogStream of the file (made if not given); the survey's
+    pass over it sets its `damage` and `count`. Raises LogDecodeError for the first record that does
+    not decode, before any decision is recomputed."""
+    if stream is None:
         from dralab.replay.logs.logfile import LogStream
 
-        return verify(stream if stream is not None else LogStream(path), timings), why
-    first = surveys[0].first
-    if first is None or not decode_record(first[1], first[0]).events \
-            or not isinstance(decode_record(first[1], first[0]).events[0], RunStarted):
-        return VerifyResult(0, ClusterState(), Divergence(first[0] if first else 0, "", -1, 0,
-                                                          "the log does not start with RunStarted")), None
-    lag = max(s.lag for s in surveys)
-    parts = run_tasks(check_part, [(path, lo, hi, lag, first[1], timings is not None) for lo, hi in bounds], jobs, ray)
+        stream = LogStream(path)
+    found = survey(stream)
+    why = found.unsafe or (f"damaged: {stream.damage}" if stream.damage else None)
+    first = found.first
+    if why is None and (first is None or not isinstance(next(iter(decode_record(first[1], first[0]).events), None),
+                                                        RunStarted)):
+        why = "the log does not start with RunStarted"
+    cuts = plan(found.views, jobs) if why is None else []
+    if why is None and (jobs <= 1 and ray is None or len(cuts) < 2):
+        why = "one part"
+    if why is not None:
+        return verify(stream, timings), why
+    assert first is not None
+    bounds = list(zip(cuts, [*cuts[1:], END], strict=True))
+    calls = [(path, lo, hi, found.lag, first[1], timings is not None) for lo, hi in bounds]
+    parts = run_tasks(check_part, calls, jobs, ray)
     return merge(path, parts, timings), None
 
 
