@@ -7,10 +7,14 @@ Builds the day-bench run (benchmarks/day_bench.py) in the simulator and writes i
 every `--snapshot-every` records, the writer's default 5,000), or reads `--log FILE`; then, in the same
 process and alternating so that the machine's load falls on both alike:
 - the one-pass check (`verify` over the file as a stream, what `dralab replay --verify` runs);
-- the parallel check (`verify_parallel(path, jobs)`, what `--jobs N` runs), its result asserted equal;
-- the fold of the file (decode + apply of every record), events/s.
-Wall seconds are the figure that parallelism improves; CPU seconds (this process and its children) show
-what the split costs in total (a snapshot decoded per part, the survey round, the merge).
+- the parallel check (what `--jobs N` runs: verify_parallel's steps), its result asserted equal;
+- the fold of the file (decode + apply of every record), events/s;
+- a calibration: two units of pure-Python work in one process, then in two (what the machine's other
+  load leaves of the second core: 2.0x on an idle 2-core machine).
+Wall ratio: what a user sees now. CPU critical-path ratio: the one-pass CPU seconds over this process's
+CPU plus the longest part's, i.e. the wall ratio on as many free cores as jobs (the figure a shared,
+loaded machine can still measure). CPU in total shows what the split costs (each part's fold to its start,
+its fresh reactors, the survey, the merge).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dralab.replay.logs.gc_policy import collector_paused
 from dralab.replay.logs.logfile import LogStream, make_header, write_log
 from dralab.replay.simulation.sim import Simulator
 from dralab.replay.simulation.verify import verify
-from dralab.replay.simulation.verify_parts import plan, survey, verify_parallel
+from dralab.replay.simulation.verify_parts import END, check_part, merge, plan, run_tasks, survey
 
 
 def cpu() -> float:
@@ -82,26 +86,57 @@ def main() -> None:
     cuts = plan(found.views, args.jobs)
     print(f"log {path}: {os.path.getsize(path):,} bytes, {len(found.views)} decisions, parts from {cuts}; "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
-    seq_w, seq_c, par_w, par_c, fold_rates = [], [], [], [], []
+    rows: list[dict[str, float]] = []
     for _ in range(args.rounds):
-        one, w, c = timed(lambda: verify(LogStream(path)))
-        seq_w.append(w)
-        seq_c.append(c)
-        (two, why), w, c = timed(lambda: verify_parallel(path, args.jobs))
-        assert why is None, why
-        par_w.append(w)
-        par_c.append(c)
-        assert one.ok == two.ok and one.checked == two.checked and one.sources == two.sources
-        events, s = fold(path)
-        fold_rates.append(events / s)
+        one, seq_w, seq_c = timed(lambda: verify(LogStream(path)))
+        mine = resource.getrusage(resource.RUSAGE_SELF)
+        (two, parts), par_w, par_c = timed(lambda: split_check(path, args.jobs))
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        parent = (after.ru_utime + after.ru_stime) - (mine.ru_utime + mine.ru_stime)
+        assert (one.ok, one.checked, one.sources) == (two.ok, two.checked, two.sources)
+        assert (one.divergence is None) == (two.divergence is None)
+        events, fold_s = fold(path)
+        one_p, two_p = calibrate()
+        rows.append({"seq_w": seq_w, "seq_c": seq_c, "par_w": par_w, "par_c": par_c, "parent": parent,
+                     "longest": max(p.cpu_s for p in parts), "fold": events / fold_s, "machine": one_p / two_p})
     print(f"decisions {one.checked}  by reactor {one.sources}")
-    print(f"one pass   wall {min(seq_w):7.2f} s  cpu {min(seq_c):7.2f} s  {one.checked / min(seq_w):8,.0f} decisions/s")
-    print(f"--jobs {args.jobs}  wall {min(par_w):7.2f} s  cpu {min(par_c):7.2f} s  {one.checked / min(par_w):8,.0f} "
-          f"decisions/s")
-    ratios = [a / b for a, b in zip(seq_w, par_w, strict=True)]
-    print(f"speed-up (wall, per round): {', '.join(f'{r:.2f}x' for r in ratios)}; best-of ratio "
-          f"{min(seq_w) / min(par_w):.2f}x")
-    print(f"fold: {events:,} events, best {max(fold_rates):,.0f} events/s")
+    for r in rows:
+        critical = r["parent"] + r["longest"]
+        print(f"one pass {r['seq_w']:6.2f} s wall {r['seq_c']:6.2f} s cpu | "
+              f"--jobs {args.jobs} {r['par_w']:6.2f} s wall "
+              f"{r['par_c']:6.2f} s cpu (this process {r['parent']:.2f}, longest part {r['longest']:.2f}) | "
+              f"wall ratio {r['seq_w'] / r['par_w']:.2f}x, cpu critical path ratio {r['seq_c'] / critical:.2f}x | "
+              f"machine: 2 processes of pure Python ran {r['machine']:.2f}x one | fold {r['fold']:,.0f} events/s")
+
+
+def split_check(path: str, jobs: int) -> tuple[Any, list[Any]]:
+    """What verify_parallel does, its parts' results kept (each part's CPU seconds in its worker)."""
+    found = survey(LogStream(path))
+    cuts = plan(found.views, jobs)
+    assert found.unsafe is None and found.first is not None and len(cuts) > 1
+    bounds = list(zip(cuts, [*cuts[1:], END], strict=True))
+    parts = run_tasks(check_part, [(path, lo, hi, found.lag, found.first[1]) for lo, hi in bounds], jobs, None)
+    return merge(path, parts, None), parts
+
+
+def _burn(n: int) -> float:
+    start = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i * i
+    return time.perf_counter() - start
+
+
+def calibrate(n: int = 5_000_000) -> tuple[float, float]:
+    """Wall seconds of 2 units of pure-Python work in one process, then in two: how much of a second core
+    the machine's other load leaves (2.0 on an idle 2-core machine)."""
+    start = time.perf_counter()
+    _burn(n)
+    _burn(n)
+    one = time.perf_counter() - start
+    start = time.perf_counter()
+    run_tasks(_burn, [(n,), (n,)], 2, None)
+    return one, time.perf_counter() - start
 
 
 if __name__ == "__main__":

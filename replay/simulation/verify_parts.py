@@ -60,6 +60,7 @@ class PartResult:
     divergence: tuple[Key, Divergence] | None = None
     leftover: tuple[int, Divergence] | None = None  # the lowest view the fold never reached
     timings: dict[str, float] = field(default_factory=dict)
+    cpu_s: float = 0.0  # the part's CPU seconds in its worker (benchmarks/verify_jobs_bench.py: the critical path)
 
 
 def _records(path: str, lo: int, hi: int) -> Iterator[tuple[int, bytes]]:
@@ -92,6 +93,15 @@ def survey(entries: Iterable[tuple[int, bytes]]) -> Survey:
 
 def check_part(path: str, lo: int, hi: int, lag: int, first: bytes, timed: bool = False) -> PartResult:
     """Recompute the decisions whose view is in [lo, hi), as `verify` would, from the snapshot at `lo`."""
+    import time
+
+    cpu = time.process_time()
+    out = _check_part(path, lo, hi, lag, first, timed)
+    out.cpu_s = time.process_time() - cpu
+    return out
+
+
+def _check_part(path: str, lo: int, hi: int, lag: int, first: bytes, timed: bool) -> PartResult:
     import time
 
     run = decode_record(first, 0).events[0]
@@ -189,12 +199,12 @@ def run_tasks(fn: Callable[..., R], calls: Sequence[tuple[Any, ...]], jobs: int,
 
 
 def plan(views: list[int], jobs: int) -> list[int]:
-    """Where the parts start: fold positions that share the decisions out evenly (a decision's cost is
-    its recomputation; the fold up to a part's start is ~100x cheaper per record, and bounded by the
-    snapshot interval when the file has snapshots). About three parts per job, so that a part slower
-    than the rest does not hold the others back."""
+    """Where the parts start: fold positions that share the decisions out evenly, one part per job (a
+    decision's cost is its recomputation; each part also folds from the nearest snapshot before it, or
+    the start, and builds its reactors afresh: on the 4-hour day-bench log, six parts on two jobs cost
+    ~30% more CPU than two, benchmarks/verify_jobs_bench.py)."""
     ordered = sorted(views)
-    want = min(3 * jobs, len(ordered))
+    want = min(jobs, len(ordered))
     cuts = [0]
     for k in range(1, want):
         cut = ordered[len(ordered) * k // want]
