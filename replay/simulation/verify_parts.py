@@ -199,12 +199,14 @@ def run_tasks(fn: Callable[..., R], calls: Sequence[tuple[Any, ...]], jobs: int,
 
 
 def plan(views: list[int], jobs: int) -> list[int]:
-    """Where the parts start: fold positions that share the decisions out evenly, one part per job (a
-    decision's cost is its recomputation; each part also folds from the nearest snapshot before it, or
-    the start, and builds its reactors afresh: on the 4-hour day-bench log, six parts on two jobs cost
-    ~30% more CPU than two, benchmarks/verify_jobs_bench.py)."""
+    """Where the parts start: fold positions that share the decisions out evenly, two parts per job. A
+    decision's cost is its recomputation, and it is not even: on the 12-hour day-bench log the last half of
+    the decisions cost 2.2x the first (the cluster is larger), so one part per job leaves a worker idle;
+    each part also folds from the nearest snapshot before it (at most `snapshot_every` records) and builds
+    its reactors afresh, which six parts on two jobs made ~30% more CPU on the 4-hour log
+    (benchmarks/verify_jobs_bench.py). `run_tasks` hands the later parts out first."""
     ordered = sorted(views)
-    want = min(jobs, len(ordered))
+    want = min(2 * jobs if jobs > 1 else 1, len(ordered))
     cuts = [0]
     for k in range(1, want):
         cut = ordered[len(ordered) * k // want]
@@ -237,7 +239,8 @@ def verify_parallel(path: str, jobs: int = os.cpu_count() or 1, ray: str | None 
     assert first is not None
     bounds = list(zip(cuts, [*cuts[1:], END], strict=True))
     calls = [(path, lo, hi, found.lag, first[1], timings is not None) for lo, hi in bounds]
-    parts = run_tasks(check_part, calls, jobs, ray)
+    # the later parts first: the state grows along a log, and so does a decision's cost
+    parts = run_tasks(check_part, calls[::-1], jobs, ray)[::-1]
     return merge(path, parts, timings), None
 
 
