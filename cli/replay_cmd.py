@@ -1,13 +1,16 @@
 """`dralab replay FILE`: check, inspect and re-run a recorded log.
 
   --verify          recompute every decision from the view it was made on; exit 1 at the first divergence
+    --jobs N        split the log at its snapshots and check the parts in N processes (same report)
+    --ray ADDRESS   check the parts as Ray tasks on that cluster ("local": start one on this machine)
   --at OFFSET|TIME  the cluster state at that point (a whole number is an offset; 90s, 5m, 1h30m a time)
   --explain POD     every event and decision about one pod, with the reasons
   --with KEY=VALUE  the recorded external inputs through reactors with a changed setting, in the
                     simulator; the recorded, baseline and changed runs' metrics side by side
 
 Exit status: 0 done (and, with --verify, no divergence); 1 a divergence or a damaged log (--verify), a
-pod that is not in the log (--explain); 2 invalid input (file, option), said with what and where.
+pod that is not in the log (--explain); 2 invalid input (file, option), said with what and where; 3 the
+Ray cluster of --ray cannot be reached.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import structlog
 
 from .inputs import InputError, output_file, read_log_file, reading, stream_log_file
 
-EXIT_OK, EXIT_FOUND = 0, 1
+EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE = 0, 1, 3
 log = structlog.get_logger("dralab")
 
 
@@ -31,6 +34,11 @@ def add_parser(sub: Any, common: Any) -> None:
     rep.add_argument("file", help="a .dralog file")
     rep.add_argument("--verify", action="store_true",
                      help="recompute every decision from its view; exit 1 at the first divergence")
+    rep.add_argument("--jobs", type=int, default=1, metavar="N",
+                     help="--verify: split the log at its snapshots and check the parts in N processes "
+                          "(default 1: one pass; the report is the same)")
+    rep.add_argument("--ray", metavar="ADDRESS", help="--verify: check the parts as Ray tasks on this cluster "
+                     "(local: start one on this machine); its workers must read the log at the same path")
     rep.add_argument("--at", metavar="OFFSET|TIME",
                      help="print the cluster state at a log offset (a whole number) or a cluster time (90s, 5m)")
     rep.add_argument("--explain", metavar="POD", help="tell the story of one pod (name, ns/name or pod/ns/name)")
@@ -69,6 +77,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.log_file and not args.settings:
         raise InputError("replay: --log goes with --with (it writes the what-if run's log)")
     output_file(args.log_file, "--log")
+    if args.jobs < 1:
+        raise InputError(f"replay: --jobs must be >= 1, got {args.jobs}")
+    if (args.jobs > 1 or args.ray) and not args.verify:
+        raise InputError("replay: --jobs and --ray go with --verify")
     if args.at is not None:
         return _at(args)
     if args.verify:  # these two read the file as a stream: memory is a block (and a window), not the log
@@ -84,7 +96,26 @@ def _verify(args: argparse.Namespace, logf: Any) -> int:
 
     started = time.perf_counter()
     with reading(args.file):
-        result = verify(logf)
+        if args.jobs > 1 or args.ray:
+            from dralab.replay.simulation.verify_parts import verify_parallel
+
+            if args.ray:  # a local Ray on loopback with its own token, or the cluster at the address, probed first
+                from dralab.actors.live_runtime import ServiceUnavailable, ray_runtime
+
+                try:
+                    with ray_runtime(None if args.ray == "local" else args.ray, args.log_format):
+                        result, why = verify_parallel(args.file, args.jobs, "connected", stream=logf)
+                except ServiceUnavailable as exc:
+                    sys.stderr.write(f"dralab: replay --verify --ray: {exc}\n")
+                    return EXIT_UNAVAILABLE
+            else:
+                result, why = verify_parallel(args.file, args.jobs, None, stream=logf)
+            if why is None:  # split: no damage (a damaged log is checked in one pass); the count from the blocks
+                logf.count = result.records or 0
+            else:
+                log.info("verify.sequential", file=args.file, reason=why)
+        else:
+            result = verify(logf)
     _damaged(logf, args.file)  # verify's first pass reads the whole file: count and damage are the file's
     log.debug("verify.done", decisions=result.checked, wall_s=round(time.perf_counter() - started, 3))
     ok = result.ok and not logf.damage

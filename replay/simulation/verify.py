@@ -62,6 +62,7 @@ class VerifyResult:
     state: ClusterState
     divergence: Divergence | None = None
     sources: dict[str, int] = field(default_factory=dict)
+    records: int | None = None  # set by the parallel check (verify_parts): the records of the file's blocks
 
     @property
     def ok(self) -> bool:
