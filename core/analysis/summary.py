@@ -84,8 +84,11 @@ def render_text(summary: dict[str, Any]) -> str:
     def fmt(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f}s"
 
+    release = summary.get("kubernetes") or {}
     lines = [
         f"scenario {summary['scenario']}  seed {summary['seed']}  autoscaler policy {summary['policy']['autoscaler']}",
+        *([f"release    Kubernetes {release['version']}; upstream bugs in it: {', '.join(release['upstreamBugs'])} "
+           "(docs/upstream-bugs.md)"] if release.get("upstreamBugs") else []),
         f"pods       {pods['scheduled']}/{pods['total']} scheduled, {pods['pending']} pending"
         + (f" ({', '.join(f'{k}: {v}' for k, v in pods['pending_by_reason'].items())})" if pods["pending"] else "")
         + (f", {pods['failed']} failed" if pods.get("failed") else ""),
