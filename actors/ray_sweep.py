@@ -2,8 +2,10 @@
 instead of a local process pool (cli/pool.py chooses).
 
 Why tasks, in chunks: a million chaos seeds as a million tasks would spend more on Ray's bookkeeping than on the
-seeds (a chaos seed is tens of milliseconds), so seeds go in chunks, a few chunks per CPU of the cluster in flight
-at a time (a million seeds never sit in Ray's queue at once), each chunk one task returning its results in order.
+seeds (a chaos seed is tens of milliseconds), so seeds go in chunks (about 16 per CPU of the cluster, so that the
+last ones, running while other CPUs idle, are a small share; at most 64 seeds each), a few chunks per CPU in
+flight at a time (a million seeds never sit in Ray's queue at once), each chunk one task returning its results
+in order.
 The sweep's inputs (the scenario, the options, an imported trace) are put into Ray's object store once; a
 worker process calls the sweep's `init` with them the first time it runs one of the sweep's chunks, as the
 local pool's initializer does, and keeps them for the next chunk. A seed's run is a function of the seed and
@@ -29,7 +31,8 @@ from .ray_access import RayUnreachable, local_ray_environment, probe_ray, token_
 __all__ = ["LAST_SWEEP", "LOCAL", "RaySweepUnavailable", "chunk_size", "ray_finished", "sweep_ray"]
 
 LOCAL = "auto"  # `--ray auto`: a local Ray on every core
-CHUNKS_PER_CPU = 4  # chunks in flight per CPU of the cluster, and the chunking's aim per CPU
+CHUNKS_PER_CPU = 16  # the chunking's aim per CPU: the last chunks, running alone, are a small share of the sweep
+IN_FLIGHT_PER_CPU = 4  # chunks submitted and not yet collected, per CPU of the cluster
 MAX_CHUNK = 64  # seeds per task at most: a failing chaos seed is shrunk (seconds), progress still ticks
 
 # The CPUs of the cluster the last sweep of this process ran on (a summary's `jobs`).
@@ -107,7 +110,7 @@ def ray_finished(run: Callable[[int], Any], init: Callable[..., None], initargs:
         chunks = [seeds[i:i + size] for i in range(0, len(seeds), size)]
         task = ray.remote(num_cpus=1, max_retries=0)(_chunk)
         sweep, inputs = uuid.uuid4().hex, ray.put(initargs)
-        limit = cpus * CHUNKS_PER_CPU
+        limit = cpus * IN_FLIGHT_PER_CPU
         queued = iter(chunks)
         pending: list[Any] = []
         try:

@@ -26,7 +26,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def sweep(workers: int, scenario: Any, seeds: list[int], options: Any) -> tuple[float, dict[int, str]]:
+def sweep(workers: int, scenario: Any, seeds: list[int], options: Any) -> tuple[float, float, dict[int, str]]:
+    """Wall seconds of the sweep on a fresh cluster of `workers` one-CPU nodes, CPU seconds its worker
+    processes spent, and each seed's log digest."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -41,15 +43,23 @@ def sweep(workers: int, scenario: Any, seeds: list[int], options: Any) -> tuple[
             cluster.wait_for_nodes()
             ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
             assert int(ray.cluster_resources().get("CPU", 0)) == workers
-            warm = ray.remote(num_cpus=1)(lambda: os.getpid())  # start the workers' Python processes first
-            ray.get([warm.remote() for _ in range(workers * 2)])
+            pid = ray.remote(num_cpus=1)(lambda: os.getpid())  # start the workers' Python processes first
+            pids = set(ray.get([pid.remote() for _ in range(workers * 4)]))
+            cpu0 = {p: _cpu_s(p) for p in pids}
             started = time.monotonic()
             results = run_seeds(scenario, seeds, options, workers, _Progress(len(seeds), True), ray=cluster.address)
             wall = time.monotonic() - started
+            cpu = sum(_cpu_s(p) - cpu0[p] for p in pids)
         finally:
             ray.shutdown()
             cluster.shutdown()
-    return wall, {r.seed: r.digest for r in results}
+    return wall, cpu, {r.seed: r.digest for r in results}
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -65,20 +75,28 @@ def main() -> int:
     args = ap.parse_args()
     scenario, seeds = load_scenario(args.scenario), parse_seeds(args.seeds)
     times: dict[int, list[float]] = {1: [], 2: []}
+    cpus: dict[int, list[float]] = {1: [], 2: []}
+    loads: list[float] = []
     digests = None
     with tempfile.TemporaryDirectory() as out:
         options = ChaosOptions(kinds=DEFAULT_KINDS, rate=args.rate, out_dir=out, shrink=False)
         for r in range(args.rounds):
             for workers in (1, 2) if r % 2 == 0 else (2, 1):
-                wall, got = sweep(workers, scenario, seeds, options)
+                loads.append(round(os.getloadavg()[0], 2))
+                wall, cpu, got = sweep(workers, scenario, seeds, options)
                 assert digests is None or got == digests, "a sweep gave other logs"
                 digests = got
                 times[workers].append(round(wall, 2))
-                sys.stderr.write(f"ray sweep: {workers} worker(s): {wall:.1f}s\n")
+                cpus[workers].append(round(cpu, 2))
+                sys.stderr.write(f"ray sweep: {workers} worker(s): {wall:.1f}s wall, {cpu:.1f}s CPU in the workers\n")
     one, two = statistics.median(times[1]), statistics.median(times[2])
+    # what the workers got of the machine: CPU seconds per wall second per worker (1.0: a core each, unshared)
+    share = {w: round(statistics.median(c) / statistics.median(times[w]) / w, 2) for w, c in cpus.items()}
     print(json.dumps({"scenario": Path(args.scenario).name, "seeds": len(seeds), "rate": args.rate,
                       "one_worker_s": times[1], "two_workers_s": times[2], "speedup": round(one / two, 2),
-                      "cores": len(os.sched_getaffinity(0)), "load_avg_1m": round(os.getloadavg()[0], 2)}))
+                      "best_speedup": round(min(times[1]) / min(times[2]), 2),
+                      "worker_cpu_s": cpus, "cpu_share_per_worker": share,
+                      "cores": len(os.sched_getaffinity(0)), "load_avg_1m": loads}))
     return 0
 
 

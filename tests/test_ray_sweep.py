@@ -40,7 +40,7 @@ def test_unreachable_ray_is_exit_3(capsys: pytest.CaptureFixture[str], tmp_path:
 
 
 def test_chunks() -> None:
-    assert chunk_size(10, 2) == 1 and chunk_size(80, 2) == 10 and chunk_size(10**6, 100) == MAX_CHUNK
+    assert chunk_size(10, 2) == 1 and chunk_size(320, 2) == 10 and chunk_size(10**6, 100) == MAX_CHUNK
 
 
 def test_chaos_on_ray_is_the_local_pool(capsys: pytest.CaptureFixture[str], tmp_path: Path,
