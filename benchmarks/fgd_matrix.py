@@ -91,7 +91,7 @@ def main() -> int:
                 entry["rows_matched"] = f"{sum(r['matched'] for r in mine)}/{sum(r['rows'] for r in mine)}"
             table.append(entry)
     summary = {"runs": len(rows), "wall_s": round(wall, 1), "cpu_s": round(sum(r["cpu_s"] for r in rows), 1),
-               "jobs": args.jobs, "compat": args.compat, "table": table}
+               "jobs": args.jobs, "compat": args.compat, "table": table, **({"ray": args.ray} if args.ray else {})}
     if compare:
         summary["rows"] = sum(r["rows"] for r in rows)
         summary["matched"] = sum(r["matched"] for r in rows)
