@@ -108,7 +108,10 @@ def ray_finished(run: Callable[[int], Any], init: Callable[..., None], initargs:
         LAST_SWEEP["cpus"] = cpus
         size = chunk_size(len(seeds), cpus)
         chunks = [seeds[i:i + size] for i in range(0, len(seeds), size)]
-        task = ray.remote(num_cpus=1, max_retries=0)(_chunk)
+        # A worker (or its node) that dies takes its chunk with it: run again, as often as Ray's default, since a
+        # chunk is a function of its seeds and writes nothing; a seed that raises is not retried (Ray retries
+        # system failures only unless retry_exceptions is set) and ends the sweep, as on the pool.
+        task = ray.remote(num_cpus=1, max_retries=3)(_chunk)
         sweep, inputs = uuid.uuid4().hex, ray.put(initargs)
         limit = cpus * IN_FLIGHT_PER_CPU
         queued = iter(chunks)
@@ -123,7 +126,7 @@ def ray_finished(run: Callable[[int], Any], init: Callable[..., None], initargs:
                 if not pending:
                     return
                 done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
-                if done:  # and whatever else is ready: one yield per second at most, none waited for
+                if done:  # and whatever else is ready, without waiting; none done: an empty yield after 1 s
                     more, pending = ray.wait(pending, num_returns=len(pending), timeout=0) if pending else ([], [])
                     done += more
                 yield [r for batch in ray.get(done) for r in batch]
