@@ -7,7 +7,8 @@ wall time, and each (trace, policy)'s median GPU allocation at 100% arrived next
 Each run is replay/traces/fgd.py `run_seed`, what `dralab trace openb` runs per seed. With `--compat fgd-go` every
 run is also compared with the cached rows column for column (replay/traces/fgd_cache.py) and the count of rows that
 match is reported; without it the medians are compared (the paper's acceptance: within 0.3 points for
-BestFit, FGD and Packing, 0.5 for Random). Runs go to `--jobs` processes; each worker imports a trace once.
+BestFit, FGD and Packing, 0.5 for Random). Runs go to `--jobs` processes, or with `--ray ADDRESS|auto` to Ray tasks
+(cli/fgd_matrix_tasks.py); each worker imports a trace once.
 """
 
 from __future__ import annotations
@@ -23,39 +24,6 @@ from typing import Any
 
 TRACES = ("default", "cpu050", "cpu100", "cpu200", "cpu250", "gpushare100", "gpushare40", "gpushare60", "gpushare80",
           "gpuspec10", "gpuspec20", "gpuspec25", "gpuspec33", "multigpu20", "multigpu30", "multigpu40", "multigpu50")
-_WORKER: dict[str, Any] = {}
-
-
-def _init(traces: str, tasks: list[tuple[str, str, int]], compat: str, compare: bool) -> None:
-    _WORKER.update(traces=traces, tasks=tasks, compat=compat, compare=compare, clusters={}, cached={})
-
-
-def _run(index: int) -> dict[str, Any]:
-    from dralab.replay.traces.fgd import run_seed
-    from dralab.replay.traces.fgd_cache import compare, read_cached
-    from dralab.trace_cmd import load_trace
-
-    w = _WORKER
-    trace, policy, seed = w["tasks"][index]
-    root = Path(w["traces"])
-    if trace not in w["clusters"]:
-        w["clusters"][trace] = load_trace(str(root / "openb_node_list_gpu_node.csv"),
-                                          str(root / f"openb_pod_list_{trace}.csv"))
-    cluster, workload, sources = w["clusters"][trace]
-    c0 = time.process_time()
-    result = run_seed(cluster, policy, seed, compat=w["compat"], sources=sources)
-    row: dict[str, Any] = {"trace": trace, "policy": policy, "seed": seed, "alloc_100": result.alloc[100],
-                           "frag_100": result.frag[100], "pods": result.pods, "failed": result.failed,
-                           "cpu_s": round(time.process_time() - c0, 3)}
-    if w["compare"]:
-        key = (workload, policy)
-        if key not in w["cached"]:
-            w["cached"][key] = read_cached(str(root / "fgd_expected_results"), workload, policy)
-        verdict = compare(w["cached"][key], [result])
-        row["rows"], row["matched"] = verdict["rows"], verdict["matched"]
-    return row
-
-
 def cached_medians(traces: Path) -> dict[tuple[str, str], float]:
     """Median over the seeds of the cached allocation at 100% arrived, by (trace, policy)."""
     import csv
@@ -73,6 +41,7 @@ def cached_medians(traces: Path) -> dict[tuple[str, str], float]:
 
 def main() -> int:
     from dralab.chaos_cmd import parse_seeds
+    from dralab.fgd_matrix_tasks import init, run
     from dralab.pool import finished
     from dralab.replay.traces.fgd_policies import POLICY_NAMES
 
@@ -85,6 +54,8 @@ def main() -> int:
     ap.add_argument("--policies", default="all")
     ap.add_argument("--seeds", default="42-51")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--ray", metavar="ADDRESS", help="run the tasks as Ray tasks on this cluster (auto: a local Ray "
+                                                    "on every core); every worker needs --traces at the same path")
     ap.add_argument("--compat", default="", choices=["", "fgd-go"])
     ap.add_argument("--out", help="write every run's row and the summary as JSON")
     ap.add_argument("--markdown", help="write the per (trace, policy) table as Markdown")
@@ -95,7 +66,8 @@ def main() -> int:
     root = Path(args.traces)
     compare = bool(args.compat)
     started, rows = time.monotonic(), []
-    for batch in finished(_run, _init, (str(root), tasks, args.compat, compare), list(range(len(tasks))), args.jobs):
+    for batch in finished(run, init, (str(root), tasks, args.compat, compare), list(range(len(tasks))), args.jobs,
+                          ray=args.ray):
         rows.extend(batch)
         if batch:
             done, elapsed = len(rows), time.monotonic() - started
@@ -104,6 +76,8 @@ def main() -> int:
                              f"left\n")
             sys.stderr.flush()
     wall = time.monotonic() - started
+    order = {task: i for i, task in enumerate(tasks)}  # the rows in task order, however they finished
+    rows.sort(key=lambda r: order[(r["trace"], r["policy"], r["seed"])])
     cache = cached_medians(root)
     table = []
     for t in traces:
@@ -117,7 +91,7 @@ def main() -> int:
                 entry["rows_matched"] = f"{sum(r['matched'] for r in mine)}/{sum(r['rows'] for r in mine)}"
             table.append(entry)
     summary = {"runs": len(rows), "wall_s": round(wall, 1), "cpu_s": round(sum(r["cpu_s"] for r in rows), 1),
-               "jobs": args.jobs, "compat": args.compat, "table": table}
+               "jobs": args.jobs, "compat": args.compat, "table": table, **({"ray": args.ray} if args.ray else {})}
     if compare:
         summary["rows"] = sum(r["rows"] for r in rows)
         summary["matched"] = sum(r["matched"] for r in rows)

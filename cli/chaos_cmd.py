@@ -61,7 +61,10 @@ def add_parser(sub: Any) -> None:
                    help="--live: a seed whose run takes longer (wall seconds) fails as run-error (default 600)")
     p.add_argument("--redis", metavar="URL", help="--live: use this Redis (then redis-restart faults are skipped: "
                                                    "only a Redis the run started itself is restarted)")
-    p.add_argument("--ray", metavar="ADDRESS", help="--live: join this Ray cluster (default: start one locally)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run the seeds as Ray tasks on this cluster (`auto`: a local Ray on every core); the "
+                        "results, kept logs and shrinks are those of the local pool (docs/deploy.md); --live: join "
+                        "this Ray cluster (default: start one locally)")
     p.add_argument("--hosts", type=int, default=0, metavar="N",
                    help="--live: deal the reactors into N host actors, as `dralab run --hosts` (default 0: an actor "
                         "per reactor); a kill or a pause then stops a host's every reactor")
@@ -146,6 +149,37 @@ def _run(seed: int) -> Any:
     return run_seed(_WORKER["scenario"], seed, _WORKER["options"])
 
 
+def _run_shipped(seed: int) -> tuple[Any, dict[str, bytes]]:
+    """A seed on a Ray worker, which may be another machine: its logs are kept in a folder of its own there
+    and come back with the result, to be written into --out here (`_land`)."""
+    import dataclasses
+    import tempfile
+    from pathlib import Path
+
+    from dralab.replay.simulation.chaos import run_seed
+
+    with tempfile.TemporaryDirectory(prefix="dralab-chaos-") as tmp:
+        result = run_seed(_WORKER["scenario"], seed, dataclasses.replace(_WORKER["options"], out_dir=tmp))
+        files = {os.path.basename(f): Path(f).read_bytes() for f in result.files}
+    return result, files
+
+
+def _land(shipped: tuple[Any, dict[str, bytes]], out_dir: str) -> Any:
+    """The kept logs of a seed run on Ray, written into --out under the names and paths the local pool gives."""
+    from pathlib import Path
+
+    from dralab.replay.logs.output_files import atomic_output
+
+    result, files = shipped
+    if files:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        with atomic_output(str(Path(out_dir) / name), "--out") as f:
+            f.write(data)
+    result.files = [str(Path(out_dir) / os.path.basename(f)) for f in result.files]
+    return result
+
+
 def cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -185,12 +219,17 @@ def _dur(seconds: float) -> str:
     return f"{seconds:.0f}s" if seconds < 90 else f"{seconds / 60:.0f}m" if seconds < 5400 else f"{seconds / 3600:.1f}h"
 
 
-def run_seeds(scenario: Any, seeds: list[int], options: Any, jobs: int, progress: _Progress) -> list[Any]:
-    """Every seed's SeedResult, in seed order. One job: in this process (a test can patch an invariant)."""
+def run_seeds(scenario: Any, seeds: list[int], options: Any, jobs: int, progress: _Progress,
+              ray: str | None = None) -> list[Any]:
+    """Every seed's SeedResult, in seed order. One job: in this process (a test can patch an invariant);
+    `ray`: as Ray tasks, the kept logs shipped back into --out."""
     results: dict[int, Any] = {}
     failed = 0
-    for batch in finished(_run, _init, (scenario, options), seeds, jobs):
+    run = _run_shipped if ray else _run
+    for batch in finished(run, _init, (scenario, options), seeds, jobs, ray=ray):
         for r in batch:
+            if ray:
+                r = _land(r, options.out_dir)
             results[r.seed] = r
             failed += not r.ok
         progress.update(len(results), failed)
@@ -272,8 +311,20 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             sys.stderr.write(f"dralab: error: {exc}\n")
             return EXIT_UNAVAILABLE
     else:
-        results = run_seeds(scenario, seeds, options, jobs, progress)
+        from dralab.actors.ray_sweep import RaySweepUnavailable
+
+        try:
+            results = run_seeds(scenario, seeds, options, jobs, progress, ray=args.ray)
+        except RaySweepUnavailable as exc:
+            sys.stderr.write(f"dralab: error: {exc}\n")
+            return EXIT_UNAVAILABLE
+        if args.ray:
+            from dralab.actors.ray_sweep import LAST_SWEEP
+
+            jobs = LAST_SWEEP["cpus"]  # the Ray cluster's CPUs: what ran seeds at once
     summary = summarize(scenario, args.seeds, results, options, jobs, time.monotonic() - started)
+    if args.ray and not args.live:
+        summary["ray"] = args.ray
     summary["mode"] = "live" if args.live else "sim"
     if args.live:
         summary["speed"] = args.speed

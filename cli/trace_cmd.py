@@ -55,6 +55,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-o", "--output", choices=FORMATS, default="text", help="stdout format (default text)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="processes running seeds (0: one per core; "
                                                                      "default 1)")
+    p.add_argument("--ray", metavar="ADDRESS", help="openb FGD protocol: run the seeds as Ray tasks on this cluster "
+                                                   "(`auto`: a local Ray on every core); the same results as --jobs")
     p.add_argument("--job-list", metavar="FILE", help="philly: the job list CSV (philly.csv); pollux: the Philly "
                                                       "jobs the durations are drawn from")
     p.add_argument("--workload", metavar="FILE", help="pollux: a Pollux workload CSV (workload-N.csv)")
@@ -113,11 +115,11 @@ class _Progress:
 
 
 def run_seeds(cluster: Any, policy: str, seeds: list[int], jobs: int, quiet: bool, compat: str = "",
-              sources: tuple[int, ...] | None = None) -> list[Any]:
-    """Every seed's RunResult, in seed order (the pool pattern of `dralab chaos`)."""
+              sources: tuple[int, ...] | None = None, ray: str | None = None) -> list[Any]:
+    """Every seed's RunResult, in seed order (the pool pattern of `dralab chaos`; `ray`: as Ray tasks)."""
     progress = _Progress(len(seeds), quiet)
     results: dict[int, Any] = {}
-    for batch in finished(_run, _init, (cluster, policy, compat, sources), seeds, jobs):
+    for batch in finished(_run, _init, (cluster, policy, compat, sources), seeds, jobs, ray=ray):
         for r in batch:
             results[r.seed] = r
         progress.update(len(results))
@@ -169,6 +171,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from dralab.replay.traces.fgd_policies import POLICY_NAMES
 
     if args.trace in ("philly", "pollux") or args.time_aware:
+        if args.ray:  # one run per autoscaler policy, in this process: nothing to spread
+            raise InputError("--ray: runs the seeds of the openb FGD protocol; time-aware runs are one per policy, "
+                             "in this process")
         return cmd_time_aware(args)
     for option, value in (("--nodes", args.nodes), ("--pods", args.pods), ("--policy", args.policy)):
         if value is None:
@@ -189,7 +194,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
             expected = read_cached(args.compare, workload, args.policy)
         except CacheError as exc:
             raise InputError(str(exc)) from None
-    results = run_seeds(cluster, args.policy, seeds, args.jobs or cores(), args.quiet, args.compat or "", sources)
+    from dralab.actors.ray_sweep import RaySweepUnavailable
+
+    try:
+        results = run_seeds(cluster, args.policy, seeds, args.jobs or cores(), args.quiet, args.compat or "", sources,
+                            ray=args.ray)
+    except RaySweepUnavailable as exc:
+        sys.stderr.write(f"dralab: error: {exc}\n")
+        return 3
     report: dict[str, Any] = {"trace": workload, "policy": args.policy, "seeds": args.seeds,
                               "compat": args.compat or "", **medians(results),
                               "wall_s": round(time.monotonic() - started, 3),
