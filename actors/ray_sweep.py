@@ -104,7 +104,7 @@ def ray_finished(run: Callable[[int], Any], init: Callable[..., None], initargs:
     import ray
 
     with sweep_ray(address):
-        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call]
         LAST_SWEEP["cpus"] = cpus
         size = chunk_size(len(seeds), cpus)
         chunks = [seeds[i:i + size] for i in range(0, len(seeds), size)]
