@@ -13,23 +13,15 @@ from __future__ import annotations
 
 from ...state.cluster import ClusterState, PodState
 from ...state.gangs import Reservation
-from .capacity import FirstFit, FitMemo, SimNode, Simulation
+from .capacity import FitMemo, SimNode, Simulation
+from .nodes import absorb
 
 
 def absorb_placing(sim: Simulation, nodes: list[SimNode], pods: list[PodState], memo: FitMemo | None,
                    placed: set[str]) -> list[PodState]:
     """`absorb`: place each pod on the first node that takes it; the pods no node takes. The names of the nodes
     that took one are added to `placed`."""
-    remaining = []
-    first_fit = FirstFit(sim, nodes, memo)
-    for pod in pods:
-        spot = first_fit.find(pod)
-        if spot is None:
-            remaining.append(pod)
-        else:
-            sim.place(pod, spot[0], spot[1])
-            placed.add(spot[0].node.name)
-    return remaining
+    return absorb(sim, nodes, pods, memo, placed)
 
 
 def unschedulable_only(view: ClusterState, nominated: dict[str, Reservation]) -> dict[str, Reservation]:

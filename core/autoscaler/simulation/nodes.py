@@ -68,9 +68,10 @@ def sim_upcoming_nodes(view: ClusterState, sim: Simulation, given_up: set[str], 
 
 
 def absorb(sim: Simulation, nodes: list[SimNode], pods: list[PodState],
-           memo: FitMemo | None = None) -> list[PodState]:
+           memo: FitMemo | None = None, placed: set[str] | None = None) -> list[PodState]:
     """Place each pod on the first node that takes it (FilterOutSchedulable on ready nodes, then the
-    upcoming ones); the pods no node takes. `memo`: the autoscaler's, synced to the view."""
+    upcoming ones); the pods no node takes. `memo`: the autoscaler's, synced to the view. `placed`: the names of
+    the nodes that took a pod are added to it (one snapshot per loop: loop_snapshot.py)."""
     remaining = []
     first_fit = FirstFit(sim, nodes, memo)
     for pod in pods:
@@ -79,5 +80,7 @@ def absorb(sim: Simulation, nodes: list[SimNode], pods: list[PodState],
             remaining.append(pod)
         else:
             sim.place(pod, spot[0], spot[1])
+            if placed is not None:
+                placed.add(spot[0].node.name)
     return remaining
 
