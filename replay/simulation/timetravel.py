@@ -239,6 +239,7 @@ def explain(records: Iterable[tuple[int, Record]], pod: str) -> dict[str, Any]:
                 story.append({"offset": offset, "t_ms": record.t, "source": record.source, "view": record.view,
                               "role": "wrote" if touched else "named", "event": _describe_event(event)})
     found = state.pods.get(name) or state.pods.get(key)
+    pod_state: dict[str, Any] | None
     if found is None:
         pod_state = None
     else:
