@@ -104,8 +104,9 @@ def cases(draw: st.DrawFn, *, roomy: bool = False) -> Case:
     scan_s = draw(st.integers(5, 30))
     last = max(p.at_s for p in pods)
     slowest = max(g.delay_s[1] for g in groups)
-    # long enough for every pod to go through one scale-up round after another
-    duration_s = last + (len(pods) + 2) * (scan_s + slowest + 1) if roomy else draw(st.integers(last + 1, 900))
+    # long enough for every pod to go through one scale-up round after another; each round may first wait for
+    # its GPU pods to be 30 s old (cluster-autoscaler's unschedulablePodWithGpuTimeBuffer, release profiles)
+    duration_s = last + (len(pods) + 2) * (scan_s + slowest + 1 + 30) if roomy else draw(st.integers(last + 1, 900))
     return Case(groups, pods, draw(st.sampled_from(SCORE_STRATEGIES)), draw(st.sampled_from(EXPANDERS)), scan_s,
                 duration_s)
 
