@@ -64,7 +64,7 @@ _SLICE_SPEC = (
     "devices",
     "sharedCounters",
 )
-_DEVICE = (
+DEVICE_FIELDS = (  # a v1 device's fields (older.py: v1beta1's `basic` holds the same but `name`)
     "name",
     "attributes",
     "capacity",
@@ -253,7 +253,7 @@ def _device_node_selection(device: dict[str, Any], path: str, per_device: bool) 
 
 def _device(item: object, path: str, *, driver: str, pool: str, slice_name: str, per_device: bool) -> Device:
     device = expect_map(item, path)
-    fields(device, path, _DEVICE)
+    fields(device, path, DEVICE_FIELDS)
     name = check_dns_label(required_str(device, "name", path), join(path, "name"))
     attributes = obj_map(device, "attributes", path) or {}
     capacities = obj_map(device, "capacity", path) or {}

@@ -39,6 +39,7 @@ import re
 from typing import Any
 
 from ..kube.fields import FieldError, check_fields, expect_list, expect_map, index, join
+from .convert import DEVICE_FIELDS
 
 __all__ = [
     "BASIC_FIELDS",
@@ -69,19 +70,7 @@ SERVED: dict[str, tuple[str, ...]] = {
     V1: ("1.34", "1.35", "1.36", "1.37", "1.38"),
 }
 
-BASIC_FIELDS = (
-    "attributes",
-    "capacity",
-    "consumesCounters",
-    "nodeName",
-    "nodeSelector",
-    "allNodes",
-    "taints",
-    "bindsToNode",
-    "bindingConditions",
-    "bindingFailureConditions",
-    "allowMultipleAllocations",
-)
+BASIC_FIELDS = tuple(f for f in DEVICE_FIELDS if f != "name")  # v1beta1's `basic`: a v1 device but its name
 REQUEST_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations", "capacity")
 
 
